@@ -1,0 +1,102 @@
+"""`gpu-portal serve | migrate | seed`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import text
+
+from app.config import PROJECT_ROOT, Settings, get_settings
+from app.db import make_engine, make_session_factory, unit_of_work
+
+log = logging.getLogger("gpu_portal")
+
+
+def alembic_config(settings: Settings) -> Config:
+    config = Config(str(PROJECT_ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
+    config.attributes["database_url"] = settings.database_url
+    return config
+
+
+def wait_for_database(settings: Settings, timeout: float = 60.0) -> None:
+    engine = make_engine(settings.database_url)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                with engine.connect() as conn:
+                    conn.execute(text("SELECT 1"))
+                return
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"the database is not reachable: {exc}") from exc
+                log.info("waiting for the database: %s", exc)
+                time.sleep(1)
+    finally:
+        engine.dispose()
+
+
+def migrate(settings: Settings, revision: str = "head") -> None:
+    wait_for_database(settings)
+    command.upgrade(alembic_config(settings), revision)
+
+
+def seed(settings: Settings) -> bool:
+    from app.seed import seed_example
+
+    engine = make_engine(settings.database_url)
+    try:
+        factory = make_session_factory(engine)
+        with unit_of_work(factory) as session:
+            return seed_example(session)
+    finally:
+        engine.dispose()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="gpu-portal", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve_p = sub.add_parser("serve", help="migrate the database, then serve the portal")
+    serve_p.add_argument("--host", default="127.0.0.1")
+    serve_p.add_argument("--port", type=int, default=8000)
+    serve_p.add_argument("--seed", action="store_true", help="seed the example org if empty")
+    serve_p.add_argument("--workers", type=int, default=1)
+    migrate_p = sub.add_parser("migrate", help="run Alembic migrations")
+    migrate_p.add_argument("revision", nargs="?", default="head")
+    sub.add_parser("seed", help="seed the design source's example org if the database is empty")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        settings = get_settings()
+    except ValueError as exc:
+        sys.exit(f"gpu-portal: refusing to start: {exc}")
+    if args.command == "migrate":
+        migrate(settings, args.revision)
+    elif args.command == "seed":
+        migrate(settings)
+        print("seeded the example org" if seed(settings) else "the database already has an org")
+    elif args.command == "serve":
+        import uvicorn
+
+        migrate(settings)
+        if args.seed and seed(settings):
+            log.info("seeded the example org ml-org with teams nlp, vision, recommender")
+        uvicorn.run(
+            "app.main:create_app",
+            factory=True,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            proxy_headers=True,
+            log_level="info",
+        )
+
+
+if __name__ == "__main__":
+    main()

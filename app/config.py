@@ -1,0 +1,78 @@
+"""One settings class for the whole portal (environment prefix ``PORTAL_``)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_SECRET_KEY = "development-secret-key-change-me"  # noqa: S105 - refused outside development
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ClusterBackendKind(StrEnum):
+    SIMULATED = "simulated"
+    KUBERNETES = "kubernetes"
+
+
+class Settings(BaseSettings):
+    """Everything the portal reads from its environment."""
+
+    model_config = SettingsConfigDict(env_prefix="PORTAL_", env_file=".env", extra="ignore")
+
+    development: bool = Field(
+        default=False,
+        description="Development mode: enables the development sign-in and allows the default key.",
+    )
+    secret_key: str = Field(
+        default=DEFAULT_SECRET_KEY, description="Signs session cookies and CSRF tokens."
+    )
+    database_url: str = Field(
+        default="sqlite:///./gpu-portal.db", description="SQLAlchemy URL: SQLite or PostgreSQL."
+    )
+    cluster_backend: ClusterBackendKind = Field(
+        default=ClusterBackendKind.SIMULATED, description="`simulated` or `kubernetes`."
+    )
+    simulated_step_seconds: float = Field(
+        default=1.5, description="Simulated backend: seconds each provisioning step takes."
+    )
+    worker_enabled: bool = Field(default=True, description="Run the provisioning worker.")
+    worker_interval_seconds: float = Field(
+        default=2.0, description="How often the worker looks for work when nothing wakes it."
+    )
+    worker_resync_seconds: float = Field(
+        default=300.0, description="How often a ready team is re-checked for drift."
+    )
+    worker_lease_seconds: float = Field(
+        default=60.0, description="How long one worker may hold a team before another may take it."
+    )
+    retry_base_seconds: float = Field(default=2.0, description="First retry delay after a failure.")
+    retry_max_seconds: float = Field(default=300.0, description="Longest retry delay.")
+    session_max_age_seconds: int = Field(default=8 * 3600, description="Session cookie lifetime.")
+    external_url: str = Field(
+        default="http://localhost:8000", description="Where users reach the portal."
+    )
+
+    @model_validator(mode="after")
+    def _refuse_default_secret(self) -> Settings:
+        if not self.development and self.secret_key == DEFAULT_SECRET_KEY:
+            raise ValueError(
+                "PORTAL_SECRET_KEY is the built-in default: set a random value "
+                "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`) "
+                "or set PORTAL_DEVELOPMENT=true for a local run."
+            )
+        if len(self.secret_key) < 16:
+            raise ValueError("PORTAL_SECRET_KEY must be at least 16 characters long.")
+        return self
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

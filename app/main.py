@@ -1,0 +1,146 @@
+"""The FastAPI application: wiring only. Engines, clients and workers start in lifespan."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from urllib.parse import quote
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.audit.pages import router as audit_pages
+from app.auth.pages import router as auth_pages
+from app.config import PROJECT_ROOT, Settings, get_settings
+from app.db import make_engine, make_session_factory
+from app.errors import DomainError, InvalidInput
+from app.provisioning.factory import make_backend
+from app.provisioning.reconciler import Reconciler, Worker
+from app.teams.admin_pages import router as admin_pages
+from app.teams.api import router as api_router
+from app.teams.pages import router as team_pages
+from app.usage.service import UsageCache
+from app.web.deps import NotAuthenticated, csrf_protect
+from app.web.templating import is_htmx, render
+
+log = logging.getLogger(__name__)
+
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"same-origin"),
+    (
+        b"content-security-policy",
+        b"default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        b"frame-ancestors 'none'; form-action 'self'",
+    ),
+]
+
+
+class SecurityHeaders:
+    """Adds the same protective headers to every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {k.lower() for k, _ in headers}
+                headers += [(k, v) for k, v in SECURITY_HEADERS if k not in present]
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(settings.database_url)
+        app.state.engine = engine
+        app.state.session_factory = make_session_factory(engine)
+        app.state.backend = make_backend(settings)
+        app.state.usage_cache = UsageCache(app.state.backend, ttl=5.0)
+        app.state.reconciler = Reconciler(app.state.session_factory, app.state.backend, settings)
+        worker = Worker(app.state.reconciler, interval=settings.worker_interval_seconds)
+        if settings.worker_enabled:
+            worker.start()
+        try:
+            yield
+        finally:
+            worker.stop()
+            engine.dispose()
+
+    app = FastAPI(
+        title="GPU cluster portal",
+        version="0.1.0",
+        description=(
+            "Self-service isolated clusters (vCluster) on a shared GPU pool scheduled by "
+            "KAI Scheduler. Unsafe methods need the session's CSRF token in `X-CSRF-Token`."
+        ),
+        lifespan=lifespan,
+        dependencies=[Depends(csrf_protect)],
+    )
+    app.state.settings = settings
+    app.add_middleware(
+        SessionMiddleware,
+        secret_key=settings.secret_key,
+        session_cookie="portal_session",
+        max_age=settings.session_max_age_seconds,
+        same_site="lax",
+        https_only=not settings.development,
+    )
+    app.add_middleware(SecurityHeaders)
+    app.mount("/static", StaticFiles(directory=str(PROJECT_ROOT / "static")), name="static")
+    for router in (auth_pages, team_pages, admin_pages, audit_pages, api_router):
+        app.include_router(router)
+
+    def wants_json(request: Request) -> bool:
+        return request.url.path.startswith("/api/")
+
+    @app.exception_handler(NotAuthenticated)
+    async def not_authenticated(request: Request, exc: NotAuthenticated) -> Response:
+        if wants_json(request):
+            return JSONResponse({"detail": "sign in first"}, status_code=401)
+        target = "/login?next=" + quote(request.url.path)
+        if is_htmx(request):
+            return Response(status_code=401, headers={"HX-Redirect": target})
+        return RedirectResponse(target, status_code=303)
+
+    @app.exception_handler(DomainError)
+    async def domain_error(request: Request, exc: DomainError) -> Response:
+        errors = exc.errors if isinstance(exc, InvalidInput) else None
+        if wants_json(request):
+            return JSONResponse(
+                {"detail": exc.message, "errors": errors}, status_code=exc.status_code
+            )
+        return render(
+            request,
+            "error.html",
+            {"message": exc.message, "errors": errors or {}, "status": exc.status_code},
+            status_code=exc.status_code,
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(request: Request, exc: RequestValidationError) -> Response:
+        errors = {
+            ".".join(str(p) for p in err["loc"] if p != "body"): err["msg"] for err in exc.errors()
+        }
+        return JSONResponse(
+            {"detail": "the request body is invalid", "errors": errors}, status_code=422
+        )
+
+    return app

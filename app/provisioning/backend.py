@@ -1,0 +1,109 @@
+"""The seam between the workflow and a cluster: one interface, several backends.
+
+The reconciler speaks only these terms. A backend observes one provisioning step of one
+team, applies it (idempotently) or removes it, hands out the kubeconfig and reads usage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from app.models import Org, Step, Team
+
+
+class BackendError(Exception):
+    """A cluster call failed; the reconciler records it and retries with backoff."""
+
+
+@dataclass(frozen=True)
+class ResourceQuota:
+    """One KAI resource entry, in KAI's units (GPUs, millicpus, megabytes)."""
+
+    quota: float
+    limit: float
+    over_quota_weight: float
+
+
+@dataclass(frozen=True)
+class TeamSpec:
+    """Everything a backend needs to know about a team, in the cluster's terms."""
+
+    team: str
+    namespace: str
+    vcluster_name: str
+    queue_name: str
+    parent_queue: str
+    priority: int
+    gpu: ResourceQuota
+    cpu: ResourceQuota
+    memory: ResourceQuota
+    org_gpu: ResourceQuota
+    org_cpu: ResourceQuota
+    org_memory: ResourceQuota
+
+
+def spec_for(team: Team, org: Org) -> TeamSpec:
+    """Translate stored values into KAI's units; every resource gets all three fields."""
+    weight = team.weight_centi / 100
+    unlimited = -1.0
+    return TeamSpec(
+        team=team.name,
+        namespace=team.namespace,
+        vcluster_name=team.vcluster_name,
+        queue_name=team.queue_name,
+        parent_queue=org.parent_queue,
+        priority=team.priority,
+        gpu=ResourceQuota(team.gpu_quota_centi / 100, team.gpu_limit_centi / 100, weight),
+        cpu=ResourceQuota(float(team.cpu_quota_millicores or 0), unlimited, weight),
+        memory=ResourceQuota(float(team.memory_quota_mb or 0), unlimited, weight),
+        org_gpu=ResourceQuota(org.gpus_centi / 100, unlimited, 1.0),
+        org_cpu=ResourceQuota(float(org.cpu_millicores), unlimited, 1.0),
+        org_memory=ResourceQuota(float(org.memory_mb), unlimited, 1.0),
+    )
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a backend sees of one step: done, progressing (wait) or missing (apply)."""
+
+    state: str  # "done" | "progressing" | "missing"
+    message: str = ""
+
+    @property
+    def done(self) -> bool:
+        return self.state == "done"
+
+
+DONE = "done"
+PROGRESSING = "progressing"
+MISSING = "missing"
+
+
+@dataclass(frozen=True)
+class QueueUsage:
+    """A queue's current allocation and pending demand, in GPUs."""
+
+    allocated_gpu: float
+    requested_gpu: float
+    sampled_at: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class ClusterBackend(Protocol):
+    """What the reconciler, the pages and the API need from a cluster."""
+
+    kind: str
+    simulated: bool
+
+    def observe(self, step: Step, spec: TeamSpec) -> Observation: ...
+
+    def apply(self, step: Step, spec: TeamSpec) -> Observation: ...
+
+    def remove(self, step: Step, spec: TeamSpec) -> Observation:
+        """Delete what ``step`` created; DONE once it is gone."""
+        ...
+
+    def kubeconfig(self, spec: TeamSpec, *, server: str | None = None) -> str: ...
+
+    def usage(self, queue_names: list[str]) -> dict[str, QueueUsage]: ...

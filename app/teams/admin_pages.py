@@ -1,0 +1,182 @@
+"""Admin pages: the pool, pending requests and their decisions, every team at a glance."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from app.db import after_commit
+from app.errors import DomainError, InvalidInput
+from app.models import RequestStatus, Step, TeamStatus
+from app.quantities import format_hundredths
+from app.teams import repository as repo
+from app.teams import service
+from app.teams.pages import form_data, redirect
+from app.teams.views import cards, pool_summary
+from app.web.deps import AdminPrincipal, BackendDep, SessionDep, UsageDep
+from app.web.templating import flash, render
+
+router = APIRouter(prefix="/admin", include_in_schema=False)
+
+SORTS = {
+    "name": lambda c: (c.team.name,),
+    "status": lambda c: (c.team.status, c.team.name),
+    "guarantee": lambda c: (-c.team.gpu_quota_centi, c.team.name),
+    "usage": lambda c: (-(c.share.allocated or 0), c.team.name),
+}
+
+
+@router.get("", response_class=HTMLResponse)
+def overview(
+    request: Request,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    usage: UsageDep,
+    status: str = "live",
+    sort: str = "name",
+    q: str = "",
+) -> Response:
+    org = repo.get_org(session)
+    statuses: list[str] | None
+    if status == "live":
+        statuses = [s.value for s in TeamStatus if s not in ("rejected", "decommissioned")]
+    elif status in {s.value for s in TeamStatus}:
+        statuses = [status]
+    else:
+        statuses = None
+    teams = repo.get_teams(session, statuses=statuses)
+    if q:
+        teams = [t for t in teams if q.lower() in t.name]
+    team_cards = cards(session, teams, usage, org)
+    team_cards.sort(key=SORTS.get(sort, SORTS["name"]))
+    summary = pool_summary(session, org, team_cards)
+    return render(
+        request,
+        "admin/overview.html",
+        {
+            "principal": principal,
+            "summary": summary,
+            "cards": team_cards,
+            "filter_status": status,
+            "sort": sort,
+            "q": q,
+            "statuses": [s.value for s in TeamStatus],
+            "pending_count": repo.count_pending(session),
+            "usage_error": usage.error,
+            "steps": [s.value for s in Step],
+        },
+        partial="admin/partials/teams_table.html",
+    )
+
+
+@router.post("/pool")
+async def update_pool(request: Request, session: SessionDep, principal: AdminPrincipal) -> Response:
+    data = await form_data(request)
+    try:
+        org = service.update_pool(session, actor=principal.user, data=data)
+    except InvalidInput as exc:
+        flash(request, "Pool not changed: " + "; ".join(exc.errors.values()), "error")
+        return redirect(request, "/admin")
+    after_commit(session, request.app.state.reconciler.wake.set)
+    flash(request, f"Pool is now {format_hundredths(org.gpus_centi)} GPU.")
+    return redirect(request, "/admin")
+
+
+@router.get("/requests", response_class=HTMLResponse)
+def pending_requests(request: Request, session: SessionDep, principal: AdminPrincipal) -> Response:
+    org = repo.get_org(session)
+    pending = repo.get_requests(session, status=RequestStatus.SUBMITTED)
+    committed = repo.committed_gpu_centi(session, org.id)
+    rows = []
+    for item in pending:
+        others = repo.committed_gpu_centi(session, org.id, exclude_team_id=item.team_id)
+        rows.append(
+            {
+                "request": item,
+                "values": service.values_of(item).display(),
+                "current": service.values_of(item.team).display()
+                if item.kind == "quota_change"
+                else None,
+                "after_centi": others + item.gpu_quota_centi,
+                "fits": others + item.gpu_quota_centi <= org.gpus_centi,
+                "free_centi": max(0, org.gpus_centi - others),
+            }
+        )
+    return render(
+        request,
+        "admin/requests.html",
+        {
+            "principal": principal,
+            "org": org,
+            "rows": rows,
+            "committed_centi": committed,
+            "pending_count": len(pending),
+        },
+    )
+
+
+@router.post("/requests/{request_id}/approve")
+async def approve(
+    request: Request, request_id: int, session: SessionDep, principal: AdminPrincipal
+) -> Response:
+    data = await form_data(request)
+    adjusted = data if data.get("mode") == "adjusted" else None
+    try:
+        decision = service.approve(
+            session,
+            actor=principal.user,
+            request_id=request_id,
+            adjusted=adjusted,
+            reason=data.get("reason", ""),
+        )
+    except DomainError as exc:
+        session.rollback()
+        flash(request, f"Request #{request_id} not approved: {exc.message}", "error")
+        return redirect(request, "/admin/requests")
+    after_commit(session, request.app.state.reconciler.wake.set)
+    team = repo.get_request(session, request_id).team
+    flash(
+        request,
+        f"Approved {team.name}" + (" with adjusted values." if decision.changes else " as asked."),
+    )
+    return redirect(request, "/admin/requests")
+
+
+@router.post("/requests/{request_id}/reject")
+async def reject(
+    request: Request, request_id: int, session: SessionDep, principal: AdminPrincipal
+) -> Response:
+    data = await form_data(request)
+    try:
+        service.reject(
+            session, actor=principal.user, request_id=request_id, reason=data.get("reason", "")
+        )
+    except DomainError as exc:
+        session.rollback()
+        flash(request, f"Request #{request_id} not rejected: {exc.message}", "error")
+        return redirect(request, "/admin/requests")
+    flash(request, f"Rejected request #{request_id}.")
+    return redirect(request, "/admin/requests")
+
+
+@router.post("/simulate/failure")
+async def inject_failure(
+    request: Request, principal: AdminPrincipal, backend: BackendDep
+) -> Response:
+    """Simulated backend only: make the next apply of a step fail, to see retries."""
+    inject = getattr(backend, "inject_failure", None)
+    if not backend.simulated or inject is None:
+        flash(request, "Failures can only be injected into the simulated backend.", "error")
+        return redirect(request, "/admin")
+    data = await form_data(request)
+    try:
+        step = Step(data.get("step", ""))
+        times = int(data.get("times", "1"))
+        if not 1 <= times <= 20:
+            raise ValueError
+    except ValueError:
+        flash(request, "Choose a step and a number of failures from 1 to 20.", "error")
+        return redirect(request, "/admin")
+    inject(step, team=data.get("team") or None, times=times)
+    flash(request, f"The next {times} attempt(s) at {step.value} will fail.")
+    return redirect(request, "/admin")

@@ -1,0 +1,258 @@
+"""Team lead pages: request a cluster, follow it, use it, change it, end it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+
+from app.db import after_commit
+from app.errors import InvalidInput
+from app.provisioning.service import download_kubeconfig
+from app.quantities import parse_hundredths
+from app.teams import repository as repo
+from app.teams import service
+from app.teams.podspec import example_pod
+from app.teams.views import STEP_LABELS, cards, team_detail
+from app.web.deps import BackendDep, CurrentPrincipal, MaybePrincipal, SessionDep, UsageDep
+from app.web.templating import flash, is_htmx, render
+
+router = APIRouter(include_in_schema=False)
+
+FORM_FIELDS = (
+    "name",
+    "gpu_quota",
+    "gpu_limit",
+    "over_quota_weight",
+    "priority",
+    "cpu_quota",
+    "memory_quota",
+    "purpose",
+)
+
+
+def redirect(request: Request, url: str) -> Response:
+    """After a POST: HX-Redirect for HTMX, 303 for a plain form."""
+    if is_htmx(request):
+        return Response(status_code=204, headers={"HX-Redirect": url})
+    return RedirectResponse(url, status_code=303)
+
+
+async def form_data(request: Request) -> dict[str, str]:
+    form = await request.form()
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
+@router.get("/")
+def home(principal: MaybePrincipal) -> Response:
+    if principal is None:
+        return RedirectResponse("/login", status_code=303)
+    return RedirectResponse("/admin" if principal.is_admin else "/teams", status_code=303)
+
+
+@router.get("/teams", response_class=HTMLResponse)
+def my_teams(
+    request: Request, session: SessionDep, principal: CurrentPrincipal, usage: UsageDep
+) -> Response:
+    team_ids = None if principal.is_admin else sorted(principal.team_ids)
+    teams = repo.get_teams(session, team_ids=team_ids)
+    org = repo.get_org(session)
+    return render(
+        request,
+        "teams/list.html",
+        {"principal": principal, "cards": cards(session, teams, usage, org), "org": org},
+    )
+
+
+def _new_form(
+    request: Request,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    values: dict[str, str],
+    errors: dict[str, str],
+    *,
+    status_code: int = 200,
+) -> Response:
+    org = repo.get_org(session)
+    try:
+        requested = parse_hundredths(values.get("gpu_quota") or "0", what="guarantee")
+    except ValueError:
+        requested = 0
+    preview = service.preview(session, requested_centi=requested)
+    return render(
+        request,
+        "teams/new.html",
+        {
+            "principal": principal,
+            "org": org,
+            "values": values,
+            "errors": errors,
+            "preview": preview,
+        },
+        partial="teams/partials/new_feedback.html",
+        status_code=status_code,
+    )
+
+
+@router.get("/teams/new", response_class=HTMLResponse)
+def new_request(request: Request, session: SessionDep, principal: CurrentPrincipal) -> Response:
+    defaults = {"gpu_quota": "0.33", "gpu_limit": "1", "over_quota_weight": "1", "priority": "100"}
+    return _new_form(request, session, principal, defaults, {})
+
+
+@router.post("/teams/new/validate", response_class=HTMLResponse)
+async def validate_request(
+    request: Request, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    values = await form_data(request)
+    errors: dict[str, str] = {}
+    try:
+        service.check_cluster_request(session, values)
+    except InvalidInput as exc:
+        errors = exc.errors
+    return _new_form(request, session, principal, values, errors)
+
+
+@router.post("/teams")
+async def submit_request(
+    request: Request, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    values = await form_data(request)
+    try:
+        cluster_request = service.submit_cluster_request(session, actor=principal.user, data=values)
+    except InvalidInput as exc:
+        return _new_form(request, session, principal, values, exc.errors, status_code=422)
+    flash(request, f"Request for {cluster_request.team.name} sent to the admins.")
+    return redirect(request, f"/teams/{cluster_request.team_id}")
+
+
+@router.get("/teams/{team_id}", response_class=HTMLResponse)
+def team_page(
+    request: Request,
+    team_id: int,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    usage: UsageDep,
+) -> Response:
+    team = repo.get_team(session, team_id)
+    principal.require_view(team)
+    detail = team_detail(session, team, usage)
+    return render(
+        request,
+        "teams/detail.html",
+        {
+            "principal": principal,
+            "d": detail,
+            "step_labels": STEP_LABELS,
+            "pod_spec": example_pod(team),
+        },
+        partial="teams/partials/status.html",
+    )
+
+
+@router.get("/teams/{team_id}/status", response_class=HTMLResponse)
+def team_status(
+    request: Request,
+    team_id: int,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    usage: UsageDep,
+) -> Response:
+    team = repo.get_team(session, team_id)
+    principal.require_view(team)
+    detail = team_detail(session, team, usage)
+    context: dict[str, Any] = {"principal": principal, "d": detail, "step_labels": STEP_LABELS}
+    response = render(request, "teams/partials/status.html", context)
+    if not detail.working and request.headers.get("X-Was-Working") == "true":
+        # Provisioning just ended: reload once so the whole page shows the result.
+        response.headers["HX-Refresh"] = "true"
+    return response
+
+
+@router.get("/teams/{team_id}/kubeconfig")
+def kubeconfig(
+    team_id: int, session: SessionDep, principal: CurrentPrincipal, backend: BackendDep
+) -> Response:
+    team = repo.get_team(session, team_id)
+    principal.require_lead(team)
+    text = download_kubeconfig(session, backend=backend, actor=principal.user, team=team)
+    return PlainTextResponse(
+        text,
+        media_type="application/yaml",
+        headers={
+            "Content-Disposition": f'attachment; filename="kubeconfig-{team.name}.yaml"',
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+@router.get("/teams/{team_id}/quota", response_class=HTMLResponse)
+def quota_form(
+    request: Request, team_id: int, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    team = repo.get_team(session, team_id)
+    principal.require_lead(team)
+    values = service.values_of(team).display()
+    return render(
+        request,
+        "teams/quota.html",
+        {
+            "principal": principal,
+            "team": team,
+            "values": values,
+            "errors": {},
+            "org": repo.get_org(session),
+        },
+    )
+
+
+@router.post("/teams/{team_id}/quota")
+async def submit_quota(
+    request: Request, team_id: int, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    team = repo.get_team(session, team_id)
+    principal.require_lead(team)
+    values = await form_data(request)
+    try:
+        service.submit_quota_change(session, actor=principal.user, team=team, data=values)
+    except InvalidInput as exc:
+        return render(
+            request,
+            "teams/quota.html",
+            {
+                "principal": principal,
+                "team": team,
+                "values": values,
+                "errors": exc.errors,
+                "org": repo.get_org(session),
+            },
+            status_code=422,
+        )
+    flash(request, "Quota change sent to the admins.")
+    return redirect(request, f"/teams/{team.id}")
+
+
+@router.post("/teams/{team_id}/decommission")
+def decommission(
+    request: Request, team_id: int, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    team = repo.get_team(session, team_id)
+    principal.require_lead(team)
+    service.decommission(session, actor=principal.user, team=team)
+    after_commit(session, request.app.state.reconciler.wake.set)
+    flash(request, f"Decommissioning {team.name}.")
+    return redirect(request, f"/teams/{team.id}")
+
+
+@router.post("/teams/{team_id}/retry")
+def retry(
+    request: Request, team_id: int, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    team = repo.get_team(session, team_id)
+    principal.require_view(team)
+    principal.require_admin()
+    service.retry_now(session, actor=principal.user, team=team)
+    after_commit(session, request.app.state.reconciler.wake.set)
+    flash(request, f"Retrying {team.name} now.")
+    return redirect(request, f"/teams/{team.id}")

@@ -1,0 +1,173 @@
+"""Every query the teams domain needs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session, selectinload
+
+from app.errors import NotFound
+from app.models import (
+    COMMITTED_STATUSES,
+    LIVE_STATUSES,
+    ClusterRequest,
+    Decision,
+    Org,
+    ProvisioningStep,
+    RequestStatus,
+    Team,
+    TeamMember,
+    User,
+)
+
+
+def get_org(session: Session) -> Org:
+    org = session.scalars(select(Org).order_by(Org.id).limit(1)).first()
+    if org is None:
+        raise NotFound("no GPU pool is configured yet: run `gpu-portal seed` or create one")
+    return org
+
+
+def lock_org(session: Session, org_id: int) -> Org:
+    """Take the org row's write lock until the transaction ends.
+
+    An UPDATE locks the row on PostgreSQL and takes SQLite's write lock, so every pool
+    decision after this line sees all decisions committed before it.
+    """
+    session.execute(update(Org).where(Org.id == org_id).values(lock_version=Org.lock_version + 1))
+    org = session.get(Org, org_id, populate_existing=True)
+    if org is None:
+        raise NotFound("the GPU pool no longer exists")
+    return org
+
+
+def committed_gpu_centi(
+    session: Session, org_id: int, *, exclude_team_id: int | None = None
+) -> int:
+    query = select(func.coalesce(func.sum(Team.gpu_quota_centi), 0)).where(
+        Team.org_id == org_id, Team.status.in_(COMMITTED_STATUSES)
+    )
+    if exclude_team_id is not None:
+        query = query.where(Team.id != exclude_team_id)
+    return int(session.scalar(query) or 0)
+
+
+def get_team(session: Session, team_id: int, *, with_steps: bool = False) -> Team:
+    options = [selectinload(Team.steps)] if with_steps else []
+    team = session.get(Team, team_id, options=options)
+    if team is None:
+        raise NotFound(f"no team with id {team_id}")
+    return team
+
+
+def get_live_team_by_name(session: Session, name: str) -> Team | None:
+    return session.scalars(
+        select(Team).where(Team.name == name, Team.status.in_(LIVE_STATUSES))
+    ).first()
+
+
+def get_teams(
+    session: Session,
+    *,
+    team_ids: Sequence[int] | None = None,
+    statuses: Sequence[str] | None = None,
+    with_steps: bool = False,
+) -> list[Team]:
+    query = select(Team).order_by(Team.name, Team.id)
+    if team_ids is not None:
+        query = query.where(Team.id.in_(team_ids))
+    if statuses is not None:
+        query = query.where(Team.status.in_(statuses))
+    if with_steps:
+        query = query.options(selectinload(Team.steps))
+    return list(session.scalars(query))
+
+
+def get_steps(session: Session, team_id: int) -> list[ProvisioningStep]:
+    return list(
+        session.scalars(
+            select(ProvisioningStep)
+            .where(ProvisioningStep.team_id == team_id)
+            .order_by(ProvisioningStep.position)
+        )
+    )
+
+
+def get_request(session: Session, request_id: int, *, fresh: bool = False) -> ClusterRequest:
+    request = session.get(
+        ClusterRequest,
+        request_id,
+        options=[selectinload(ClusterRequest.team)],
+        populate_existing=fresh,
+    )
+    if request is None:
+        raise NotFound(f"no request with id {request_id}")
+    return request
+
+
+def get_requests(
+    session: Session,
+    *,
+    status: str | None = None,
+    team_ids: Sequence[int] | None = None,
+    limit: int = 200,
+) -> list[ClusterRequest]:
+    query = (
+        select(ClusterRequest)
+        .options(selectinload(ClusterRequest.team))
+        .order_by(ClusterRequest.created_at, ClusterRequest.id)
+        .limit(limit)
+    )
+    if status is not None:
+        query = query.where(ClusterRequest.status == status)
+    if team_ids is not None:
+        query = query.where(ClusterRequest.team_id.in_(team_ids))
+    return list(session.scalars(query))
+
+
+def get_team_requests(session: Session, team_id: int) -> list[ClusterRequest]:
+    return list(
+        session.scalars(
+            select(ClusterRequest)
+            .where(ClusterRequest.team_id == team_id)
+            .order_by(ClusterRequest.id.desc())
+        )
+    )
+
+
+def get_decisions(session: Session, request_ids: Sequence[int]) -> dict[int, Decision]:
+    if not request_ids:
+        return {}
+    rows = session.scalars(select(Decision).where(Decision.request_id.in_(request_ids)))
+    return {d.request_id: d for d in rows}
+
+
+def count_pending(session: Session) -> int:
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(ClusterRequest)
+            .where(ClusterRequest.status == RequestStatus.SUBMITTED)
+        )
+        or 0
+    )
+
+
+def get_memberships(session: Session, user_id: int) -> list[TeamMember]:
+    return list(session.scalars(select(TeamMember).where(TeamMember.user_id == user_id)))
+
+
+def get_leads(session: Session, team_id: int) -> list[User]:
+    return list(
+        session.scalars(
+            select(User)
+            .join(TeamMember, TeamMember.user_id == User.id)
+            .where(TeamMember.team_id == team_id)
+            .order_by(User.email)
+        )
+    )
+
+
+def get_user_by_email(session: Session, email: str) -> User | None:
+    return session.scalars(select(User).where(User.email == email)).first()

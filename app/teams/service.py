@@ -1,0 +1,399 @@
+"""The workflow: request, decide, change, decommission. Services flush, never commit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.audit import service as audit
+from app.errors import Conflict, InvalidInput
+from app.models import (
+    ClusterRequest,
+    Decision,
+    MemberRole,
+    Org,
+    ProvisioningStep,
+    RequestKind,
+    RequestStatus,
+    Step,
+    StepStatus,
+    Team,
+    TeamMember,
+    TeamStatus,
+    User,
+    utcnow,
+)
+from app.quantities import format_hundredths, parse_hundredths
+from app.teams import repository as repo
+from app.teams.rules import QuotaValues, parse_purpose, parse_quota, team_name_error
+
+STEP_ORDER = (Step.QUEUE, Step.NAMESPACE, Step.VCLUSTER, Step.ADMISSION_POLICY, Step.KUBECONFIG)
+
+
+@dataclass(frozen=True)
+class PoolPreview:
+    """What the pool looks like if a request is approved as it stands."""
+
+    pool_centi: int
+    committed_centi: int
+    requested_centi: int
+
+    @property
+    def after_centi(self) -> int:
+        return self.committed_centi + self.requested_centi
+
+    @property
+    def free_centi(self) -> int:
+        return max(0, self.pool_centi - self.committed_centi)
+
+    @property
+    def fits(self) -> bool:
+        return self.after_centi <= self.pool_centi
+
+
+def values_of(obj: ClusterRequest | Team) -> QuotaValues:
+    return QuotaValues(
+        gpu_quota_centi=obj.gpu_quota_centi,
+        gpu_limit_centi=obj.gpu_limit_centi,
+        weight_centi=obj.weight_centi,
+        priority=obj.priority,
+        cpu_quota_millicores=obj.cpu_quota_millicores,
+        memory_quota_mb=obj.memory_quota_mb,
+    )
+
+
+def _assign(obj: ClusterRequest | Team | Decision, values: QuotaValues) -> None:
+    for key, value in values.as_dict().items():
+        setattr(obj, key, value)
+
+
+def preview(
+    session: Session, *, requested_centi: int, exclude_team_id: int | None = None
+) -> PoolPreview:
+    org = repo.get_org(session)
+    committed = repo.committed_gpu_centi(session, org.id, exclude_team_id=exclude_team_id)
+    return PoolPreview(org.gpus_centi, committed, requested_centi)
+
+
+def check_cluster_request(session: Session, data: Mapping[str, Any]) -> tuple[str, QuotaValues]:
+    """Validate a new-cluster request without writing anything."""
+    org = repo.get_org(session)
+    errors: dict[str, str] = {}
+    name = str(data.get("name") or "").strip()
+    problem = team_name_error(name)
+    if problem is None and repo.get_live_team_by_name(session, name) is not None:
+        problem = (
+            f"a team named {name!r} already has a cluster or a pending request; choose another"
+        )
+    if problem:
+        errors["name"] = problem
+    values: QuotaValues | None = None
+    try:
+        values = parse_quota(data, pool=org)
+        parse_purpose(data)
+    except InvalidInput as exc:
+        errors.update(exc.errors)
+    if errors or values is None:
+        raise InvalidInput(errors)
+    return name, values
+
+
+def submit_cluster_request(
+    session: Session, *, actor: User, data: Mapping[str, Any]
+) -> ClusterRequest:
+    """A team lead asks for a cluster: the team is created in `submitted`."""
+    name, values = check_cluster_request(session, data)
+    org = repo.get_org(session)
+    purpose = parse_purpose(data)
+    team = Team(org_id=org.id, name=name, status=TeamStatus.SUBMITTED, purpose=purpose)
+    team.created_by_id = actor.id
+    try:
+        with session.begin_nested():
+            session.add(team)
+            session.flush()
+    except IntegrityError:
+        raise InvalidInput(
+            {"name": f"a team named {name!r} was requested a moment ago; choose another name"}
+        ) from None
+    session.add(TeamMember(team_id=team.id, user_id=actor.id, role=MemberRole.LEAD))
+    request = ClusterRequest(
+        team=team,
+        kind=RequestKind.CREATE,
+        purpose=purpose,
+        requested_by_id=actor.id,
+    )
+    _assign(request, values)
+    session.add(request)
+    session.flush()
+    audit.record(
+        session,
+        actor=actor,
+        action="request.submitted",
+        team_id=team.id,
+        summary=f"requested cluster {name}: {_describe(values)}",
+        details={"request_id": request.id, **values.display()},
+    )
+    return request
+
+
+def submit_quota_change(
+    session: Session, *, actor: User, team: Team, data: Mapping[str, Any]
+) -> ClusterRequest:
+    """Ask for new quota values on a ready team; it goes through the same approval."""
+    if team.status != TeamStatus.READY:
+        raise Conflict(
+            f"team {team.name} is {team.status}: quota changes are possible once it is ready"
+        )
+    pending = repo.get_requests(session, status=RequestStatus.SUBMITTED, team_ids=[team.id])
+    if pending:
+        raise Conflict(
+            f"team {team.name} already has request #{pending[0].id} waiting for an admin; "
+            "wait for its decision before asking again"
+        )
+    org = repo.get_org(session)
+    values = parse_quota(data, pool=org)
+    if values == values_of(team):
+        raise InvalidInput({"gpu_quota": "these are the current values: change at least one"})
+    request = ClusterRequest(
+        team=team,
+        kind=RequestKind.QUOTA_CHANGE,
+        purpose=parse_purpose(data),
+        requested_by_id=actor.id,
+    )
+    _assign(request, values)
+    session.add(request)
+    session.flush()
+    audit.record(
+        session,
+        actor=actor,
+        action="quota_change.submitted",
+        team_id=team.id,
+        summary=f"asked to change {team.name}'s quota to {_describe(values)}",
+        details={"request_id": request.id, **values.display()},
+    )
+    return request
+
+
+def approve(
+    session: Session,
+    *,
+    actor: User,
+    request_id: int,
+    adjusted: Mapping[str, Any] | None = None,
+    reason: str = "",
+) -> Decision:
+    """Approve as asked or with adjusted values; never past the pool."""
+    org = repo.get_org(session)
+    org = repo.lock_org(session, org.id)
+    request = repo.get_request(session, request_id, fresh=True)
+    session.refresh(request.team)
+    _require_open(request)
+    team = request.team
+    values = parse_quota(adjusted, pool=org) if adjusted is not None else values_of(request)
+    if values.gpu_limit_centi > org.gpus_centi:
+        pool = format_hundredths(org.gpus_centi)
+        raise InvalidInput({"gpu_limit": f"the limit cannot exceed the pool of {pool} GPU"})
+    _check_pool(session, org, team, values)
+    if request.kind == RequestKind.QUOTA_CHANGE and team.status != TeamStatus.READY:
+        raise Conflict(f"team {team.name} is {team.status}: its quota cannot change now")
+    asked = values_of(request).display()
+    approved = values.display()
+    changes = {k: [asked[k], approved[k]] for k in asked if asked[k] != approved[k]}
+    decision = Decision(
+        request_id=request.id,
+        actor_id=actor.id,
+        outcome="approved",
+        reason=reason.strip(),
+        changes=changes,
+    )
+    _assign(decision, values)
+    session.add(decision)
+    request.status = RequestStatus.APPROVED
+    _assign(team, values)
+    team.desired_generation += 1
+    team.next_attempt_at = utcnow()
+    team.attempts = 0
+    if request.kind == RequestKind.CREATE:
+        team.status = TeamStatus.APPROVED
+        _init_steps(session, team)
+    session.flush()
+    adjusted_text = (
+        " with changes " + ", ".join(f"{k} {a}→{b}" for k, (a, b) in changes.items())
+        if changes
+        else " as asked"
+    )
+    audit.record(
+        session,
+        actor=actor,
+        action="request.approved"
+        if request.kind == RequestKind.CREATE
+        else "quota_change.approved",
+        team_id=team.id,
+        summary=f"approved request #{request.id} for {team.name}{adjusted_text}",
+        details={"request_id": request.id, "changes": changes, **approved},
+    )
+    return decision
+
+
+def reject(session: Session, *, actor: User, request_id: int, reason: str) -> Decision:
+    reason = reason.strip()
+    if not reason:
+        raise InvalidInput({"reason": "say why the request is rejected, so the team can fix it"})
+    org = repo.get_org(session)
+    repo.lock_org(session, org.id)
+    request = repo.get_request(session, request_id, fresh=True)
+    _require_open(request)
+    team = request.team
+    session.refresh(team)
+    decision = Decision(request_id=request.id, actor_id=actor.id, outcome="rejected", reason=reason)
+    session.add(decision)
+    request.status = RequestStatus.REJECTED
+    if request.kind == RequestKind.CREATE:
+        team.status = TeamStatus.REJECTED
+    session.flush()
+    audit.record(
+        session,
+        actor=actor,
+        action="request.rejected"
+        if request.kind == RequestKind.CREATE
+        else "quota_change.rejected",
+        team_id=team.id,
+        summary=f"rejected request #{request.id} for {team.name}: {reason}",
+        details={"request_id": request.id, "reason": reason},
+    )
+    return decision
+
+
+def decommission(session: Session, *, actor: User, team: Team) -> None:
+    allowed = (TeamStatus.APPROVED, TeamStatus.PROVISIONING, TeamStatus.READY, TeamStatus.FAILED)
+    if team.status not in allowed:
+        raise Conflict(
+            f"team {team.name} is {team.status}: only a live cluster can be decommissioned"
+        )
+    team.status = TeamStatus.DECOMMISSIONING
+    team.next_attempt_at = utcnow()
+    team.attempts = 0
+    team.last_error = None
+    for request in repo.get_requests(session, status=RequestStatus.SUBMITTED, team_ids=[team.id]):
+        request.status = RequestStatus.CANCELLED
+    session.flush()
+    audit.record(
+        session,
+        actor=actor,
+        action="team.decommission_requested",
+        team_id=team.id,
+        summary=f"decommissioning {team.name}: its vCluster, namespace, policy and queue go",
+    )
+
+
+def retry_now(session: Session, *, actor: User, team: Team) -> None:
+    if team.status not in (TeamStatus.FAILED, TeamStatus.PROVISIONING, TeamStatus.DECOMMISSIONING):
+        raise Conflict(f"team {team.name} is {team.status}: there is nothing to retry")
+    team.next_attempt_at = utcnow()
+    team.lease_until = None
+    session.flush()
+    audit.record(
+        session,
+        actor=actor,
+        action="provisioning.retry",
+        team_id=team.id,
+        summary=f"asked to retry provisioning of {team.name} now",
+    )
+
+
+def update_pool(session: Session, *, actor: User, data: Mapping[str, Any]) -> Org:
+    """Change the pool; never below what is already guaranteed."""
+    org = repo.get_org(session)
+    org = repo.lock_org(session, org.id)
+    errors: dict[str, str] = {}
+    values: dict[str, int] = {}
+    for key, what, scale in (
+        ("gpus", "the pool's GPUs", 1),
+        ("cpu_cores", "the pool's CPU cores", 10),
+        ("memory_gb", "the pool's memory (GB)", 10),
+    ):
+        try:
+            values[key] = parse_hundredths(data.get(key), what=what) * scale
+        except ValueError as exc:
+            errors[key] = str(exc)
+    if "gpus" in values:
+        committed = repo.committed_gpu_centi(session, org.id)
+        if values["gpus"] < committed:
+            errors["gpus"] = (
+                f"{format_hundredths(committed)} GPU are already guaranteed to teams: "
+                f"enter at least {format_hundredths(committed)}, or lower team quotas first"
+            )
+    if errors:
+        raise InvalidInput(errors)
+    before = {
+        "gpus": format_hundredths(org.gpus_centi),
+        "cpu_cores": format_hundredths(org.cpu_millicores // 10),
+        "memory_gb": format_hundredths(org.memory_mb // 10),
+    }
+    org.gpus_centi = values["gpus"]
+    org.cpu_millicores = values["cpu_cores"]
+    org.memory_mb = values["memory_gb"]
+    after = {
+        "gpus": format_hundredths(org.gpus_centi),
+        "cpu_cores": format_hundredths(org.cpu_millicores // 10),
+        "memory_gb": format_hundredths(org.memory_mb // 10),
+    }
+    # The parent queue carries the pool: every live team's queue step re-checks it.
+    now = utcnow()
+    for team in repo.get_teams(session, statuses=[TeamStatus.READY]):
+        team.next_attempt_at = now
+    session.flush()
+    audit.record(
+        session,
+        actor=actor,
+        action="pool.updated",
+        summary="pool changed: "
+        + ", ".join(f"{k} {before[k]}→{after[k]}" for k in before if before[k] != after[k]),
+        details={"before": before, "after": after},
+    )
+    return org
+
+
+def _require_open(request: ClusterRequest) -> None:
+    if request.status != RequestStatus.SUBMITTED:
+        raise Conflict(f"request #{request.id} was already {request.status}; reload to see it")
+
+
+def _check_pool(session: Session, org: Org, team: Team, values: QuotaValues) -> None:
+    others = repo.committed_gpu_centi(session, org.id, exclude_team_id=team.id)
+    if others + values.gpu_quota_centi > org.gpus_centi:
+        free = max(0, org.gpus_centi - others)
+        raise Conflict(
+            f"approving a guarantee of {format_hundredths(values.gpu_quota_centi)} GPU would "
+            f"commit {format_hundredths(others + values.gpu_quota_centi)} of the pool's "
+            f"{format_hundredths(org.gpus_centi)} GPU; {format_hundredths(free)} GPU is free. "
+            "Approve with a guarantee of at most that, or raise the pool first."
+        )
+
+
+def _init_steps(session: Session, team: Team) -> None:
+    existing = {s.step for s in repo.get_steps(session, team.id)}
+    for position, step in enumerate(STEP_ORDER):
+        if step not in existing:
+            session.add(
+                ProvisioningStep(
+                    team_id=team.id, step=step, position=position, status=StepStatus.PENDING
+                )
+            )
+
+
+def _describe(values: QuotaValues) -> str:
+    d = values.display()
+    text = (
+        f"guarantee {d['gpu_quota']} GPU, limit {d['gpu_limit']} GPU, "
+        f"weight {d['over_quota_weight']}, priority {d['priority']}"
+    )
+    if d["cpu_quota"]:
+        text += f", {d['cpu_quota']} CPU cores"
+    if d["memory_quota"]:
+        text += f", {d['memory_quota']} GB memory"
+    return text

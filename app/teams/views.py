@@ -1,0 +1,214 @@
+"""What the pages and the API show: built from repositories, no rules decided here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from app.audit import service as audit
+from app.models import (
+    COMMITTED_STATUSES,
+    AuditEvent,
+    ClusterRequest,
+    Decision,
+    Org,
+    ProvisioningStep,
+    Team,
+    TeamStatus,
+    User,
+)
+from app.quantities import format_hundredths
+from app.teams import repository as repo
+from app.teams.schemas import (
+    AuditEventOut,
+    DecisionOut,
+    GpuShareOut,
+    QuotaOut,
+    RequestOut,
+    StepOut,
+    TeamOut,
+)
+from app.usage.service import GpuShare, UsageCache, share_of
+
+STEP_LABELS = {
+    "queue": "KAI queue",
+    "namespace": "Host namespace",
+    "vcluster": "vCluster",
+    "admission_policy": "Queue pinning policy",
+    "kubeconfig": "Kubeconfig",
+}
+USAGE_STATUSES = (TeamStatus.READY, TeamStatus.PROVISIONING, TeamStatus.FAILED)
+
+
+@dataclass
+class TeamCard:
+    team: Team
+    share: GpuShare
+
+
+@dataclass
+class PoolSummary:
+    org: Org
+    committed_centi: int
+    allocated: float | None
+    live_teams: int
+
+    @property
+    def free_centi(self) -> int:
+        return max(0, self.org.gpus_centi - self.committed_centi)
+
+    @property
+    def committed_pct(self) -> float:
+        return 100 * self.committed_centi / self.org.gpus_centi if self.org.gpus_centi else 0.0
+
+    @property
+    def idle(self) -> float | None:
+        if self.allocated is None:
+            return None
+        return max(0.0, self.org.gpus_centi / 100 - self.allocated)
+
+
+def cards(session: Session, teams: list[Team], usage: UsageCache, org: Org) -> list[TeamCard]:
+    queues = [t.queue_name for t in teams if t.status in USAGE_STATUSES]
+    data = usage.get(queues) if queues else {}
+    return [TeamCard(t, share_of(t, data.get(t.queue_name), org.gpus_centi)) for t in teams]
+
+
+def pool_summary(session: Session, org: Org, team_cards: list[TeamCard]) -> PoolSummary:
+    committed = repo.committed_gpu_centi(session, org.id)
+    allocated_values = [c.share.allocated for c in team_cards if c.share.allocated is not None]
+    live = sum(1 for c in team_cards if c.team.status in COMMITTED_STATUSES)
+    return PoolSummary(
+        org=org,
+        committed_centi=committed,
+        allocated=round(sum(allocated_values), 2) if allocated_values else None,
+        live_teams=live,
+    )
+
+
+@dataclass
+class TeamDetail:
+    team: Team
+    org: Org
+    share: GpuShare
+    steps: list[ProvisioningStep]
+    leads: list[User]
+    requests: list[ClusterRequest]
+    decisions: dict[int, Decision]
+    events: list[AuditEvent]
+    usage_error: str | None
+
+    @property
+    def progress(self) -> int:
+        done = sum(1 for s in self.steps if s.status in ("done", "removed"))
+        return int(100 * done / len(self.steps)) if self.steps else 0
+
+    @property
+    def working(self) -> bool:
+        """Whether the page should keep polling."""
+        return self.team.status in (
+            TeamStatus.APPROVED,
+            TeamStatus.PROVISIONING,
+            TeamStatus.FAILED,
+            TeamStatus.DECOMMISSIONING,
+        ) or any(r.status == "approved" for r in self.requests)
+
+
+def team_detail(session: Session, team: Team, usage: UsageCache) -> TeamDetail:
+    org = repo.get_org(session)
+    data = usage.get([team.queue_name]) if team.status in USAGE_STATUSES else {}
+    requests = repo.get_team_requests(session, team.id)
+    return TeamDetail(
+        team=team,
+        org=org,
+        share=share_of(team, data.get(team.queue_name), org.gpus_centi),
+        steps=repo.get_steps(session, team.id),
+        leads=repo.get_leads(session, team.id),
+        requests=requests,
+        decisions=repo.get_decisions(session, [r.id for r in requests]),
+        events=audit.get_all(session, team_id=team.id, limit=50),
+        usage_error=usage.error,
+    )
+
+
+def quota_out(obj: Team | ClusterRequest | Decision) -> QuotaOut:
+    cpu, memory = obj.cpu_quota_millicores, obj.memory_quota_mb
+    return QuotaOut(
+        gpu_quota=format_hundredths(obj.gpu_quota_centi or 0),
+        gpu_limit=format_hundredths(obj.gpu_limit_centi or 0),
+        over_quota_weight=format_hundredths(obj.weight_centi or 0),
+        priority=obj.priority or 0,
+        cpu_quota=None if cpu is None else format_hundredths(cpu // 10),
+        memory_quota=None if memory is None else format_hundredths(memory // 10),
+    )
+
+
+def team_out(
+    team: Team, share: GpuShare | None = None, steps: list[ProvisioningStep] | None = None
+) -> TeamOut:
+    return TeamOut(
+        id=team.id,
+        name=team.name,
+        status=team.status,
+        purpose=team.purpose,
+        queue=team.queue_name,
+        namespace=team.namespace,
+        vcluster=team.vcluster_name,
+        quota=quota_out(team),
+        last_error=team.last_error,
+        attempts=team.attempts,
+        next_attempt_at=team.next_attempt_at,
+        created_at=team.created_at,
+        ready_at=team.ready_at,
+        gpu_share=None
+        if share is None
+        else GpuShareOut(
+            guaranteed=share.guaranteed,
+            limit=share.limit,
+            allocated=share.allocated,
+            requested=share.requested,
+            borrowed=round(share.borrowed, 2),
+            pool=share.pool,
+        ),
+        steps=None
+        if steps is None
+        else [
+            StepOut(step=s.step, status=s.status, message=s.message, updated_at=s.updated_at)
+            for s in steps
+        ],
+    )
+
+
+def request_out(request: ClusterRequest, decision: Decision | None = None) -> RequestOut:
+    return RequestOut(
+        id=request.id,
+        team_id=request.team_id,
+        team=request.team.name,
+        kind=request.kind,
+        status=request.status,
+        purpose=request.purpose,
+        created_at=request.created_at,
+        requested=quota_out(request),
+        decision=None
+        if decision is None
+        else DecisionOut(
+            outcome=decision.outcome,
+            reason=decision.reason,
+            decided_at=decision.decided_at,
+            changes=decision.changes,
+            approved=quota_out(decision) if decision.outcome == "approved" else None,
+        ),
+    )
+
+
+def event_out(event: AuditEvent) -> AuditEventOut:
+    return AuditEventOut(
+        id=event.id,
+        at=event.at,
+        actor=event.actor,
+        action=event.action,
+        team_id=event.team_id,
+        summary=event.summary,
+        details=event.details,
+    )

@@ -1,0 +1,88 @@
+"""Jinja2 set-up and the one place that decides between a full page and a fragment."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+
+from app.config import PROJECT_ROOT
+from app.quantities import format_hundredths
+from app.web.deps import csrf_token
+
+templates = Jinja2Templates(directory=str(PROJECT_ROOT / "templates"))
+
+
+def _ago(value: datetime | None) -> str:
+    if value is None:
+        return ""
+    seconds = int((datetime.now(UTC) - value).total_seconds())
+    if seconds < 0:
+        return f"in {_span(-seconds)}"
+    if seconds < 5:
+        return "just now"
+    return f"{_span(seconds)} ago"
+
+
+def _span(seconds: int) -> str:
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def _stamp(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else ""
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    if value is None:
+        return "\u2013"  # an en dash: no value
+    text = f"{value:.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+templates.env.filters["gpu"] = format_hundredths
+templates.env.filters["ago"] = _ago
+templates.env.filters["stamp"] = _stamp
+templates.env.filters["num"] = _num
+
+
+def is_htmx(request: Request) -> bool:
+    return (
+        request.headers.get("HX-Request") == "true" and request.headers.get("HX-Boosted") != "true"
+    )
+
+
+def flash(request: Request, message: str, kind: str = "ok") -> None:
+    """A one-time notice shown on the next page (a toast)."""
+    request.session.setdefault("flash", []).append({"kind": kind, "message": message})
+
+
+def render(
+    request: Request,
+    template: str,
+    context: dict[str, Any] | None = None,
+    *,
+    partial: str | None = None,
+    status_code: int = 200,
+    headers: dict[str, str] | None = None,
+) -> HTMLResponse:
+    """Render ``partial`` for an HTMX request when given, else the full ``template``."""
+    state = request.app.state
+    ctx: dict[str, Any] = {
+        "request": request,
+        "settings": state.settings,
+        "simulated": state.backend.simulated,
+        "csrf_token": csrf_token(request),
+        "principal": None,
+        "pending_count": 0,
+    }
+    ctx.update(context or {})
+    name = partial if partial and is_htmx(request) else template
+    if name == template:
+        ctx["flashes"] = request.session.pop("flash", [])
+    return templates.TemplateResponse(request, name, ctx, status_code=status_code, headers=headers)

@@ -1,0 +1,46 @@
+// Small progressive enhancements; every page works without them.
+(function () {
+  "use strict";
+  var token = function () {
+    var meta = document.querySelector('meta[name="csrf-token"]');
+    return meta ? meta.getAttribute("content") : "";
+  };
+  // HTMX sends the CSRF token on every request as a header.
+  document.addEventListener("htmx:configRequest", function (evt) {
+    evt.detail.headers["X-CSRF-Token"] = token();
+  });
+  // Polling pauses while the tab is hidden (no eval needed, CSP stays strict).
+  document.addEventListener("htmx:confirm", function (evt) {
+    var el = evt.target;
+    if (el && el.hasAttribute && el.hasAttribute("data-poll") && document.visibilityState !== "visible") {
+      evt.preventDefault();
+    }
+  });
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState === "visible" && window.htmx) {
+      document.querySelectorAll("[data-poll]").forEach(function (el) { window.htmx.trigger(el, "every"); });
+    }
+  });
+  // Confirm destructive forms.
+  document.addEventListener("submit", function (evt) {
+    var form = evt.target;
+    var question = form.getAttribute && form.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) { evt.preventDefault(); }
+  }, true);
+  // Copy buttons.
+  document.addEventListener("click", function (evt) {
+    var btn = evt.target.closest && evt.target.closest("[data-copy]");
+    if (!btn) { return; }
+    var src = document.querySelector(btn.getAttribute("data-copy"));
+    if (src && navigator.clipboard) {
+      navigator.clipboard.writeText(src.textContent).then(function () {
+        btn.textContent = "Copied";
+        setTimeout(function () { btn.textContent = "Copy"; }, 1500);
+      });
+    }
+  });
+  // Toasts fade after a while.
+  window.setTimeout(function () {
+    document.querySelectorAll(".toast").forEach(function (t) { t.classList.add("toast-hide"); });
+  }, 6000);
+})();
