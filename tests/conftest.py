@@ -1,0 +1,103 @@
+"""Fixtures: every database test runs on SQLite and on a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.cli import migrate
+from app.config import Settings
+from app.db import make_engine, make_session_factory
+from tests.servers import postgres_server
+
+TABLES = (
+    "audit_events",
+    "decisions",
+    "cluster_requests",
+    "provisioning_steps",
+    "team_members",
+    "teams",
+    "users",
+    "orgs",
+)
+
+
+def settings_for(url: str, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "development": True,
+        "database_url": url,
+        "worker_enabled": False,
+        "simulated_step_seconds": 0.0,
+        "retry_base_seconds": 0.0,
+        "worker_lease_seconds": 30.0,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL server for the whole run (or PORTAL_TEST_POSTGRES_URL if set)."""
+    given = os.environ.get("PORTAL_TEST_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    with postgres_server() as url:
+        engine = make_engine(url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            conn.execute(text("CREATE DATABASE portal_test"))
+        engine.dispose()
+        test_url = url.rsplit("/", 1)[0] + "/portal_test"
+        migrate(settings_for(test_url))
+        yield test_url
+
+
+@pytest.fixture(scope="session")
+def sqlite_template() -> Iterator[Path]:
+    """A migrated SQLite file that each test copies (a fresh schema per test)."""
+    folder = Path(tempfile.mkdtemp(prefix="portal-sqlite-"))
+    template = folder / "template.db"
+    migrate(settings_for(f"sqlite:///{template}"))
+    yield template
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        target = tmp_path / "portal.db"
+        shutil.copy(sqlite_template, target)
+        yield f"sqlite:///{target}"
+        return
+    url: str = request.getfixturevalue("pg_url")
+    yield url
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    engine = make_engine(db_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return make_session_factory(engine)
+
+
+@pytest.fixture
+def session(session_factory: sessionmaker[Session]) -> Iterator[Session]:
+    with session_factory() as session:
+        yield session
+        session.rollback()

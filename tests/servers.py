@@ -1,0 +1,109 @@
+"""Real servers the tests start: a throw-away PostgreSQL cluster and the portal itself."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pg_bin(name: str) -> str:
+    found = shutil.which(name)
+    if found and "postgresql" in os.path.realpath(found):
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    if not candidates:
+        raise RuntimeError(
+            f"PostgreSQL's {name} is not installed: run `make setup-test` "
+            "(it installs Debian's postgresql package)"
+        )
+    return candidates[-1]
+
+
+@contextlib.contextmanager
+def postgres_server() -> Iterator[str]:
+    """initdb + pg_ctl on a free loopback port; yields a SQLAlchemy URL; removes it all."""
+    root = Path(tempfile.mkdtemp(prefix="portal-pg-"))
+    data, sock = root / "data", root / "sock"
+    data.mkdir()
+    sock.mkdir()
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+        user = pwd.getpwnam("postgres")
+        for path in (root, data, sock):
+            os.chown(path, user.pw_uid, user.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port = free_port()
+    log = root / "server.log"
+    subprocess.run(
+        [
+            *as_user,
+            _pg_bin("initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "portal",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    options = (
+        f"-h 127.0.0.1 -p {port} -k {sock} "
+        "-c fsync=off -c full_page_writes=off -c max_connections=200"
+    )
+    subprocess.run(
+        [
+            *as_user,
+            _pg_bin("pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            options,
+            "-l",
+            str(log),
+            "-w",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        url = f"postgresql+psycopg://portal@127.0.0.1:{port}/postgres"
+        yield url
+    finally:
+        subprocess.run(
+            [*as_user, _pg_bin("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+            capture_output=True,
+        )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def wait_http(url: str, timeout: float = 30.0) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(url, timeout=1.0)
+            return
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)

@@ -1,0 +1,197 @@
+"""The workflow rules, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select, text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from app.errors import Conflict, InvalidInput
+from app.models import AuditEvent, ProvisioningStep, RequestStatus, TeamStatus
+from app.teams import repository as repo
+from app.teams import service
+from tests.factories import make_org, make_user, request_values, submit
+
+
+@pytest.fixture
+def people(session: Session) -> dict[str, object]:
+    make_org(session, gpus="1")
+    return {
+        "admin": make_user(session, "admin@example.org", admin=True),
+        "lead": make_user(session, "lead@example.org"),
+        "other": make_user(session, "other@example.org"),
+    }
+
+
+def test_submit_creates_team_lead_and_audit(session: Session, people: dict) -> None:
+    request = submit(session, people["lead"], "nlp")
+    team = request.team
+    assert team.status == TeamStatus.SUBMITTED
+    assert (request.gpu_quota_centi, request.gpu_limit_centi) == (33, 100)
+    assert team.gpu_quota_centi == 0, "nothing is committed before approval"
+    assert [u.email for u in repo.get_leads(session, team.id)] == ["lead@example.org"]
+    actions = session.scalars(select(AuditEvent.action)).all()
+    assert actions == ["request.submitted"]
+
+
+def test_name_must_be_free_among_live_teams(session: Session, people: dict) -> None:
+    submit(session, people["lead"], "nlp")
+    with pytest.raises(InvalidInput) as caught:
+        submit(session, people["other"], "nlp")
+    assert "already has a cluster or a pending request" in caught.value.errors["name"]
+
+
+def test_rejected_name_can_be_requested_again(session: Session, people: dict) -> None:
+    first = submit(session, people["lead"], "nlp")
+    service.reject(session, actor=people["admin"], request_id=first.id, reason="too big")
+    assert first.team.status == TeamStatus.REJECTED
+    again = submit(session, people["lead"], "nlp")
+    assert again.team_id != first.team_id
+
+
+def test_reject_needs_a_reason(session: Session, people: dict) -> None:
+    request = submit(session, people["lead"], "nlp")
+    with pytest.raises(InvalidInput) as caught:
+        service.reject(session, actor=people["admin"], request_id=request.id, reason="  ")
+    assert "say why" in caught.value.errors["reason"]
+
+
+def test_approve_as_asked_commits_quota_and_plans_steps(session: Session, people: dict) -> None:
+    request = submit(session, people["lead"], "nlp")
+    decision = service.approve(session, actor=people["admin"], request_id=request.id)
+    team = request.team
+    assert decision.changes == {}
+    assert team.status == TeamStatus.APPROVED
+    assert request.status == RequestStatus.APPROVED
+    assert team.gpu_quota_centi == 33
+    assert team.desired_generation == 1
+    steps = session.scalars(
+        select(ProvisioningStep.step)
+        .where(ProvisioningStep.team_id == team.id)
+        .order_by(ProvisioningStep.position)
+    ).all()
+    assert steps == ["queue", "namespace", "vcluster", "admission_policy", "kubeconfig"]
+    assert repo.committed_gpu_centi(session, team.org_id) == 33
+
+
+def test_approve_with_adjusted_values_records_changes(session: Session, people: dict) -> None:
+    request = submit(session, people["lead"], "nlp", gpu_quota="0.5")
+    decision = service.approve(
+        session,
+        actor=people["admin"],
+        request_id=request.id,
+        adjusted={**request_values("nlp"), "gpu_quota": "0.25", "gpu_limit": "0.75"},
+        reason="pool is tight",
+    )
+    assert decision.changes == {"gpu_quota": ["0.5", "0.25"], "gpu_limit": ["1", "0.75"]}
+    assert request.team.gpu_quota_centi == 25
+    assert request.team.gpu_limit_centi == 75
+    summary = session.scalars(
+        select(AuditEvent.summary).where(AuditEvent.action == "request.approved")
+    ).one()
+    assert "gpu_quota 0.5→0.25" in summary
+
+
+def test_approval_past_the_pool_is_refused_with_what_is_free(
+    session: Session, people: dict
+) -> None:
+    for name in ("nlp", "vision", "recommender"):
+        r = submit(session, people["lead"], name)
+        service.approve(session, actor=people["admin"], request_id=r.id)
+    extra = submit(session, people["other"], "speech", gpu_quota="0.05")
+    with pytest.raises(Conflict) as caught:
+        service.approve(session, actor=people["admin"], request_id=extra.id)
+    message = caught.value.message
+    assert "would commit 1.04 of the pool's 1 GPU; 0.01 GPU is free" in message
+    assert extra.status == RequestStatus.SUBMITTED
+    service.approve(
+        session,
+        actor=people["admin"],
+        request_id=extra.id,
+        adjusted={**request_values("speech"), "gpu_quota": "0.01"},
+    )
+    assert repo.committed_gpu_centi(session, extra.team.org_id) == 100
+
+
+def test_a_request_is_decided_once(session: Session, people: dict) -> None:
+    request = submit(session, people["lead"], "nlp")
+    service.approve(session, actor=people["admin"], request_id=request.id)
+    with pytest.raises(Conflict, match="already approved"):
+        service.reject(session, actor=people["admin"], request_id=request.id, reason="no")
+
+
+def test_quota_change_goes_through_approval(session: Session, people: dict) -> None:
+    request = submit(session, people["lead"], "nlp")
+    service.approve(session, actor=people["admin"], request_id=request.id)
+    team = request.team
+    with pytest.raises(Conflict, match="once it is ready"):
+        service.submit_quota_change(
+            session, actor=people["lead"], team=team, data=request_values("nlp", gpu_quota="0.5")
+        )
+    team.status = TeamStatus.READY
+    with pytest.raises(InvalidInput, match="current values"):
+        service.submit_quota_change(
+            session, actor=people["lead"], team=team, data=request_values("nlp")
+        )
+    change = service.submit_quota_change(
+        session, actor=people["lead"], team=team, data=request_values("nlp", gpu_quota="0.5")
+    )
+    with pytest.raises(Conflict, match="already has request"):
+        service.submit_quota_change(
+            session, actor=people["lead"], team=team, data=request_values("nlp", gpu_quota="0.6")
+        )
+    assert team.gpu_quota_centi == 33
+    service.approve(session, actor=people["admin"], request_id=change.id)
+    assert team.status == TeamStatus.READY
+    assert team.gpu_quota_centi == 50
+    assert team.desired_generation == 2
+
+
+def test_quota_change_cannot_overcommit(session: Session, people: dict) -> None:
+    a = submit(session, people["lead"], "nlp", gpu_quota="0.5")
+    b = submit(session, people["other"], "vision", gpu_quota="0.5")
+    for r in (a, b):
+        service.approve(session, actor=people["admin"], request_id=r.id)
+    a.team.status = TeamStatus.READY
+    change = service.submit_quota_change(
+        session, actor=people["lead"], team=a.team, data=request_values("nlp", gpu_quota="0.6")
+    )
+    with pytest.raises(Conflict, match=r"0\.5 GPU is free"):
+        service.approve(session, actor=people["admin"], request_id=change.id)
+
+
+def test_decommission_returns_the_guarantee_only_when_done(session: Session, people: dict) -> None:
+    request = submit(session, people["lead"], "nlp")
+    service.approve(session, actor=people["admin"], request_id=request.id)
+    team = request.team
+    service.decommission(session, actor=people["lead"], team=team)
+    assert team.status == TeamStatus.DECOMMISSIONING
+    assert repo.committed_gpu_centi(session, team.org_id) == 33
+    with pytest.raises(Conflict, match="only a live cluster"):
+        service.decommission(session, actor=people["lead"], team=team)
+
+
+def test_pool_cannot_shrink_below_guarantees(session: Session, people: dict) -> None:
+    request = submit(session, people["lead"], "nlp", gpu_quota="0.5")
+    service.approve(session, actor=people["admin"], request_id=request.id)
+    with pytest.raises(InvalidInput) as caught:
+        service.update_pool(
+            session, actor=people["admin"], data={"gpus": "0.4", "cpu_cores": "1", "memory_gb": "1"}
+        )
+    assert "enter at least 0.5" in caught.value.errors["gpus"]
+    org = service.update_pool(
+        session, actor=people["admin"], data={"gpus": "4", "cpu_cores": "64", "memory_gb": "512"}
+    )
+    assert (org.gpus_centi, org.cpu_millicores, org.memory_mb) == (400, 64_000, 512_000)
+
+
+def test_audit_trail_is_append_only(session: Session, people: dict) -> None:
+    submit(session, people["lead"], "nlp")
+    session.commit()
+    with pytest.raises(DBAPIError, match="append-only"):
+        session.execute(text("UPDATE audit_events SET summary = 'forged'"))
+    session.rollback()
+    with pytest.raises(DBAPIError, match="append-only"):
+        session.execute(text("DELETE FROM audit_events"))
+    session.rollback()
