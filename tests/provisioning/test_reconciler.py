@@ -1,0 +1,288 @@
+"""The reconciler: level-triggered, idempotent, resumable, retried, shared by processes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import unit_of_work
+from app.models import (
+    AuditEvent,
+    ClusterRequest,
+    RequestStatus,
+    Step,
+    Team,
+    TeamStatus,
+    User,
+    utcnow,
+)
+from app.provisioning.backend import spec_for
+from app.provisioning.reconciler import Reconciler, backoff_seconds
+from app.provisioning.simulated import SimulatedBackend
+from app.teams import repository as repo
+from app.teams import service
+from tests.conftest import settings_for
+from tests.factories import make_org, make_user, request_values, submit
+
+
+@pytest.fixture
+def backend() -> SimulatedBackend:
+    return SimulatedBackend(step_seconds=0)
+
+
+@pytest.fixture
+def reconciler(
+    session_factory: sessionmaker[Session], backend: SimulatedBackend, db_url: str
+) -> Reconciler:
+    return Reconciler(session_factory, backend, settings_for(db_url), owner="worker-a")
+
+
+def approved_team(factory: sessionmaker[Session], name: str = "nlp", **values: str) -> int:
+    with unit_of_work(factory) as session:
+        org = session.scalars(select(Team.org_id).limit(1)).first()
+        if org is None:
+            make_org(session, gpus="1")
+            make_user(session, "admin@example.org", admin=True)
+        admin = session.scalars(select(User).where(User.is_admin)).one()
+        lead = make_user(session, f"lead-{name}@example.org")
+        request = submit(session, lead, name, **values)
+        service.approve(session, actor=admin, request_id=request.id)
+        return request.team_id
+
+
+def team_of(factory: sessionmaker[Session], team_id: int) -> Team:
+    with factory() as session:
+        team = repo.get_team(session, team_id, with_steps=True)
+        session.expunge_all()
+        return team
+
+
+def actions(factory: sessionmaker[Session], team_id: int) -> list[str]:
+    with factory() as session:
+        return list(
+            session.scalars(
+                select(AuditEvent.action)
+                .where(AuditEvent.team_id == team_id)
+                .order_by(AuditEvent.id)
+            )
+        )
+
+
+def test_approved_team_becomes_ready(
+    session_factory: sessionmaker[Session], reconciler: Reconciler, backend: SimulatedBackend
+) -> None:
+    team_id = approved_team(session_factory)
+    assert reconciler.run_once() == 1
+    team = team_of(session_factory, team_id)
+    assert team.status == TeamStatus.READY
+    assert [s.status for s in team.steps] == ["done"] * 5
+    assert team.observed_generation == team.desired_generation == 1
+    assert team.lease_owner is None
+    assert actions(session_factory, team_id)[-1] == "team.ready"
+    with session_factory() as session:
+        request = session.scalars(select(ClusterRequest)).one()
+        assert request.status == RequestStatus.APPLIED
+    with session_factory() as session:
+        spec = spec_for(repo.get_team(session, team_id), repo.get_org(session))
+    kubeconfig = backend.kubeconfig(spec)
+    assert "SIMULATED" in kubeconfig
+    assert "current-context: nlp" in kubeconfig
+
+
+def test_steps_wait_for_a_slow_control_plane(
+    session_factory: sessionmaker[Session], db_url: str
+) -> None:
+    slow = SimulatedBackend(step_seconds=0.3)
+    reconciler = Reconciler(session_factory, slow, settings_for(db_url), owner="w")
+    team_id = approved_team(session_factory)
+    reconciler.run_once()
+    team = team_of(session_factory, team_id)
+    assert team.status == TeamStatus.PROVISIONING
+    assert [s.status for s in team.steps][:2] == ["progressing", "pending"]
+    deadline = time.monotonic() + 10
+    while team.status != TeamStatus.READY and time.monotonic() < deadline:
+        with unit_of_work(session_factory) as session:
+            session.execute(update(Team).values(next_attempt_at=utcnow()))
+        reconciler.run_once()
+        time.sleep(0.1)
+        team = team_of(session_factory, team_id)
+    assert team.status == TeamStatus.READY
+
+
+def test_failures_are_recorded_retried_and_recovered(
+    session_factory: sessionmaker[Session], reconciler: Reconciler, backend: SimulatedBackend
+) -> None:
+    team_id = approved_team(session_factory)
+    backend.inject_failure(Step.VCLUSTER, team="nlp", times=2, message="helm timed out")
+    reconciler.run_once()
+    team = team_of(session_factory, team_id)
+    assert team.status == TeamStatus.FAILED
+    assert team.attempts == 1
+    assert team.last_error == "simulated: helm timed out"
+    steps = {s.step: s for s in team.steps}
+    assert steps["vcluster"].status == "failed"
+    assert steps["vcluster"].message == "simulated: helm timed out"
+    assert steps["namespace"].status == "done"
+    reconciler.run_once()
+    assert team_of(session_factory, team_id).attempts == 2
+    reconciler.run_once()
+    team = team_of(session_factory, team_id)
+    assert team.status == TeamStatus.READY
+    assert team.attempts == 0
+    assert team.last_error is None
+    log = actions(session_factory, team_id)
+    assert log.count("provisioning.failed") == 1, "one entry per streak, not per retry"
+    assert log[-1] == "team.recovered"
+
+
+def test_backoff_grows_and_is_capped(
+    session_factory: sessionmaker[Session], backend: SimulatedBackend, db_url: str
+) -> None:
+    assert [backoff_seconds(n, base=2, cap=60) for n in (1, 2, 3, 4, 5, 6, 7)] == [
+        2,
+        4,
+        8,
+        16,
+        32,
+        60,
+        60,
+    ]
+    settings = settings_for(db_url, retry_base_seconds=30.0)
+    reconciler = Reconciler(session_factory, backend, settings, owner="w")
+    team_id = approved_team(session_factory)
+    backend.inject_failure(Step.QUEUE, times=5)
+    before = utcnow()
+    reconciler.run_once()
+    team = team_of(session_factory, team_id)
+    assert team.next_attempt_at is not None
+    assert team.next_attempt_at >= before + timedelta(seconds=29)
+    assert reconciler.run_once() == 0, "not retried before the back-off ends"
+
+
+def test_drift_is_repaired_and_audited(
+    session_factory: sessionmaker[Session], reconciler: Reconciler, backend: SimulatedBackend
+) -> None:
+    team_id = approved_team(session_factory)
+    reconciler.run_once()
+    backend.delete_object(Step.QUEUE, "nlp")
+    backend.delete_object(Step.ADMISSION_POLICY, "nlp")
+    with unit_of_work(session_factory) as session:
+        session.execute(update(Team).values(next_attempt_at=utcnow()))
+    reconciler.run_once()
+    team = team_of(session_factory, team_id)
+    assert team.status == TeamStatus.READY
+    with session_factory() as session:
+        event = session.scalars(
+            select(AuditEvent).where(AuditEvent.action == "provisioning.drift_repaired")
+        ).one()
+    assert event.details["repaired"] == [
+        "queue: queue team-nlp under ml-org does not exist",
+        "admission_policy: admission policy pinning vcluster-nlp to team-nlp does not exist",
+    ]
+
+
+def test_steady_state_pass_changes_nothing(
+    session_factory: sessionmaker[Session], reconciler: Reconciler, backend: SimulatedBackend
+) -> None:
+    team_id = approved_team(session_factory)
+    reconciler.run_once()
+    with unit_of_work(session_factory) as session:
+        session.execute(update(Team).values(next_attempt_at=utcnow()))
+    before = actions(session_factory, team_id)
+    calls = backend.calls
+    reconciler.run_once()
+    assert actions(session_factory, team_id) == before
+    assert backend.calls - calls == 5, "one observation per step, no apply"
+
+
+def test_quota_change_is_applied_to_the_queue(
+    session_factory: sessionmaker[Session], reconciler: Reconciler, backend: SimulatedBackend
+) -> None:
+    team_id = approved_team(session_factory)
+    reconciler.run_once()
+    with unit_of_work(session_factory) as session:
+        team = repo.get_team(session, team_id)
+        lead = session.scalars(select(User).where(User.email == "lead-nlp@example.org")).one()
+        admin = session.scalars(select(User).where(User.is_admin)).one()
+        change = service.submit_quota_change(
+            session, actor=lead, team=team, data=request_values("nlp", gpu_quota="0.5")
+        )
+        service.approve(session, actor=admin, request_id=change.id)
+        change_id = change.id
+    reconciler.run_once()
+    with session_factory() as session:
+        assert repo.get_request(session, change_id).status == RequestStatus.APPLIED
+    usage_queue = backend._objects[(Step.QUEUE, "nlp")].spec
+    assert usage_queue.gpu.quota == 0.5
+    assert "quota_change.applied" in actions(session_factory, team_id)
+
+
+def test_decommission_removes_everything_and_frees_the_pool(
+    session_factory: sessionmaker[Session], reconciler: Reconciler, backend: SimulatedBackend
+) -> None:
+    team_id = approved_team(session_factory)
+    reconciler.run_once()
+    with unit_of_work(session_factory) as session:
+        team = repo.get_team(session, team_id)
+        lead = session.scalars(select(User).where(User.email == "lead-nlp@example.org")).one()
+        service.decommission(session, actor=lead, team=team)
+    reconciler.run_once()
+    team = team_of(session_factory, team_id)
+    assert team.status == TeamStatus.DECOMMISSIONED
+    assert [s.status for s in team.steps] == ["removed"] * 5
+    assert not [key for key in backend._objects if key[1] == "nlp"]
+    with session_factory() as session:
+        assert repo.committed_gpu_centi(session, team.org_id) == 0
+    assert actions(session_factory, team_id)[-1] == "team.decommissioned"
+
+
+def test_workers_never_claim_the_same_team(
+    session_factory: sessionmaker[Session], backend: SimulatedBackend, db_url: str
+) -> None:
+    for i in range(8):
+        approved_team(session_factory, f"t{i}", gpu_quota="0.1")
+    workers = [
+        Reconciler(session_factory, backend, settings_for(db_url), owner=f"w{i}") for i in range(4)
+    ]
+    claims: list[list[int]] = [[] for _ in workers]
+    barrier = threading.Barrier(len(workers))
+
+    def claim(i: int) -> None:
+        barrier.wait(10)
+        claims[i] = workers[i].claim(limit=8)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    everything = [team_id for claimed in claims for team_id in claimed]
+    assert sorted(everything) == sorted(set(everything)), claims
+    assert len(everything) == 8
+
+
+def test_a_crashed_worker_is_taken_over_after_its_lease(
+    session_factory: sessionmaker[Session], backend: SimulatedBackend, db_url: str
+) -> None:
+    team_id = approved_team(session_factory)
+    crashed = Reconciler(session_factory, backend, settings_for(db_url), owner="crashed")
+    assert crashed.claim() == [team_id]
+    # It created the queue, then died before recording anything.
+    with session_factory() as session:
+        spec = spec_for(repo.get_team(session, team_id), repo.get_org(session))
+    backend.apply(Step.QUEUE, spec)
+    successor = Reconciler(session_factory, backend, settings_for(db_url), owner="successor")
+    assert successor.run_once() == 0, "the lease still protects the team"
+    with unit_of_work(session_factory) as session:
+        session.execute(update(Team).values(lease_until=utcnow() - timedelta(seconds=1)))
+    assert successor.run_once() == 1
+    assert team_of(session_factory, team_id).status == TeamStatus.READY
+    assert len([key for key in backend._objects if key[1] == "nlp"]) == 4, "no duplicates"
+    # The crashed worker's late answer is dropped: it no longer holds the lease.
+    crashed.reconcile(team_id)
+    assert team_of(session_factory, team_id).status == TeamStatus.READY
