@@ -64,6 +64,10 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+# The app's route table: every router the portal serves.
+ROUTERS = (auth_pages, team_pages, admin_pages, audit_pages, api_router)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
 
@@ -105,7 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(SecurityHeaders)
     app.mount("/static", StaticFiles(directory=str(PROJECT_ROOT / "static")), name="static")
-    for router in (auth_pages, team_pages, admin_pages, audit_pages, api_router):
+    for router in ROUTERS:
         app.include_router(router)
 
     def wants_json(request: Request) -> bool:

@@ -1,0 +1,40 @@
+"""Alembic migrations run up and down on both databases and match the models."""
+
+from __future__ import annotations
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import Engine, inspect, text
+
+from app.cli import alembic_config
+from app.db import Base
+from tests.conftest import settings_for
+
+
+def tables(engine: Engine) -> set[str]:
+    return set(inspect(engine).get_table_names()) - {"alembic_version"}
+
+
+def test_models_match_the_migrations(engine: Engine) -> None:
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == [], "run `alembic revision --autogenerate` for: " + repr(diff)
+
+
+def test_down_and_up_again(engine: Engine, db_url: str) -> None:
+    config = alembic_config(settings_for(db_url))
+    assert tables(engine) == set(Base.metadata.tables)
+    command.downgrade(config, "base")
+    assert tables(engine) == set()
+    command.upgrade(config, "head")
+    assert tables(engine) == set(Base.metadata.tables)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_offline_sql_can_be_generated(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    command.upgrade(alembic_config(settings_for(db_url)), "head", sql=True)
+    assert "CREATE TABLE teams" in capsys.readouterr().out

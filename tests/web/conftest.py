@@ -1,0 +1,85 @@
+"""A portal app per test (worker off: tests drive the reconciler) and signed-in clients."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from app.db import unit_of_work
+from app.main import create_app
+from app.seed import seed_example
+from tests.conftest import settings_for
+
+META_CSRF = re.compile(r'<meta name="csrf-token" content="([^"]+)">')
+
+
+class Client(TestClient):
+    """A browser-like client: keeps cookies and knows the page's CSRF token."""
+
+    csrf: str = ""
+
+    def refresh_csrf(self) -> str:
+        found = META_CSRF.search(self.get("/login").text)
+        assert found, "the sign-in page carries a CSRF token"
+        self.csrf = found.group(1)
+        return self.csrf
+
+    def sign_in(self, email: str, *, admin: bool = False) -> Client:
+        self.refresh_csrf()
+        response = self.post(
+            "/login/dev",
+            data={"csrf_token": self.csrf, "email": email, "role": "admin" if admin else "lead"},
+            follow_redirects=False,
+        )
+        assert response.status_code == 303, response.text
+        self.refresh_csrf()
+        return self
+
+    def form(self, url: str, data: dict[str, str] | None = None, **kw: Any) -> httpx.Response:
+        return self.post(url, data={"csrf_token": self.csrf, **(data or {})}, **kw)
+
+    def api(self, method: str, url: str, json: Any = None) -> httpx.Response:
+        return self.request(method, url, json=json, headers={"X-CSRF-Token": self.csrf})
+
+
+@pytest.fixture
+def app(db_url: str) -> Iterator[FastAPI]:
+    application = create_app(settings_for(db_url))
+    with TestClient(application):  # runs the lifespan
+        with unit_of_work(application.state.session_factory) as session:
+            seed_example(session)
+        application.state.reconciler.run_once()
+        yield application
+
+
+def client_for(app: FastAPI, email: str | None = None, *, admin: bool = False) -> Client:
+    client = Client(app, base_url="http://testserver")
+    if email:
+        client.sign_in(email, admin=admin)
+    return client
+
+
+@pytest.fixture
+def admin(app: FastAPI) -> Client:
+    return client_for(app, "admin@example.org", admin=True)
+
+
+@pytest.fixture
+def lead(app: FastAPI) -> Client:
+    return client_for(app, "lead-nlp@example.org")
+
+
+@pytest.fixture
+def other_lead(app: FastAPI) -> Client:
+    return client_for(app, "lead-vision@example.org")
+
+
+@pytest.fixture
+def anonymous(app: FastAPI) -> Client:
+    return client_for(app)

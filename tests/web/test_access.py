@@ -1,0 +1,128 @@
+"""Who may do what: a matrix over the app's own route table, and CSRF on every unsafe route.
+
+A route added without a row here fails `test_every_route_has_a_rule`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+
+from app.main import ROUTERS
+from tests.web.conftest import Client, client_for
+
+ROLES = ("anonymous", "lead", "other", "admin")
+QUOTA = {"gpu_quota": "0.2", "gpu_limit": "1"}
+
+# "METHOD path": (body, {role: expected status}); team 1 is nlp (lead's), request 1 is nlp's.
+RULES: dict[str, tuple[Any, tuple[int, int, int, int]]] = {
+    "GET /": (None, (303, 303, 303, 303)),
+    "GET /login": (None, (200, 200, 200, 200)),
+    "POST /login/dev": ({}, (422, 422, 422, 422)),
+    "POST /logout": ({}, (303, 303, 303, 303)),
+    "GET /teams": (None, (303, 200, 200, 200)),
+    "GET /teams/new": (None, (303, 200, 200, 200)),
+    "POST /teams/new/validate": ({}, (303, 200, 200, 200)),
+    "POST /teams": ({}, (303, 422, 422, 422)),
+    "GET /teams/{team_id}": (None, (303, 200, 404, 200)),
+    "GET /teams/{team_id}/status": (None, (303, 200, 404, 200)),
+    "GET /teams/{team_id}/kubeconfig": (None, (303, 200, 404, 200)),
+    "GET /teams/{team_id}/quota": (None, (303, 200, 404, 200)),
+    "POST /teams/{team_id}/quota": ({}, (303, 422, 404, 422)),
+    "POST /teams/{team_id}/decommission": ({}, (303, 303, 404, 303)),
+    "POST /teams/{team_id}/retry": ({}, (303, 403, 404, 409)),
+    "GET /admin": (None, (303, 403, 403, 200)),
+    "POST /admin/pool": ({}, (303, 403, 403, 303)),
+    "GET /admin/requests": (None, (303, 403, 403, 200)),
+    "POST /admin/requests/{request_id}/approve": ({}, (303, 403, 403, 303)),
+    "POST /admin/requests/{request_id}/reject": ({}, (303, 403, 403, 303)),
+    "POST /admin/simulate/failure": ({}, (303, 403, 403, 303)),
+    "GET /audit": (None, (303, 200, 200, 200)),
+    "GET /api/v1/pool": (None, (401, 200, 200, 200)),
+    "PUT /api/v1/pool": ({"gpus": "2"}, (401, 403, 403, 200)),
+    "GET /api/v1/teams": (None, (401, 200, 200, 200)),
+    "GET /api/v1/teams/{team_id}": (None, (401, 200, 404, 200)),
+    "GET /api/v1/teams/{team_id}/kubeconfig": (None, (401, 200, 404, 200)),
+    "POST /api/v1/teams/{team_id}/quota-requests": (QUOTA, (401, 201, 404, 201)),
+    "POST /api/v1/teams/{team_id}/decommission": ({}, (401, 200, 404, 200)),
+    "POST /api/v1/teams/{team_id}/retry": ({}, (401, 403, 403, 409)),
+    "POST /api/v1/requests": ({"name": "fresh", **QUOTA}, (401, 201, 201, 201)),
+    "GET /api/v1/requests": (None, (401, 200, 200, 200)),
+    "GET /api/v1/requests/{request_id}": (None, (401, 200, 404, 200)),
+    "POST /api/v1/requests/{request_id}/approve": ({}, (401, 403, 403, 409)),
+    "POST /api/v1/requests/{request_id}/reject": ({"reason": "x"}, (401, 403, 403, 409)),
+    "GET /api/v1/audit": (None, (401, 200, 200, 200)),
+}
+USERS = {
+    "anonymous": None,
+    "lead": ("lead-nlp@example.org", False),
+    "other": ("lead-vision@example.org", False),
+    "admin": ("admin@example.org", True),
+}
+
+
+def app_routes() -> set[str]:
+    found = set()
+    for router in ROUTERS:
+        for route in router.routes:
+            assert isinstance(route, APIRoute)
+            for method in route.methods - {"HEAD"}:
+                found.add(f"{method} {route.path}")
+    return found
+
+
+def client_as(app: FastAPI, role: str) -> Client:
+    user = USERS[role]
+    client = client_for(app, user[0] if user else None, admin=bool(user and user[1]))
+    client.refresh_csrf()
+    return client
+
+
+def call(client: Client, rule: str, body: Any, *, csrf: str | None) -> int:
+    method, path = rule.split(" ", 1)
+    url = path.replace("{team_id}", "1").replace("{request_id}", "1")
+    headers = {} if csrf is None else {"X-CSRF-Token": csrf}
+    if path.startswith("/api/"):
+        kwargs: dict[str, Any] = {"json": body} if body is not None else {}
+    else:
+        kwargs = {"data": body} if body is not None else {}
+    return client.request(method, url, headers=headers, follow_redirects=False, **kwargs).status_code
+
+
+def test_every_route_has_a_rule() -> None:
+    assert app_routes() == set(RULES)
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_access_matrix(app: FastAPI, rule: str, role: str) -> None:
+    body, expected = RULES[rule]
+    client = client_as(app, role)
+    status = call(client, rule, body, csrf=client.csrf)
+    assert status == expected[ROLES.index(role)], f"{role}: {rule} -> {status}"
+
+
+UNSAFE = sorted(r for r in RULES if not r.startswith("GET "))
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("rule", UNSAFE)
+def test_unsafe_routes_refuse_a_missing_or_wrong_csrf_token(app: FastAPI, rule: str) -> None:
+    admin = client_as(app, "admin")
+    body = RULES[rule][0]
+    assert call(admin, rule, body, csrf=None) == 403
+    assert call(admin, rule, body, csrf="forged-" + admin.csrf[:10]) == 403
+    other_session = client_as(app, "lead")
+    assert call(admin, rule, body, csrf=other_session.csrf) == 403, "tokens are per session"
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_csrf_refusal_says_what_to_do(app: FastAPI) -> None:
+    admin = client_as(app, "admin")
+    response = admin.post("/admin/pool", data={"gpus": "2"})
+    assert response.status_code == 403
+    assert "reload the page and try again" in response.text

@@ -1,0 +1,130 @@
+"""The JSON API: the same loop as the pages, for CI and scripts."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from tests.web.conftest import Client, client_for
+
+NLP, VISION = 1, 2
+
+
+def test_api_needs_a_session(anonymous: Client) -> None:
+    response = anonymous.get("/api/v1/teams")
+    assert response.status_code == 401
+    assert response.json() == {"detail": "sign in first"}
+
+
+def test_pool(admin: Client, lead: Client) -> None:
+    assert lead.get("/api/v1/pool").json() == {
+        "name": "ml-org",
+        "parent_queue": "ml-org",
+        "gpus": "1",
+        "cpu_cores": "40",
+        "memory_gb": "160",
+        "committed_gpus": "0.99",
+        "free_gpus": "0.01",
+    }
+    assert lead.api("PUT", "/api/v1/pool", {"gpus": 2}).status_code == 403
+    refused = admin.api("PUT", "/api/v1/pool", {"gpus": "0.5"})
+    assert refused.status_code == 422
+    assert "enter at least 0.99" in refused.json()["errors"]["gpus"]
+    assert admin.api("PUT", "/api/v1/pool", {"gpus": "2", "cpu_cores": 64}).json()["gpus"] == "2"
+
+
+def test_whole_loop_through_the_api(app: FastAPI, admin: Client) -> None:
+    lead = client_for(app, "lead-speech@example.org")
+    created = lead.api(
+        "POST",
+        "/api/v1/requests",
+        {"name": "speech", "gpu_quota": 0.5, "gpu_limit": "1", "purpose": "ASR"},
+    )
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["status"] == "submitted"
+    assert body["requested"]["gpu_quota"] == "0.5"
+    request_id, team_id = body["id"], body["team_id"]
+
+    over = admin.api("POST", f"/api/v1/requests/{request_id}/approve", {})
+    assert over.status_code == 409
+    assert "0.01 GPU is free" in over.json()["detail"]
+
+    approved = admin.api(
+        "POST",
+        f"/api/v1/requests/{request_id}/approve",
+        {"adjusted": {"gpu_quota": "0.01", "gpu_limit": "1"}, "reason": "tight pool"},
+    )
+    assert approved.status_code == 200, approved.text
+    decision = approved.json()["decision"]
+    assert decision["changes"] == {"gpu_quota": ["0.5", "0.01"]}
+    assert decision["approved"]["gpu_quota"] == "0.01"
+
+    assert lead.get(f"/api/v1/teams/{team_id}/kubeconfig").status_code == 409
+    app.state.reconciler.run_once()
+    team = lead.get(f"/api/v1/teams/{team_id}").json()
+    assert team["status"] == "ready"
+    assert [s["status"] for s in team["steps"]] == ["done"] * 5
+    assert team["gpu_share"]["guaranteed"] == 0.01
+    kubeconfig = lead.get(f"/api/v1/teams/{team_id}/kubeconfig")
+    assert kubeconfig.status_code == 200
+    assert "current-context: speech" in kubeconfig.text
+
+    change = lead.api(
+        "POST", f"/api/v1/teams/{team_id}/quota-requests", {"gpu_quota": "0", "gpu_limit": "0.5"}
+    )
+    assert change.status_code == 201
+    assert change.json()["kind"] == "quota_change"
+    rejected = admin.api("POST", f"/api/v1/requests/{change.json()['id']}/reject", {"reason": "no"})
+    assert rejected.json()["decision"]["outcome"] == "rejected"
+
+    gone = lead.api("POST", f"/api/v1/teams/{team_id}/decommission")
+    assert gone.json()["status"] == "decommissioning"
+    app.state.reconciler.run_once()
+    assert lead.get(f"/api/v1/teams/{team_id}").json()["status"] == "decommissioned"
+    actions = [e["action"] for e in lead.get(f"/api/v1/audit?team_id={team_id}").json()]
+    assert actions[0] == "team.decommissioned"
+    assert "kubeconfig.downloaded" in actions
+
+
+def test_bad_bodies_say_what_to_change(lead: Client) -> None:
+    response = lead.api("POST", "/api/v1/requests", {"name": "Bad", "gpu_quota": "x"})
+    assert response.status_code == 422
+    errors = response.json()["errors"]
+    assert "gpu_quota" in errors
+    assert "gpu_limit" in errors
+    rules = lead.api("POST", "/api/v1/requests", {"name": "Bad", "gpu_quota": 0.5, "gpu_limit": 3})
+    assert rules.status_code == 422
+    assert rules.json()["errors"]["name"] == "use lower-case letters only: 'bad'"
+    assert "enter 1 or less" in rules.json()["errors"]["gpu_limit"]
+    extra = lead.api("POST", "/api/v1/requests", {"name": "a", "gpu_quota": 0, "gpu_limit": 0, "x": 1})
+    assert extra.status_code == 422
+    assert "x" in extra.json()["errors"]
+
+
+def test_leads_see_only_their_teams_requests_and_events(lead: Client, admin: Client) -> None:
+    assert [t["name"] for t in lead.get("/api/v1/teams").json()] == ["nlp"]
+    assert len(admin.get("/api/v1/teams").json()) == 3
+    assert lead.get(f"/api/v1/teams/{VISION}").status_code == 404
+    assert lead.get(f"/api/v1/teams/{VISION}/kubeconfig").status_code == 404
+    assert lead.get("/api/v1/requests/2").status_code == 404
+    assert {r["team"] for r in lead.get("/api/v1/requests").json()} == {"nlp"}
+    assert {e["team_id"] for e in lead.get("/api/v1/audit").json()} == {NLP}
+    assert lead.get(f"/api/v1/audit?team_id={VISION}").json() == []
+    assert lead.api("POST", "/api/v1/requests/1/approve", {}).status_code == 403
+    assert lead.api("POST", f"/api/v1/teams/{NLP}/retry").status_code == 403
+
+
+def test_openapi_document_is_clean(anonymous: Client) -> None:
+    doc = anonymous.get("/openapi.json").json()
+    paths = doc["paths"]
+    assert all(p.startswith("/api/v1/") for p in paths), "pages stay out of the API document"
+    operations = [(path, method, op) for path, ops in paths.items() for method, op in ops.items()]
+    assert len(operations) == 14
+    ids = [op["operationId"] for _, _, op in operations]
+    assert len(ids) == len(set(ids))
+    for path, method, op in operations:
+        assert op.get("tags"), (path, method)
+        assert "200" in op["responses"] or "201" in op["responses"], (path, method)
+        assert "401" in op["responses"], (path, method)
+    schemas = doc["components"]["schemas"]
+    assert {"TeamOut", "RequestOut", "PoolOut", "AuditEventOut", "ClusterRequestIn"} <= set(schemas)

@@ -1,0 +1,266 @@
+"""Every page, as the people who use it, through real HTTP requests to the app."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi import FastAPI
+
+from app.models import Step
+from tests.web.conftest import Client, client_for
+
+NLP, VISION = 1, 2
+
+
+def toasts(html: str) -> list[str]:
+    return re.findall(r'class="toast toast-\w+" role="status">([^<]+)<', html)
+
+
+def test_home_sends_people_where_they_belong(anonymous: Client, lead: Client, admin: Client) -> None:
+    assert anonymous.get("/", follow_redirects=False).headers["location"] == "/login"
+    assert lead.get("/", follow_redirects=False).headers["location"] == "/teams"
+    assert admin.get("/", follow_redirects=False).headers["location"] == "/admin"
+
+
+def test_anonymous_pages_redirect_to_sign_in(anonymous: Client) -> None:
+    response = anonymous.get(f"/teams/{NLP}", follow_redirects=False)
+    assert response.status_code == 303
+    assert response.headers["location"] == f"/login?next=/teams/{NLP}"
+    htmx = anonymous.get("/admin", headers={"HX-Request": "true"}, follow_redirects=False)
+    assert htmx.status_code == 401
+    assert htmx.headers["HX-Redirect"] == "/login?next=/admin"
+
+
+def test_sign_in_page_says_it_is_the_development_sign_in(anonymous: Client) -> None:
+    page = anonymous.get("/login").text
+    assert "Development sign-in" in page
+    assert "Development mode: anyone can sign in as anyone" in page
+    assert "admin@example.org" in page
+
+
+def test_sign_in_redirects_only_to_local_paths(anonymous: Client) -> None:
+    anonymous.refresh_csrf()
+    for target, expected in (("/teams/1", "/teams/1"), ("https://evil.example", "/"), ("//evil", "/")):
+        response = anonymous.form(
+            "/login/dev",
+            {"email": "lead-nlp@example.org", "role": "lead", "next": target},
+            follow_redirects=False,
+        )
+        assert response.headers["location"] == expected
+        anonymous.refresh_csrf()
+
+
+def test_every_page_says_the_cluster_is_simulated(lead: Client, admin: Client) -> None:
+    for client, url in ((lead, "/teams"), (lead, f"/teams/{NLP}"), (admin, "/admin")):
+        assert "Simulated cluster: nothing on these pages exists" in client.get(url).text
+
+
+def test_lead_sees_own_team_only(lead: Client) -> None:
+    page = lead.get("/teams").text
+    assert 'href="/teams/1"' in page
+    assert 'href="/teams/2"' not in page
+    assert lead.get(f"/teams/{VISION}").status_code == 404
+    assert lead.get(f"/teams/{VISION}/kubeconfig").status_code == 404
+    assert lead.get(f"/teams/{VISION}/status").status_code == 404
+
+
+def test_lead_cannot_open_admin_pages(lead: Client) -> None:
+    for url in ("/admin", "/admin/requests"):
+        response = lead.get(url)
+        assert response.status_code == 403
+        assert "only a portal admin may do this" in response.text
+
+
+def test_team_page_shows_status_gauge_pod_spec_and_kubeconfig(lead: Client) -> None:
+    page = lead.get(f"/teams/{NLP}").text
+    assert "Download kubeconfig" in page
+    assert "kai.scheduler/queue: team-nlp" in page
+    assert "schedulerName: kai-scheduler" in page
+    assert 'gpu-fraction: &#34;0.33&#34;' in page or 'gpu-fraction: "0.33"' in page
+    assert "key: nvidia.com/gpu" in page
+    assert 'data-gauge="guaranteed">0.33<' in page
+    assert 'data-gauge="limit">1<' in page
+    assert re.search(r'data-gauge="allocated">[0-9.]+<', page), "usage is shown"
+    assert "hx-trigger" not in page.split('id="status"')[1].split(">")[0], "ready: no polling"
+
+
+def test_kubeconfig_download_is_audited(lead: Client, admin: Client) -> None:
+    response = lead.get(f"/teams/{NLP}/kubeconfig")
+    assert response.status_code == 200
+    assert response.headers["content-disposition"] == 'attachment; filename="kubeconfig-nlp.yaml"'
+    assert response.headers["cache-control"] == "no-store"
+    assert "SIMULATED" in response.text
+    assert "current-context: nlp" in response.text
+    audit = admin.get("/audit?action=kubeconfig").text
+    assert "downloaded the kubeconfig of nlp" in audit
+    assert "lead-nlp@example.org" in audit
+
+
+def test_request_form_validates_inline(lead: Client) -> None:
+    response = lead.form(
+        "/teams/new/validate",
+        {"name": "NLP", "gpu_quota": "0.333", "gpu_limit": "3"},
+        headers={"HX-Request": "true"},
+    )
+    assert response.status_code == 200
+    assert 'id="feedback"' in response.text
+    assert "<html" not in response.text, "a fragment, not a page"
+    errors = dict(re.findall(r'id="err-(\w+)" class="error" role="alert" hx-swap-oob="true">([^<]*)<', response.text))
+    assert errors["name"] == "use lower-case letters only: &#39;nlp&#39;"
+    assert "at most two decimals" in errors["gpu_quota"]
+    assert "cannot exceed the pool of 1 GPU" in errors["gpu_limit"]
+    assert errors["purpose"] == ""
+
+
+def test_request_form_preview_shows_the_pool_after_approval(lead: Client) -> None:
+    response = lead.form(
+        "/teams/new/validate",
+        {"name": "speech", "gpu_quota": "0.5", "gpu_limit": "1"},
+        headers={"HX-Request": "true"},
+    )
+    assert "Over the pool by 0.49 GPU" in response.text
+    assert "at most 0.01 GPU" in response.text
+
+
+def test_invalid_request_keeps_what_was_typed(lead: Client) -> None:
+    response = lead.form("/teams", {"name": "nlp", "gpu_quota": "0.2", "gpu_limit": "1", "purpose": "keep me"})
+    assert response.status_code == 422
+    assert "already has a cluster or a pending request" in response.text
+    assert "keep me" in response.text
+
+
+def test_whole_loop_through_the_pages(app: FastAPI, admin: Client) -> None:
+    lead = client_for(app, "lead-speech@example.org")
+    response = lead.form(
+        "/teams",
+        {"name": "speech", "gpu_quota": "0.01", "gpu_limit": "0.5", "purpose": "ASR"},
+        follow_redirects=False,
+    )
+    assert response.status_code == 303
+    team_url = response.headers["location"]
+    page = lead.get(team_url).text
+    assert "Waiting for an admin" in page
+    assert "Download kubeconfig" not in page
+
+    pending = admin.get("/admin/requests").text
+    request_id = re.search(r"/admin/requests/(\d+)/approve", pending).group(1)  # type: ignore[union-attr]
+    assert "Fits: the pool would be 1 of 1 GPU guaranteed" in pending
+    approved = admin.form(f"/admin/requests/{request_id}/approve", {"mode": "as_asked"})
+    assert "Approved speech as asked." in toasts(approved.text)
+
+    status = lead.get(team_url + "/status", headers={"HX-Request": "true"}).text
+    assert 'hx-trigger="every 2s"' in status, "polls while provisioning"
+    app.state.reconciler.run_once()
+    done = lead.get(team_url + "/status", headers={"HX-Request": "true", "X-Was-Working": "true"})
+    assert "hx-trigger" not in done.text, "stops polling once ready"
+    assert done.headers["HX-Refresh"] == "true"
+    assert lead.get(team_url + "/kubeconfig").status_code == 200
+
+
+def test_admin_adjusts_and_rejects(app: FastAPI, admin: Client) -> None:
+    speech = client_for(app, "lead-speech@example.org")
+    speech.form("/teams", {"name": "speech", "gpu_quota": "0.2", "gpu_limit": "1"})
+    audio = client_for(app, "lead-audio@example.org")
+    audio.form("/teams", {"name": "audio", "gpu_quota": "0.2", "gpu_limit": "1"})
+    pending = admin.get("/admin/requests").text
+    ids = re.findall(r"/admin/requests/(\d+)/approve", pending)
+    speech_id, audio_id = ids[0], ids[2]
+    assert "Does not fit" in pending
+    refused = admin.form(f"/admin/requests/{speech_id}/approve", {"mode": "as_asked"})
+    assert "0.01 GPU is free" in toasts(refused.text)[0]
+    adjusted = admin.form(
+        f"/admin/requests/{speech_id}/approve",
+        {"mode": "adjusted", "gpu_quota": "0.01", "gpu_limit": "1", "over_quota_weight": "1",
+         "priority": "100", "reason": "pool is full"},
+    )
+    assert "Approved speech with adjusted values." in toasts(adjusted.text)
+    no_reason = admin.form(f"/admin/requests/{audio_id}/reject", {"reason": ""})
+    assert "say why" in toasts(no_reason.text)[0]
+    rejected = admin.form(f"/admin/requests/{audio_id}/reject", {"reason": "no GPUs left"})
+    assert f"Rejected request #{audio_id}." in toasts(rejected.text)
+    audio_page = audio.get("/teams").text
+    assert "rejected" in audio_page
+
+
+def test_quota_change_and_decommission_from_the_team_page(app: FastAPI, lead: Client, admin: Client) -> None:
+    form = lead.get(f"/teams/{NLP}/quota").text
+    assert 'value="0.33"' in form
+    bad = lead.form(f"/teams/{NLP}/quota", {"gpu_quota": "2", "gpu_limit": "1"})
+    assert bad.status_code == 422
+    assert "cannot exceed the limit" in bad.text
+    sent = lead.form(f"/teams/{NLP}/quota", {"gpu_quota": "0.3", "gpu_limit": "0.9"})
+    assert "Quota change sent to the admins." in toasts(sent.text)
+    assert "quota change" in admin.get("/admin/requests").text
+    gone = lead.form(f"/teams/{NLP}/decommission")
+    assert "Decommissioning nlp." in toasts(gone.text)
+    app.state.reconciler.run_once()
+    assert "decommissioned" in lead.get(f"/teams/{NLP}").text
+    assert "quota change" not in admin.get("/admin/requests").text, "pending change cancelled"
+
+
+def test_other_lead_cannot_act_on_a_team(other_lead: Client) -> None:
+    assert other_lead.form(f"/teams/{NLP}/decommission").status_code == 404
+    assert other_lead.form(f"/teams/{NLP}/quota", {"gpu_quota": "1", "gpu_limit": "1"}).status_code == 404
+    assert other_lead.form(f"/teams/{VISION}/retry").status_code == 403
+
+
+def test_failures_show_on_the_page_and_admin_can_retry(app: FastAPI, admin: Client) -> None:
+    injected = admin.form("/admin/simulate/failure", {"step": "vcluster", "team": "", "times": "1"})
+    assert "The next 1 attempt(s) at vcluster will fail." in toasts(injected.text)
+    speech = client_for(app, "lead-speech@example.org")
+    speech.form("/teams", {"name": "speech", "gpu_quota": "0.01", "gpu_limit": "1"})
+    request_id = re.findall(r"/admin/requests/(\d+)/approve", admin.get("/admin/requests").text)[0]
+    admin.form(f"/admin/requests/{request_id}/approve", {"mode": "as_asked"})
+    app.state.reconciler.run_once()
+    page = admin.get("/teams/4").text
+    assert "Attempt 1 failed:" in page
+    assert "injected failure while applying vcluster" in page
+    assert "Retry now" in page
+    assert "injected failure" in admin.get("/admin").text
+    retried = admin.form("/teams/4/retry")
+    assert "Retrying speech now." in toasts(retried.text)
+    app.state.reconciler.run_once()
+    assert "Attempt 1 failed" not in admin.get("/teams/4").text
+
+
+def test_bad_failure_injection_is_explained(admin: Client) -> None:
+    response = admin.form("/admin/simulate/failure", {"step": "nothing", "times": "1"})
+    assert "Choose a step" in toasts(response.text)[0]
+    assert {s.value for s in Step} <= set(re.findall(r"<option>(\w+)</option>", admin.get("/admin").text))
+
+
+def test_admin_overview_filters_and_sorts(admin: Client) -> None:
+    page = admin.get("/admin").text
+    assert "GPUs in the pool" in page
+    assert "0.99 <small>(99%)</small>" in page
+    rows = re.findall(r'<a href="/teams/\d+"><b>(\w+)</b>', page)
+    assert rows == ["nlp", "recommender", "vision"]
+    fragment = admin.get("/admin?q=vis&sort=usage", headers={"HX-Request": "true"}).text
+    assert fragment.startswith('\n<div id="teams-table">') or 'id="teams-table"' in fragment
+    assert "<html" not in fragment
+    assert re.findall(r'<a href="/teams/\d+"><b>(\w+)</b>', fragment) == ["vision"]
+
+
+def test_pool_change_refuses_to_go_below_guarantees(admin: Client) -> None:
+    refused = admin.form("/admin/pool", {"gpus": "0.5", "cpu_cores": "40", "memory_gb": "160"})
+    assert "enter at least 0.99" in toasts(refused.text)[0]
+    changed = admin.form("/admin/pool", {"gpus": "8", "cpu_cores": "40", "memory_gb": "160"})
+    assert "Pool is now 8 GPU." in toasts(changed.text)
+
+
+def test_audit_page_shows_leads_only_their_teams(lead: Client, admin: Client) -> None:
+    mine = lead.get("/audit").text
+    assert "requested cluster nlp" in mine
+    assert "requested cluster vision" not in mine
+    everything = admin.get("/audit").text
+    assert "requested cluster vision" in everything
+    assert "example pool ml-org" in everything
+
+
+def test_security_headers_and_cookie(anonymous: Client) -> None:
+    response = anonymous.get("/login")
+    assert response.headers["x-frame-options"] == "DENY"
+    assert "script-src 'self'" in response.headers["content-security-policy"]
+    cookie = response.headers["set-cookie"]
+    assert "httponly" in cookie.lower()
+    assert "samesite=lax" in cookie.lower()
