@@ -89,7 +89,9 @@ def call(client: Client, rule: str, body: Any, *, csrf: str | None) -> int:
         kwargs: dict[str, Any] = {"json": body} if body is not None else {}
     else:
         kwargs = {"data": body} if body is not None else {}
-    return client.request(method, url, headers=headers, follow_redirects=False, **kwargs).status_code
+    return client.request(
+        method, url, headers=headers, follow_redirects=False, **kwargs
+    ).status_code
 
 
 def test_every_route_has_a_rule() -> None:

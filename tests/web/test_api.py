@@ -96,7 +96,9 @@ def test_bad_bodies_say_what_to_change(lead: Client) -> None:
     assert rules.status_code == 422
     assert rules.json()["errors"]["name"] == "use lower-case letters only: 'bad'"
     assert "enter 1 or less" in rules.json()["errors"]["gpu_limit"]
-    extra = lead.api("POST", "/api/v1/requests", {"name": "a", "gpu_quota": 0, "gpu_limit": 0, "x": 1})
+    extra = lead.api(
+        "POST", "/api/v1/requests", {"name": "a", "gpu_quota": 0, "gpu_limit": 0, "x": 1}
+    )
     assert extra.status_code == 422
     assert "x" in extra.json()["errors"]
 

@@ -16,7 +16,9 @@ def toasts(html: str) -> list[str]:
     return re.findall(r'class="toast toast-\w+" role="status">([^<]+)<', html)
 
 
-def test_home_sends_people_where_they_belong(anonymous: Client, lead: Client, admin: Client) -> None:
+def test_home_sends_people_where_they_belong(
+    anonymous: Client, lead: Client, admin: Client
+) -> None:
     assert anonymous.get("/", follow_redirects=False).headers["location"] == "/login"
     assert lead.get("/", follow_redirects=False).headers["location"] == "/teams"
     assert admin.get("/", follow_redirects=False).headers["location"] == "/admin"
@@ -40,7 +42,11 @@ def test_sign_in_page_says_it_is_the_development_sign_in(anonymous: Client) -> N
 
 def test_sign_in_redirects_only_to_local_paths(anonymous: Client) -> None:
     anonymous.refresh_csrf()
-    for target, expected in (("/teams/1", "/teams/1"), ("https://evil.example", "/"), ("//evil", "/")):
+    for target, expected in (
+        ("/teams/1", "/teams/1"),
+        ("https://evil.example", "/"),
+        ("//evil", "/"),
+    ):
         response = anonymous.form(
             "/login/dev",
             {"email": "lead-nlp@example.org", "role": "lead", "next": target},
@@ -76,7 +82,7 @@ def test_team_page_shows_status_gauge_pod_spec_and_kubeconfig(lead: Client) -> N
     assert "Download kubeconfig" in page
     assert "kai.scheduler/queue: team-nlp" in page
     assert "schedulerName: kai-scheduler" in page
-    assert 'gpu-fraction: &#34;0.33&#34;' in page or 'gpu-fraction: "0.33"' in page
+    assert "gpu-fraction: &#34;0.33&#34;" in page or 'gpu-fraction: "0.33"' in page
     assert "key: nvidia.com/gpu" in page
     assert 'data-gauge="guaranteed">0.33<' in page
     assert 'data-gauge="limit">1<' in page
@@ -105,7 +111,11 @@ def test_request_form_validates_inline(lead: Client) -> None:
     assert response.status_code == 200
     assert 'id="feedback"' in response.text
     assert "<html" not in response.text, "a fragment, not a page"
-    errors = dict(re.findall(r'id="err-(\w+)" class="error" role="alert" hx-swap-oob="true">([^<]*)<', response.text))
+    errors = dict(
+        re.findall(
+            r'id="err-(\w+)" class="error" role="alert" hx-swap-oob="true">([^<]*)<', response.text
+        )
+    )
     assert errors["name"] == "use lower-case letters only: &#39;nlp&#39;"
     assert "at most two decimals" in errors["gpu_quota"]
     assert "cannot exceed the pool of 1 GPU" in errors["gpu_limit"]
@@ -123,7 +133,9 @@ def test_request_form_preview_shows_the_pool_after_approval(lead: Client) -> Non
 
 
 def test_invalid_request_keeps_what_was_typed(lead: Client) -> None:
-    response = lead.form("/teams", {"name": "nlp", "gpu_quota": "0.2", "gpu_limit": "1", "purpose": "keep me"})
+    response = lead.form(
+        "/teams", {"name": "nlp", "gpu_quota": "0.2", "gpu_limit": "1", "purpose": "keep me"}
+    )
     assert response.status_code == 422
     assert "already has a cluster or a pending request" in response.text
     assert "keep me" in response.text
@@ -170,8 +182,14 @@ def test_admin_adjusts_and_rejects(app: FastAPI, admin: Client) -> None:
     assert "0.01 GPU is free" in toasts(refused.text)[0]
     adjusted = admin.form(
         f"/admin/requests/{speech_id}/approve",
-        {"mode": "adjusted", "gpu_quota": "0.01", "gpu_limit": "1", "over_quota_weight": "1",
-         "priority": "100", "reason": "pool is full"},
+        {
+            "mode": "adjusted",
+            "gpu_quota": "0.01",
+            "gpu_limit": "1",
+            "over_quota_weight": "1",
+            "priority": "100",
+            "reason": "pool is full",
+        },
     )
     assert "Approved speech with adjusted values." in toasts(adjusted.text)
     no_reason = admin.form(f"/admin/requests/{audio_id}/reject", {"reason": ""})
@@ -182,7 +200,9 @@ def test_admin_adjusts_and_rejects(app: FastAPI, admin: Client) -> None:
     assert "rejected" in audio_page
 
 
-def test_quota_change_and_decommission_from_the_team_page(app: FastAPI, lead: Client, admin: Client) -> None:
+def test_quota_change_and_decommission_from_the_team_page(
+    app: FastAPI, lead: Client, admin: Client
+) -> None:
     form = lead.get(f"/teams/{NLP}/quota").text
     assert 'value="0.33"' in form
     bad = lead.form(f"/teams/{NLP}/quota", {"gpu_quota": "2", "gpu_limit": "1"})
@@ -200,7 +220,10 @@ def test_quota_change_and_decommission_from_the_team_page(app: FastAPI, lead: Cl
 
 def test_other_lead_cannot_act_on_a_team(other_lead: Client) -> None:
     assert other_lead.form(f"/teams/{NLP}/decommission").status_code == 404
-    assert other_lead.form(f"/teams/{NLP}/quota", {"gpu_quota": "1", "gpu_limit": "1"}).status_code == 404
+    assert (
+        other_lead.form(f"/teams/{NLP}/quota", {"gpu_quota": "1", "gpu_limit": "1"}).status_code
+        == 404
+    )
     assert other_lead.form(f"/teams/{VISION}/retry").status_code == 403
 
 
@@ -226,7 +249,9 @@ def test_failures_show_on_the_page_and_admin_can_retry(app: FastAPI, admin: Clie
 def test_bad_failure_injection_is_explained(admin: Client) -> None:
     response = admin.form("/admin/simulate/failure", {"step": "nothing", "times": "1"})
     assert "Choose a step" in toasts(response.text)[0]
-    assert {s.value for s in Step} <= set(re.findall(r"<option>(\w+)</option>", admin.get("/admin").text))
+    assert {s.value for s in Step} <= set(
+        re.findall(r"<option>(\w+)</option>", admin.get("/admin").text)
+    )
 
 
 def test_admin_overview_filters_and_sorts(admin: Client) -> None:

@@ -1,0 +1,124 @@
+"""The main flow in a real headless Chromium against a real portal process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.servers import free_port, wait_http
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The portal as `make run` starts it: its own process, SQLite, seeded, worker on."""
+    folder = tmp_path_factory.mktemp("portal")
+    port = free_port()
+    env = {
+        **os.environ,
+        "PORTAL_DEVELOPMENT": "true",
+        "PORTAL_DATABASE_URL": f"sqlite:///{folder / 'portal.db'}",
+        "PORTAL_SIMULATED_STEP_SECONDS": "0.4",
+        "PORTAL_WORKER_INTERVAL_SECONDS": "0.5",
+    }
+    log = (folder / "portal.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--seed", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/login", timeout=60)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(20)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Chromium is not installed: run `make setup-test`")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        instance = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+def test_request_approve_ready_download(portal: str, browser: object, tmp_path: Path) -> None:
+    from playwright.sync_api import Browser, expect
+
+    assert isinstance(browser, Browser)
+    lead = browser.new_context(accept_downloads=True).new_page()
+    lead.set_default_timeout(15_000)
+    errors: list[str] = []
+    lead.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+
+    # A new team lead signs in and asks for a cluster; inline validation helps on the way.
+    lead.goto(portal + "/login")
+    lead.fill("#f-email", "lead-speech@example.org")
+    lead.fill("#f-name", "Speech lead")
+    lead.click("button:has-text('Sign in')")
+    lead.click("nav >> text=Request a cluster")
+    lead.fill("#f-name", "Speech_Team")
+    expect(lead.locator("#err-name")).to_contain_text("use lower-case letters only")
+    lead.fill("#f-name", "speech")
+    lead.fill("#f-gpu_quota", "0.01")
+    lead.fill("#f-gpu_limit", "0.5")
+    expect(lead.locator("#err-name")).to_have_text("")
+    expect(lead.locator("#feedback")).to_contain_text("Fits")
+    lead.fill("#f-purpose", "speech recognition")
+    lead.click("text=Send request")
+    expect(lead.locator("h1")).to_contain_text("speech")
+    expect(lead.locator("#status")).to_contain_text("Waiting for an admin")
+    team_url = lead.url
+
+    # An admin approves it.
+    admin = browser.new_context().new_page()
+    admin.goto(portal + "/login")
+    admin.click("text=Platform admin")
+    expect(admin.locator("h1")).to_contain_text("Pool")
+    admin.click("nav >> text=Requests")
+    card = admin.locator("article.request", has_text="speech")
+    expect(card).to_contain_text("Fits")
+    card.locator("text=Approve as asked").click()
+    expect(admin.locator(".toast")).to_contain_text("Approved speech as asked.")
+
+    # The lead's page follows provisioning by itself until the cluster is ready.
+    lead.goto(team_url)
+    expect(lead.locator("h1 .pill")).to_have_text("ready", timeout=30_000)
+    expect(lead.locator(".step-done")).to_have_count(5)
+    with lead.expect_download() as download_info:
+        lead.click("text=Download kubeconfig")
+    download = download_info.value
+    assert download.suggested_filename == "kubeconfig-speech.yaml"
+    saved = tmp_path / "kubeconfig.yaml"
+    download.save_as(saved)
+    text = saved.read_text()
+    assert "current-context: speech" in text
+    assert "SIMULATED" in text
+    lead.screenshot(path=str(tmp_path / "team.png"), full_page=True)
+    assert errors == [], errors
