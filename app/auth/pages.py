@@ -9,8 +9,7 @@ from sqlalchemy import select
 from app.auth.service import sign_in_dev
 from app.errors import Forbidden, InvalidInput
 from app.models import User
-from app.teams.pages import form_data
-from app.web.deps import MaybePrincipal, SessionDep, SettingsDep, csrf_token
+from app.web.deps import FormDep, MaybePrincipal, SessionDep, SettingsDep, csrf_token
 from app.web.templating import render
 
 router = APIRouter(include_in_schema=False)
@@ -44,10 +43,11 @@ def login_page(
 
 
 @router.post("/login/dev")
-async def login_dev(request: Request, session: SessionDep, settings: SettingsDep) -> Response:
+def login_dev(
+    request: Request, session: SessionDep, settings: SettingsDep, data: FormDep
+) -> Response:
     if not settings.development:
         raise Forbidden("the development sign-in is off: sign in through your identity provider")
-    data = await form_data(request)
     try:
         user = sign_in_dev(
             session,

@@ -165,7 +165,8 @@ class SimulatedBackend:
         allocated = _share(specs, demand, pool)
         return {
             name: QueueUsage(
-                allocated_gpu=round(allocated[name], 2),
+                # Rounded down so that the sum never exceeds the pool.
+                allocated_gpu=math.floor(allocated[name] * 100 + 1e-6) / 100,
                 requested_gpu=round(demand[name], 2),
                 sampled_at=now,
             )

@@ -11,13 +11,14 @@ from app.models import RequestStatus, Step, TeamStatus
 from app.quantities import format_hundredths
 from app.teams import repository as repo
 from app.teams import service
-from app.teams.pages import form_data, redirect
+from app.teams.pages import redirect
 from app.teams.views import cards, pool_summary
-from app.web.deps import AdminPrincipal, BackendDep, SessionDep, UsageDep
+from app.web.deps import AdminPrincipal, BackendDep, FormDep, SessionDep, UsageDep
 from app.web.templating import flash, render
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
 
+PAGE_SIZE = 50
 SORTS = {
     "name": lambda c: (c.team.name,),
     "status": lambda c: (c.team.status, c.team.name),
@@ -35,6 +36,7 @@ def overview(
     status: str = "live",
     sort: str = "name",
     q: str = "",
+    page: int = 1,
 ) -> Response:
     org = repo.get_org(session)
     statuses: list[str] | None
@@ -50,13 +52,19 @@ def overview(
     team_cards = cards(session, teams, usage, org)
     team_cards.sort(key=SORTS.get(sort, SORTS["name"]))
     summary = pool_summary(session, org, team_cards)
+    pages = max(1, -(-len(team_cards) // PAGE_SIZE))
+    page = min(max(page, 1), pages)
+    shown = team_cards[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
     return render(
         request,
         "admin/overview.html",
         {
             "principal": principal,
             "summary": summary,
-            "cards": team_cards,
+            "cards": shown,
+            "total": len(team_cards),
+            "page": page,
+            "pages": pages,
             "filter_status": status,
             "sort": sort,
             "q": q,
@@ -70,8 +78,9 @@ def overview(
 
 
 @router.post("/pool")
-async def update_pool(request: Request, session: SessionDep, principal: AdminPrincipal) -> Response:
-    data = await form_data(request)
+def update_pool(
+    request: Request, session: SessionDep, principal: AdminPrincipal, data: FormDep
+) -> Response:
     try:
         org = service.update_pool(session, actor=principal.user, data=data)
     except InvalidInput as exc:
@@ -116,10 +125,9 @@ def pending_requests(request: Request, session: SessionDep, principal: AdminPrin
 
 
 @router.post("/requests/{request_id}/approve")
-async def approve(
-    request: Request, request_id: int, session: SessionDep, principal: AdminPrincipal
+def approve(
+    request: Request, request_id: int, session: SessionDep, principal: AdminPrincipal, data: FormDep
 ) -> Response:
-    data = await form_data(request)
     adjusted = data if data.get("mode") == "adjusted" else None
     try:
         decision = service.approve(
@@ -143,10 +151,9 @@ async def approve(
 
 
 @router.post("/requests/{request_id}/reject")
-async def reject(
-    request: Request, request_id: int, session: SessionDep, principal: AdminPrincipal
+def reject(
+    request: Request, request_id: int, session: SessionDep, principal: AdminPrincipal, data: FormDep
 ) -> Response:
-    data = await form_data(request)
     try:
         service.reject(
             session, actor=principal.user, request_id=request_id, reason=data.get("reason", "")
@@ -160,15 +167,14 @@ async def reject(
 
 
 @router.post("/simulate/failure")
-async def inject_failure(
-    request: Request, principal: AdminPrincipal, backend: BackendDep
+def inject_failure(
+    request: Request, principal: AdminPrincipal, backend: BackendDep, data: FormDep
 ) -> Response:
     """Simulated backend only: make the next apply of a step fail, to see retries."""
     inject = getattr(backend, "inject_failure", None)
     if not backend.simulated or inject is None:
         flash(request, "Failures can only be injected into the simulated backend.", "error")
         return redirect(request, "/admin")
-    data = await form_data(request)
     try:
         step = Step(data.get("step", ""))
         times = int(data.get("times", "1"))

@@ -15,7 +15,14 @@ from app.teams import repository as repo
 from app.teams import service
 from app.teams.podspec import example_pod
 from app.teams.views import STEP_LABELS, cards, team_detail
-from app.web.deps import BackendDep, CurrentPrincipal, MaybePrincipal, SessionDep, UsageDep
+from app.web.deps import (
+    BackendDep,
+    CurrentPrincipal,
+    FormDep,
+    MaybePrincipal,
+    SessionDep,
+    UsageDep,
+)
 from app.web.templating import flash, is_htmx, render
 
 router = APIRouter(include_in_schema=False)
@@ -37,11 +44,6 @@ def redirect(request: Request, url: str) -> Response:
     if is_htmx(request):
         return Response(status_code=204, headers={"HX-Redirect": url})
     return RedirectResponse(url, status_code=303)
-
-
-async def form_data(request: Request) -> dict[str, str]:
-    form = await request.form()
-    return {k: v for k, v in form.items() if isinstance(v, str)}
 
 
 @router.get("/")
@@ -102,10 +104,9 @@ def new_request(request: Request, session: SessionDep, principal: CurrentPrincip
 
 
 @router.post("/teams/new/validate", response_class=HTMLResponse)
-async def validate_request(
-    request: Request, session: SessionDep, principal: CurrentPrincipal
+def validate_request(
+    request: Request, session: SessionDep, principal: CurrentPrincipal, values: FormDep
 ) -> Response:
-    values = await form_data(request)
     errors: dict[str, str] = {}
     try:
         service.check_cluster_request(session, values)
@@ -115,10 +116,9 @@ async def validate_request(
 
 
 @router.post("/teams")
-async def submit_request(
-    request: Request, session: SessionDep, principal: CurrentPrincipal
+def submit_request(
+    request: Request, session: SessionDep, principal: CurrentPrincipal, values: FormDep
 ) -> Response:
-    values = await form_data(request)
     try:
         cluster_request = service.submit_cluster_request(session, actor=principal.user, data=values)
     except InvalidInput as exc:
@@ -208,12 +208,15 @@ def quota_form(
 
 
 @router.post("/teams/{team_id}/quota")
-async def submit_quota(
-    request: Request, team_id: int, session: SessionDep, principal: CurrentPrincipal
+def submit_quota(
+    request: Request,
+    team_id: int,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    values: FormDep,
 ) -> Response:
     team = repo.get_team(session, team_id)
     principal.require_lead(team)
-    values = await form_data(request)
     try:
         service.submit_quota_change(session, actor=principal.user, team=team, data=values)
     except InvalidInput as exc:

@@ -115,3 +115,12 @@ def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Princi
 MaybePrincipal = Annotated[Principal | None, Depends(get_principal_optional)]
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 AdminPrincipal = Annotated[Principal, Depends(get_admin)]
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """The submitted form's text fields, read on the event loop so handlers can stay sync."""
+    form = await request.form()
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
+FormDep = Annotated[dict[str, str], Depends(read_form)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from fastapi import FastAPI
 
 from app.models import Step
@@ -289,3 +290,16 @@ def test_security_headers_and_cookie(anonymous: Client) -> None:
     cookie = response.headers["set-cookie"]
     assert "httponly" in cookie.lower()
     assert "samesite=lax" in cookie.lower()
+
+
+def test_admin_overview_pages_through_many_teams(
+    admin: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("app.teams.admin_pages.PAGE_SIZE", 2)
+    first = admin.get("/admin").text
+    assert re.findall(r'<a href="/teams/\d+"><b>(\w+)</b>', first) == ["nlp", "recommender"]
+    assert "3 teams · page 1 of 2" in first
+    second = admin.get("/admin?status=live&sort=name&q=&page=2").text
+    assert re.findall(r'<a href="/teams/\d+"><b>(\w+)</b>', second) == ["vision"]
+    assert "0.99 <small>(99%)</small>" in second, "the summary counts every team, not the page"
+    assert admin.get("/admin?page=99").status_code == 200

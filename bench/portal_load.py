@@ -1,0 +1,385 @@
+"""Load benchmark: 1,000 teams and 20,000 audit events on PostgreSQL, the portal under
+uvicorn in its own process, load from this one. Prints p50/p99 latency and requests/s
+for the team page, the admin overview and request submission, and the portal's peak
+memory (VmHWM).
+
+    make bench            # or: .venv/bin/python bench/portal_load.py --teams 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+from sqlalchemy import insert, text
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.cli import migrate  # noqa: E402
+from app.config import Settings  # noqa: E402
+from app.db import make_engine  # noqa: E402
+from app.models import (  # noqa: E402
+    AuditEvent,
+    ClusterRequest,
+    Decision,
+    Org,
+    Team,
+    TeamMember,
+    TeamStatus,
+    User,
+    utcnow,
+)
+from tests.servers import free_port, postgres_server, wait_http  # noqa: E402
+
+
+def seed(url: str, teams: int, events: int) -> None:
+    """Bulk-insert the data set: teams approved, so the portal's worker provisions them."""
+    engine = make_engine(url)
+    now = utcnow()
+    with engine.begin() as conn:
+        org_id = conn.execute(
+            insert(Org).returning(Org.id),
+            {
+                "name": "ml-org",
+                "parent_queue": "ml-org",
+                "gpus_centi": teams * 100,
+                "cpu_millicores": 0,
+                "memory_mb": 0,
+                "lock_version": 0,
+                "created_at": now,
+            },
+        ).scalar_one()
+        conn.execute(
+            insert(User),
+            [
+                {
+                    "email": "admin@example.org",
+                    "display_name": "admin",
+                    "is_admin": True,
+                    "created_at": now,
+                }
+            ]
+            + [
+                {
+                    "email": f"lead-{i}@example.org",
+                    "display_name": f"lead {i}",
+                    "is_admin": False,
+                    "created_at": now,
+                }
+                for i in range(teams)
+            ],
+        )
+        users = dict(conn.execute(text("SELECT email, id FROM users")).all())
+        rows = []
+        for i in range(teams):
+            rows.append(
+                {
+                    "org_id": org_id,
+                    "name": f"team-{i:04d}",
+                    "status": TeamStatus.APPROVED,
+                    "purpose": "benchmark",
+                    "gpu_quota_centi": 50,
+                    "gpu_limit_centi": 200,
+                    "weight_centi": 100,
+                    "priority": 100,
+                    "created_by_id": users[f"lead-{i}@example.org"],
+                    "created_at": now,
+                    "updated_at": now,
+                    "desired_generation": 1,
+                    "observed_generation": 0,
+                    "attempts": 0,
+                    "next_attempt_at": now,
+                }
+            )
+        conn.execute(insert(Team), rows)
+        team_ids = dict(conn.execute(text("SELECT name, id FROM teams")).all())
+        conn.execute(
+            insert(TeamMember),
+            [
+                {
+                    "team_id": team_ids[f"team-{i:04d}"],
+                    "user_id": users[f"lead-{i}@example.org"],
+                    "role": "lead",
+                    "created_at": now,
+                }
+                for i in range(teams)
+            ],
+        )
+        conn.execute(
+            insert(ClusterRequest),
+            [
+                {
+                    "team_id": team_ids[f"team-{i:04d}"],
+                    "kind": "create",
+                    "status": "approved",
+                    "purpose": "benchmark",
+                    "requested_by_id": users[f"lead-{i}@example.org"],
+                    "created_at": now,
+                    "gpu_quota_centi": 50,
+                    "gpu_limit_centi": 200,
+                    "weight_centi": 100,
+                    "priority": 100,
+                }
+                for i in range(teams)
+            ],
+        )
+        request_ids = [r for (r,) in conn.execute(text("SELECT id FROM cluster_requests"))]
+        conn.execute(
+            insert(Decision),
+            [
+                {
+                    "request_id": r,
+                    "actor_id": users["admin@example.org"],
+                    "outcome": "approved",
+                    "reason": "",
+                    "decided_at": now,
+                    "changes": {},
+                }
+                for r in request_ids
+            ],
+        )
+        team_list = list(team_ids.values())
+        conn.execute(
+            insert(AuditEvent),
+            [
+                {
+                    "at": now - timedelta(seconds=events - n),
+                    "actor_id": users["admin@example.org"],
+                    "actor": "admin@example.org",
+                    "action": "request.approved",
+                    "team_id": team_list[n % len(team_list)],
+                    "summary": f"benchmark event {n}",
+                    "details": {"n": n},
+                }
+                for n in range(events)
+            ],
+        )
+    engine.dispose()
+
+
+def sign_in(base: str, email: str, admin: bool) -> httpx.Client:
+    client = httpx.Client(base_url=base, timeout=30)
+    token = re.search(r'name="csrf-token" content="([^"]+)"', client.get("/login").text)
+    assert token
+    client.post(
+        "/login/dev",
+        data={"csrf_token": token.group(1), "email": email, "role": "admin" if admin else "lead"},
+    )
+    page = client.get("/teams/new").text
+    client.headers["X-CSRF-Token"] = re.search(r'name="csrf-token" content="([^"]+)"', page).group(
+        1
+    )  # type: ignore[union-attr]
+    return client
+
+
+def measure(
+    name: str,
+    make_call: Callable[[int], Callable[[], httpx.Response]],
+    *,
+    requests: int,
+    concurrency: int,
+    ok: set[int],
+) -> dict[str, float]:
+    latencies: list[float] = []
+    failures: list[int] = []
+    lock = threading.Lock()
+    counter = iter(range(requests))
+
+    def run(worker: int) -> None:
+        call_for = make_call(worker)
+        while True:
+            with lock:
+                n = next(counter, None)
+            if n is None:
+                return
+            start = time.perf_counter()
+            response = call_for()
+            elapsed = time.perf_counter() - start
+            with lock:
+                latencies.append(elapsed)
+                if response.status_code not in ok:
+                    failures.append(response.status_code)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - started
+    latencies.sort()
+    result = {
+        "p50_ms": 1000 * statistics.median(latencies),
+        "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))],
+        "rps": len(latencies) / wall,
+        "failures": float(len(failures)),
+    }
+    print(
+        f"{name:<22} p50 {result['p50_ms']:7.1f} ms   p99 {result['p99_ms']:7.1f} ms   "
+        f"{result['rps']:7.1f} req/s   failures {len(failures)}",
+        flush=True,
+    )
+    return result
+
+
+def peak_memory_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    found = re.search(r"VmHWM:\s+(\d+) kB", status)
+    return int(found.group(1)) / 1024 if found else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--teams", type=int, default=1000)
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--requests", type=int, default=600)
+    parser.add_argument("--concurrency", type=int, default=4)
+    args = parser.parse_args()
+
+    with postgres_server() as server_url:
+        engine = make_engine(server_url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            conn.execute(text("CREATE DATABASE portal_bench"))
+        engine.dispose()
+        url = server_url.rsplit("/", 1)[0] + "/portal_bench"
+        migrate(Settings(development=True, database_url=url))
+        started = time.perf_counter()
+        seed(url, args.teams, args.events)
+        print(
+            f"seeded {args.teams} teams and {args.events} audit events in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+
+        port = free_port()
+        log = (Path(os.environ.get("TMPDIR", "/tmp")) / "portal-bench.log").open("w")
+        env = {
+            **os.environ,
+            "PORTAL_DEVELOPMENT": "true",
+            "PORTAL_DATABASE_URL": url,
+            "PORTAL_SIMULATED_STEP_SECONDS": "0",
+            "PORTAL_WORKER_INTERVAL_SECONDS": "0.2",
+        }
+        portal = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_http(base + "/login", timeout=60)
+            started = time.perf_counter()
+            check = make_engine(url)
+            while True:
+                with check.connect() as conn:
+                    left = conn.execute(
+                        text("SELECT count(*) FROM teams WHERE status != 'ready'")
+                    ).scalar()
+                if not left:
+                    break
+                time.sleep(0.5)
+            check.dispose()
+            print(
+                f"worker provisioned {args.teams} teams (simulated backend) in "
+                f"{time.perf_counter() - started:.1f} s"
+            )
+
+            admin = sign_in(base, "admin@example.org", True)
+            leads = [sign_in(base, f"lead-{i}@example.org", False) for i in range(args.concurrency)]
+            team_ids = {
+                c: int(re.search(r'href="/teams/(\d+)"', c.get("/teams").text).group(1))  # type: ignore[union-attr]
+                for c in leads
+            }
+            submitters = [
+                sign_in(base, f"new-{i}@example.org", False) for i in range(args.concurrency)
+            ]
+            serial = iter(range(10**9))
+            lock = threading.Lock()
+
+            def team_page(worker: int) -> Callable[[], httpx.Response]:
+                client = leads[worker]
+                return lambda: client.get(f"/teams/{team_ids[client]}")
+
+            def overview(worker: int) -> Callable[[], httpx.Response]:
+                client = sign_in(base, "admin@example.org", True) if worker else admin
+                return lambda: client.get("/admin")
+
+            def submit(worker: int) -> Callable[[], httpx.Response]:
+                client = submitters[worker]
+
+                def call() -> httpx.Response:
+                    with lock:
+                        n = next(serial)
+                    return client.post(
+                        "/teams",
+                        data={
+                            "csrf_token": client.headers["X-CSRF-Token"],
+                            "name": f"bench-{n}",
+                            "gpu_quota": "0.1",
+                            "gpu_limit": "1",
+                            "purpose": "load",
+                        },
+                    )
+
+                return call
+
+            for name, factory in (("team page", team_page), ("admin overview", overview)):
+                measure(
+                    name + " (warm-up)",
+                    factory,
+                    requests=40,
+                    concurrency=args.concurrency,
+                    ok={200},
+                )
+            results = {
+                "team page": measure(
+                    "team page",
+                    team_page,
+                    requests=args.requests,
+                    concurrency=args.concurrency,
+                    ok={200},
+                ),
+                "admin overview": measure(
+                    "admin overview",
+                    overview,
+                    requests=args.requests // 3,
+                    concurrency=args.concurrency,
+                    ok={200},
+                ),
+                "request submission": measure(
+                    "request submission",
+                    submit,
+                    requests=args.requests // 2,
+                    concurrency=args.concurrency,
+                    ok={303},
+                ),
+            }
+            memory = peak_memory_mb(portal.pid)
+            print(f"portal peak memory (VmHWM): {memory:.0f} MB")
+            targets = [
+                ("admin overview p50 < 100 ms", results["admin overview"]["p50_ms"] < 100),
+                ("team page p50 < 30 ms", results["team page"]["p50_ms"] < 30),
+                ("peak memory < 250 MB", memory < 250),
+                ("no failed requests", all(r["failures"] == 0 for r in results.values())),
+            ]
+            for label, met in targets:
+                print(f"  [{'met' if met else 'MISSED'}] {label}")
+        finally:
+            portal.terminate()
+            portal.wait(20)
+
+
+if __name__ == "__main__":
+    main()
