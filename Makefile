@@ -23,6 +23,7 @@ static/vendor/htmx.min.js: scripts/fetch-assets.sh
 
 setup-test:
 	scripts/system-deps.sh
+	scripts/build-tools.sh
 
 lint:
 	$(BIN)/ruff check app tests bench migrations

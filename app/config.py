@@ -52,9 +52,6 @@ class Settings(BaseSettings):
     retry_base_seconds: float = Field(default=2.0, description="First retry delay after a failure.")
     retry_max_seconds: float = Field(default=300.0, description="Longest retry delay.")
     session_max_age_seconds: int = Field(default=8 * 3600, description="Session cookie lifetime.")
-    external_url: str = Field(
-        default="http://localhost:8000", description="Where users reach the portal."
-    )
 
     @model_validator(mode="after")
     def _refuse_default_secret(self) -> Settings:

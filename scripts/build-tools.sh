@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Build the Go test tools from the Go module proxy into a cache outside git.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CACHE="${PORTAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-portal}"
+mkdir -p "$CACHE/bin"
+stamp="$CACHE/bin/.composecheck-$(sha256sum tools/composecheck/go.sum tools/composecheck/main.go | sha256sum | cut -c1-12)"
+if [ ! -x "$CACHE/bin/composecheck" ] || [ ! -f "$stamp" ]; then
+  (cd tools/composecheck && go build -o "$CACHE/bin/composecheck" .)
+  rm -f "$CACHE"/bin/.composecheck-*
+  touch "$stamp"
+fi

@@ -1,0 +1,56 @@
+"""docker-compose.yml loads the way `docker compose config` loads it (compose-go)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from app.config import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(
+    os.environ.get("PORTAL_CACHE")
+    or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-portal"
+)
+
+
+@pytest.fixture(scope="module")
+def composecheck() -> Path:
+    subprocess.run([str(ROOT / "scripts/build-tools.sh")], check=True)
+    return CACHE / "bin" / "composecheck"
+
+
+def run(tool: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(tool), str(ROOT / "docker-compose.yml")],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], **env},
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def test_compose_file_is_valid(composecheck: Path) -> None:
+    result = run(composecheck, {"PORTAL_SECRET_KEY": "s" * 32})
+    assert result.returncode == 0, result.stderr
+    project = yaml.safe_load(result.stdout)
+    portal, postgres = project["services"]["portal"], project["services"]["postgres"]
+    assert portal["build"]["context"] == str(ROOT)
+    assert (ROOT / "Dockerfile").exists()
+    assert portal["depends_on"]["postgres"]["condition"] == "service_healthy"
+    env = portal["environment"]
+    assert env["PORTAL_DEVELOPMENT"] == "false"
+    assert env["PORTAL_DATABASE_URL"].startswith("postgresql+psycopg://portal:portal@postgres:")
+    assert set(env) <= {f"PORTAL_{name.upper()}" for name in Settings.model_fields}
+    assert postgres["environment"]["POSTGRES_DB"] == "portal"
+
+
+def test_compose_refuses_to_run_without_a_secret(composecheck: Path) -> None:
+    result = run(composecheck, {})
+    assert result.returncode != 0
+    assert "set PORTAL_SECRET_KEY" in result.stderr
