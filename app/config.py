@@ -51,7 +51,41 @@ class Settings(BaseSettings):
     )
     retry_base_seconds: float = Field(default=2.0, description="First retry delay after a failure.")
     retry_max_seconds: float = Field(default=300.0, description="Longest retry delay.")
-    session_max_age_seconds: int = Field(default=8 * 3600, description="Session cookie lifetime.")
+    session_idle_seconds: int = Field(
+        default=3600, description="A session unused this long must sign in again."
+    )
+    session_absolute_seconds: int = Field(
+        default=12 * 3600, description="A session ends this long after sign-in, used or not."
+    )
+    api_token_max_days: int = Field(default=90, description="Longest lifetime of an API token.")
+    public_url: str | None = Field(
+        default=None,
+        description="The portal's address as users reach it (for the OIDC redirect URI); "
+        "taken from the request when unset.",
+    )
+    oidc_issuer: str | None = Field(
+        default=None, description="OIDC issuer URL; enables single sign-on."
+    )
+    oidc_client_id: str = Field(default="", description="OIDC client id.")
+    oidc_client_secret: str = Field(default="", description="OIDC client secret.")
+    oidc_scopes: str = Field(default="openid email profile", description="Scopes to ask for.")
+    oidc_provider_name: str = Field(
+        default="single sign-on", description="Shown on the sign-in button."
+    )
+    oidc_groups_claim: str = Field(default="groups", description="Claim that lists groups.")
+    oidc_admin_group: str = Field(
+        default="gpu-portal-admins", description="Members of this group are portal admins."
+    )
+    oidc_team_group_pattern: str = Field(
+        default="gpu-team-{team}",
+        description="Groups of this form make their members leads of team {team}; "
+        "empty turns group-based membership off.",
+    )
+    oidc_audience: str | None = Field(
+        default=None,
+        description="Audience required in JWT bearer access tokens (default: the client id).",
+    )
+    oidc_timeout_seconds: float = Field(default=10.0, description="Time-out for provider calls.")
 
     @model_validator(mode="after")
     def _refuse_default_secret(self) -> Settings:
@@ -61,9 +95,22 @@ class Settings(BaseSettings):
                 "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`) "
                 "or set PORTAL_DEVELOPMENT=true for a local run."
             )
+        if self.oidc_issuer and not (self.oidc_client_id and self.oidc_client_secret):
+            raise ValueError(
+                "PORTAL_OIDC_ISSUER is set: also set PORTAL_OIDC_CLIENT_ID and "
+                "PORTAL_OIDC_CLIENT_SECRET from your identity provider's client registration"
+            )
+        if self.oidc_team_group_pattern and "{team}" not in self.oidc_team_group_pattern:
+            raise ValueError(
+                "PORTAL_OIDC_TEAM_GROUP_PATTERN must contain {team}, e.g. gpu-team-{team}"
+            )
         if len(self.secret_key) < 16:
             raise ValueError("PORTAL_SECRET_KEY must be at least 16 characters long.")
         return self
+
+    @property
+    def oidc_enabled(self) -> bool:
+        return bool(self.oidc_issuer)
 
     @property
     def is_sqlite(self) -> bool:

@@ -15,7 +15,10 @@ from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.audit.pages import router as audit_pages
+from app.auth.oidc import OidcClient
 from app.auth.pages import router as auth_pages
+from app.auth.token_pages import api as token_api
+from app.auth.token_pages import pages as token_pages
 from app.config import PROJECT_ROOT, Settings, get_settings
 from app.db import make_engine, make_session_factory
 from app.errors import DomainError, InvalidInput
@@ -65,7 +68,7 @@ class SecurityHeaders:
 
 
 # The app's route table: every router the portal serves.
-ROUTERS = (auth_pages, team_pages, admin_pages, audit_pages, api_router)
+ROUTERS = (auth_pages, token_pages, team_pages, admin_pages, audit_pages, api_router, token_api)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -78,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.session_factory = make_session_factory(engine)
         app.state.backend = make_backend(settings)
         app.state.usage_cache = UsageCache(app.state.backend, ttl=5.0)
+        app.state.oidc = OidcClient(settings) if settings.oidc_enabled else None
         app.state.reconciler = Reconciler(app.state.session_factory, app.state.backend, settings)
         worker = Worker(app.state.reconciler, interval=settings.worker_interval_seconds)
         if settings.worker_enabled:
@@ -103,7 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         SessionMiddleware,
         secret_key=settings.secret_key,
         session_cookie="portal_session",
-        max_age=settings.session_max_age_seconds,
+        max_age=settings.session_absolute_seconds,
         same_site="lax",
         https_only=not settings.development,
     )
@@ -118,7 +122,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(NotAuthenticated)
     async def not_authenticated(request: Request, exc: NotAuthenticated) -> Response:
         if wants_json(request):
-            return JSONResponse({"detail": "sign in first"}, status_code=401)
+            return JSONResponse(
+                {"detail": exc.message},
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="gpu-portal"'},
+            )
         target = "/login?next=" + quote(request.url.path)
         if is_htmx(request):
             return Response(status_code=401, headers={"HX-Redirect": target})

@@ -18,6 +18,8 @@ from app.db import make_engine, make_session_factory
 from tests.servers import postgres_server
 
 TABLES = (
+    "web_sessions",
+    "api_tokens",
     "audit_events",
     "decisions",
     "cluster_requests",

@@ -107,3 +107,27 @@ def wait_http(url: str, timeout: float = 30.0) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def oidc_provider(*extra: str) -> Iterator[str]:
+    """A real OpenID provider process (oidc-provider-mock) on a free loopback port."""
+    import sys
+
+    port = free_port()
+    log = tempfile.NamedTemporaryFile(prefix="oidc-", suffix=".log", delete=False)  # noqa: SIM115
+    process = subprocess.Popen(
+        [sys.executable, "-m", "oidc_provider_mock", "--port", str(port), *extra],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(url + "/.well-known/openid-configuration", timeout=30)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+        log.close()
+        os.unlink(log.name)

@@ -1,24 +1,35 @@
-"""Users and sign-in bookkeeping."""
+"""Users, sign-in and what the identity provider says about them."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
 
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
+from app.config import Settings
 from app.errors import InvalidInput
-from app.models import User, utcnow
+from app.models import LIVE_STATUSES, MemberRole, Team, TeamMember, User, utcnow
 from app.teams import repository as repo
 
+BEARER_AUDIT_EVERY = timedelta(hours=1)
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+def valid_email(raw: str) -> str:
+    email = raw.strip().lower()
+    if not _EMAIL.match(email):
+        raise InvalidInput({"email": "enter an e-mail address such as lead@example.org"})
+    return email
 
 
 def sign_in_dev(session: Session, *, email: str, name: str, admin: bool) -> User:
     """Development sign-in: trust what was typed. Exists only in development mode."""
-    email = email.strip().lower()
-    if not _EMAIL.match(email):
-        raise InvalidInput({"email": "enter an e-mail address such as lead@example.org"})
+    email = valid_email(email)
     user = repo.get_user_by_email(session, email)
     if user is None:
         user = User(email=email, display_name=name.strip() or email.split("@")[0])
@@ -34,3 +45,113 @@ def sign_in_dev(session: Session, *, email: str, name: str, admin: bool) -> User
         details={"method": "development"},
     )
     return user
+
+
+def groups_of(claims: Mapping[str, Any], settings: Settings) -> list[str]:
+    value = claims.get(settings.oidc_groups_claim, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        return []
+    # Some providers (Keycloak with full paths) send "/gpu-team-nlp".
+    return sorted({str(g).lstrip("/") for g in value})
+
+
+def teams_from_groups(groups: list[str], settings: Settings) -> list[str]:
+    pattern = settings.oidc_team_group_pattern
+    if not pattern:
+        return []
+    prefix, _, suffix = pattern.partition("{team}")
+    names = []
+    for group in groups:
+        if group.startswith(prefix) and group.endswith(suffix):
+            name = group[len(prefix) : len(group) - len(suffix) if suffix else None]
+            if name:
+                names.append(name)
+    return names
+
+
+def sign_in_oidc(
+    session: Session, *, claims: Mapping[str, Any], settings: Settings, method: str = "oidc"
+) -> User:
+    """Create or update the user the provider vouches for; roles and group-based team
+    memberships follow the provider at every sign-in."""
+    subject = str(claims["sub"])
+    email = str(claims.get("email") or "").strip().lower()
+    name = str(claims.get("name") or claims.get("preferred_username") or email or subject)
+    user = session.scalars(select(User).where(User.subject == subject)).first()
+    if user is None and email and claims.get("email_verified", True) is not False:
+        # A lead may have added this person by e-mail before their first sign-in.
+        user = session.scalars(
+            select(User).where(User.email == email, User.subject.is_(None))
+        ).first()
+    if user is None:
+        user = User(email=email or f"{subject}@users.invalid", display_name=name[:120])
+        session.add(user)
+    user.subject = subject
+    if email:
+        user.email = email
+    user.display_name = name[:120]
+    groups = groups_of(claims, settings)
+    user.is_admin = settings.oidc_admin_group in groups
+    now = utcnow()
+    recently = user.last_sign_in_at is not None and now - user.last_sign_in_at < BEARER_AUDIT_EVERY
+    if method == "bearer" and recently:
+        session.flush()
+        sync_group_memberships(session, user=user, team_names=teams_from_groups(groups, settings))
+        return user
+    user.last_sign_in_at = now
+    session.flush()
+    sync_group_memberships(session, user=user, team_names=teams_from_groups(groups, settings))
+    audit.record(
+        session,
+        actor=user,
+        action="auth.signed_in",
+        summary=(
+            "used a provider access token"
+            if method == "bearer"
+            else "signed in through the identity provider"
+        )
+        + f" ({'admin' if user.is_admin else 'user'})",
+        details={"method": method, "groups": groups},
+    )
+    return user
+
+
+def sync_group_memberships(session: Session, *, user: User, team_names: list[str]) -> None:
+    teams = (
+        list(
+            session.scalars(
+                select(Team).where(Team.name.in_(team_names), Team.status.in_(LIVE_STATUSES))
+            )
+        )
+        if team_names
+        else []
+    )
+    wanted = {t.id for t in teams}
+    current = {
+        m.team_id: m
+        for m in session.scalars(select(TeamMember).where(TeamMember.user_id == user.id))
+    }
+    for team_id in wanted - set(current):
+        session.add(
+            TeamMember(team_id=team_id, user_id=user.id, role=MemberRole.LEAD, source="groups")
+        )
+    stale = [
+        team_id for team_id, m in current.items() if m.source == "groups" and team_id not in wanted
+    ]
+    if stale:
+        session.execute(
+            delete(TeamMember).where(TeamMember.user_id == user.id, TeamMember.team_id.in_(stale))
+        )
+    session.flush()
+
+
+def record_failed_sign_in(session: Session, *, reason: str, method: str) -> None:
+    audit.record(
+        session,
+        actor=None,
+        action="auth.sign_in_failed",
+        summary=f"a sign-in failed: {reason}",
+        details={"method": method, "reason": reason},
+    )

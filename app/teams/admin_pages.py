@@ -11,10 +11,9 @@ from app.models import RequestStatus, Step, TeamStatus
 from app.quantities import format_hundredths
 from app.teams import repository as repo
 from app.teams import service
-from app.teams.pages import redirect
 from app.teams.views import cards, pool_summary
 from app.web.deps import AdminPrincipal, BackendDep, FormDep, SessionDep, UsageDep
-from app.web.templating import flash, render
+from app.web.templating import flash, redirect, render
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
 

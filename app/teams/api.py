@@ -8,33 +8,28 @@ from fastapi.responses import PlainTextResponse
 from app.audit import service as audit
 from app.db import after_commit
 from app.errors import NotFound
-from app.models import RequestStatus
+from app.models import AuditEvent, RequestStatus, User
 from app.provisioning.service import download_kubeconfig
 from app.quantities import format_hundredths
+from app.teams import members, service
 from app.teams import repository as repo
-from app.teams import service
 from app.teams.schemas import (
+    PROBLEMS,
     AuditEventOut,
     ClusterRequestIn,
     DecisionIn,
+    MemberIn,
+    MemberOut,
+    MeOut,
     PoolIn,
     PoolOut,
-    ProblemOut,
     QuotaIn,
     RejectIn,
     RequestOut,
     TeamOut,
 )
-from app.teams.views import cards, event_out, request_out, team_out
+from app.teams.views import cards, event_out, member_out, request_out, team_out
 from app.web.deps import AdminPrincipal, BackendDep, CurrentPrincipal, SessionDep, UsageDep
-
-PROBLEMS: dict[int | str, dict[str, object]] = {
-    401: {"model": ProblemOut, "description": "Not signed in"},
-    403: {"model": ProblemOut, "description": "Not allowed, or CSRF token missing"},
-    404: {"model": ProblemOut, "description": "No such object (or not yours)"},
-    409: {"model": ProblemOut, "description": "Conflicts with the current state"},
-    422: {"model": ProblemOut, "description": "Invalid input: `errors` says what to change"},
-}
 
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS)
 
@@ -102,7 +97,7 @@ def get_kubeconfig(
 ) -> Response:
     """The team's kubeconfig, read from the cluster now; every download is audited."""
     team = repo.get_team(session, team_id)
-    principal.require_lead(team)
+    principal.require_view(team)
     text = download_kubeconfig(session, backend=backend, actor=principal.user, team=team)
     return PlainTextResponse(
         text, media_type="application/yaml", headers={"Cache-Control": "no-store"}
@@ -223,3 +218,58 @@ def list_audit(
         limit=max(1, min(limit, 500)),
     )
     return [event_out(e) for e in events]
+
+
+@router.get("/teams/{team_id}/members", response_model=list[MemberOut], tags=["teams"])
+def list_members(team_id: int, session: SessionDep, principal: CurrentPrincipal) -> list[MemberOut]:
+    team = repo.get_team(session, team_id)
+    principal.require_view(team)
+    return [member_out(u, m) for u, m in members.get_all(session, team)]
+
+
+@router.post("/teams/{team_id}/members", response_model=MemberOut, status_code=201, tags=["teams"])
+def add_member(
+    team_id: int, body: MemberIn, session: SessionDep, principal: CurrentPrincipal
+) -> MemberOut:
+    """Add someone by e-mail as a lead or a member (leads and admins)."""
+    team = repo.get_team(session, team_id)
+    principal.require_lead(team)
+    member = members.add(session, actor=principal.user, team=team, email=body.email, role=body.role)
+    user = session.get(User, member.user_id)
+    assert user is not None
+    return member_out(user, member)
+
+
+@router.delete("/teams/{team_id}/members/{user_id}", status_code=204, tags=["teams"])
+def remove_member(
+    team_id: int, user_id: int, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    team = repo.get_team(session, team_id)
+    principal.require_lead(team)
+    members.remove(session, actor=principal.user, team=team, user_id=user_id)
+    return Response(status_code=204)
+
+
+@router.get("/audit/{event_id}", response_model=AuditEventOut, tags=["audit"])
+def get_audit_event(
+    event_id: int, session: SessionDep, principal: CurrentPrincipal
+) -> AuditEventOut:
+    event = session.get(AuditEvent, event_id)
+    visible = event is not None and (
+        principal.is_admin or (event.team_id is not None and event.team_id in principal.team_ids)
+    )
+    if event is None or not visible:
+        raise NotFound(f"no audit event with id {event_id}")
+    return event_out(event)
+
+
+@router.get("/me", response_model=MeOut, tags=["me"])
+def me(principal: CurrentPrincipal) -> MeOut:
+    """Who the portal thinks you are, and your teams."""
+    return MeOut(
+        email=principal.user.email,
+        name=principal.user.display_name,
+        admin=principal.is_admin,
+        lead_of=sorted(principal.lead_of),
+        member_of=sorted(principal.member_of),
+    )

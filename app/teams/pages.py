@@ -11,8 +11,8 @@ from app.db import after_commit
 from app.errors import InvalidInput
 from app.provisioning.service import download_kubeconfig
 from app.quantities import parse_hundredths
+from app.teams import members, service
 from app.teams import repository as repo
-from app.teams import service
 from app.teams.podspec import example_pod
 from app.teams.views import STEP_LABELS, cards, team_detail
 from app.web.deps import (
@@ -23,7 +23,7 @@ from app.web.deps import (
     SessionDep,
     UsageDep,
 )
-from app.web.templating import flash, is_htmx, render
+from app.web.templating import flash, redirect, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -37,13 +37,6 @@ FORM_FIELDS = (
     "memory_quota",
     "purpose",
 )
-
-
-def redirect(request: Request, url: str) -> Response:
-    """After a POST: HX-Redirect for HTMX, 303 for a plain form."""
-    if is_htmx(request):
-        return Response(status_code=204, headers={"HX-Redirect": url})
-    return RedirectResponse(url, status_code=303)
 
 
 @router.get("/")
@@ -175,7 +168,7 @@ def kubeconfig(
     team_id: int, session: SessionDep, principal: CurrentPrincipal, backend: BackendDep
 ) -> Response:
     team = repo.get_team(session, team_id)
-    principal.require_lead(team)
+    principal.require_view(team)
     text = download_kubeconfig(session, backend=backend, actor=principal.user, team=team)
     return PlainTextResponse(
         text,
@@ -258,4 +251,40 @@ def retry(
     service.retry_now(session, actor=principal.user, team=team)
     after_commit(session, request.app.state.reconciler.wake.set)
     flash(request, f"Retrying {team.name} now.")
+    return redirect(request, f"/teams/{team.id}")
+
+
+@router.post("/teams/{team_id}/members")
+def add_member(
+    request: Request,
+    team_id: int,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    data: FormDep,
+) -> Response:
+    team = repo.get_team(session, team_id)
+    principal.require_lead(team)
+    try:
+        members.add(
+            session,
+            actor=principal.user,
+            team=team,
+            email=data.get("email", ""),
+            role=data.get("role", "member"),
+        )
+    except InvalidInput as exc:
+        flash(request, "Not added: " + "; ".join(exc.errors.values()), "error")
+        return redirect(request, f"/teams/{team.id}")
+    flash(request, f"{data.get('email', '').strip().lower()} added to {team.name}.")
+    return redirect(request, f"/teams/{team.id}")
+
+
+@router.post("/teams/{team_id}/members/{user_id}/remove")
+def remove_member(
+    request: Request, team_id: int, user_id: int, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    team = repo.get_team(session, team_id)
+    principal.require_lead(team)
+    members.remove(session, actor=principal.user, team=team, user_id=user_id)
+    flash(request, f"Removed from {team.name}.")
     return redirect(request, f"/teams/{team.id}")

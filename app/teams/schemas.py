@@ -139,3 +139,35 @@ class AuditEventOut(BaseModel):
 class ProblemOut(BaseModel):
     detail: str
     errors: dict[str, str] | None = None
+
+
+class MemberIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    email: str = Field(description="Their e-mail address at the identity provider.")
+    role: str = Field(default="member", description="`lead` or `member`.")
+
+
+class MemberOut(BaseModel):
+    user_id: int
+    email: str
+    name: str
+    role: str
+    source: str = Field(description="`portal` (added here) or `groups` (from the provider).")
+
+
+class MeOut(BaseModel):
+    email: str
+    name: str
+    admin: bool
+    lead_of: list[int]
+    member_of: list[int]
+
+
+PROBLEMS: dict[int | str, dict[str, object]] = {
+    401: {"model": ProblemOut, "description": "Not signed in"},
+    403: {"model": ProblemOut, "description": "Not allowed, or CSRF token missing"},
+    404: {"model": ProblemOut, "description": "No such object (or not yours)"},
+    409: {"model": ProblemOut, "description": "Conflicts with the current state"},
+    422: {"model": ProblemOut, "description": "Invalid input: `errors` says what to change"},
+}

@@ -15,15 +15,18 @@ from app.models import (
     Org,
     ProvisioningStep,
     Team,
+    TeamMember,
     TeamStatus,
     User,
 )
 from app.quantities import format_hundredths
+from app.teams import members as team_members
 from app.teams import repository as repo
 from app.teams.schemas import (
     AuditEventOut,
     DecisionOut,
     GpuShareOut,
+    MemberOut,
     QuotaOut,
     RequestOut,
     StepOut,
@@ -94,6 +97,7 @@ class TeamDetail:
     share: GpuShare
     steps: list[ProvisioningStep]
     leads: list[User]
+    members: list[tuple[User, TeamMember]]
     requests: list[ClusterRequest]
     decisions: dict[int, Decision]
     events: list[AuditEvent]
@@ -125,6 +129,7 @@ def team_detail(session: Session, team: Team, usage: UsageCache) -> TeamDetail:
         share=share_of(team, data.get(team.queue_name), org.gpus_centi),
         steps=repo.get_steps(session, team.id),
         leads=repo.get_leads(session, team.id),
+        members=team_members.get_all(session, team),
         requests=requests,
         decisions=repo.get_decisions(session, [r.id for r in requests]),
         events=audit.get_all(session, team_id=team.id, limit=50),
@@ -211,4 +216,14 @@ def event_out(event: AuditEvent) -> AuditEventOut:
         team_id=event.team_id,
         summary=event.summary,
         details=event.details,
+    )
+
+
+def member_out(user: User, member: TeamMember) -> MemberOut:
+    return MemberOut(
+        user_id=user.id,
+        email=user.email,
+        name=user.display_name,
+        role=member.role,
+        source=member.source,
     )

@@ -10,6 +10,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
+from app.auth import service as auth_service
+from app.auth import sessions
+from app.auth import tokens as api_tokens
+from app.auth.oidc import OidcClient, OidcError
 from app.auth.principal import Principal, principal_for
 from app.config import Settings
 from app.db import unit_of_work
@@ -26,6 +30,18 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 class NotAuthenticated(Exception):
     """No signed-in user: pages redirect to sign-in, the API answers 401."""
+
+    def __init__(self, message: str = "sign in first") -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def bearer_token(request: Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return None
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -73,6 +89,9 @@ async def csrf_protect(request: Request) -> None:
     """Refuse every unsafe request that does not carry this session's CSRF token."""
     if request.method in SAFE_METHODS:
         return
+    if bearer_token(request) is not None:
+        # A bearer token is never sent by a browser on its own: no CSRF to guard against.
+        return
     expected = request.session.get("csrf")
     sent = request.headers.get(CSRF_HEADER)
     if sent is None:
@@ -87,16 +106,41 @@ async def csrf_protect(request: Request) -> None:
         )
 
 
-def get_principal_optional(request: Request, session: SessionDep) -> Principal | None:
-    user_id = request.session.get("user_id")
-    if not isinstance(user_id, int):
-        return None
-    user = session.get(User, user_id)
-    if user is None:
-        request.session.clear()
-        return None
+def get_principal_optional(
+    request: Request, session: SessionDep, settings: SettingsDep
+) -> Principal | None:
+    """Who is asking: a bearer token (API token or the provider's access token) when one
+    is sent, else the browser's session."""
+    user: User | None
+    token = bearer_token(request)
+    if token is not None:
+        user = _bearer_user(request, session, settings, token)
+    else:
+        sid = request.session.get("sid")
+        if not isinstance(sid, str):
+            return None
+        user = sessions.resolve(session, sid, settings=settings)
+        if user is None:
+            request.session.clear()
+            return None
     memberships = [(m.team_id, m.role) for m in team_repo.get_memberships(session, user.id)]
     return principal_for(user, memberships)
+
+
+def _bearer_user(request: Request, session: Session, settings: Settings, token: str) -> User:
+    if token.startswith(api_tokens.PREFIX):
+        user = api_tokens.authenticate(session, token)
+        if user is None:
+            raise NotAuthenticated("the API token is unknown, revoked or expired")
+        return user
+    client: OidcClient | None = request.app.state.oidc
+    if client is None:
+        raise NotAuthenticated("bearer tokens need an API token (gpp_…) or single sign-on")
+    try:
+        claims = client.verify_access_token(token)
+    except OidcError as exc:
+        raise NotAuthenticated(f"the access token was refused: {exc}") from exc
+    return auth_service.sign_in_oidc(session, claims=claims, settings=settings, method="bearer")
 
 
 def get_principal(

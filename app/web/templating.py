@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from app.config import PROJECT_ROOT
@@ -86,3 +86,10 @@ def render(
     if name == template:
         ctx["flashes"] = request.session.pop("flash", [])
     return templates.TemplateResponse(request, name, ctx, status_code=status_code, headers=headers)
+
+
+def redirect(request: Request, url: str) -> Response:
+    """After a POST: HX-Redirect for HTMX, 303 for a plain form."""
+    if is_htmx(request):
+        return Response(status_code=204, headers={"HX-Redirect": url})
+    return RedirectResponse(url, status_code=303)

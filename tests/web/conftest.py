@@ -11,9 +11,12 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from app.auth import tokens
 from app.db import unit_of_work
 from app.main import create_app
 from app.seed import seed_example
+from app.teams import members
+from app.teams import repository as repo
 from tests.conftest import settings_for
 
 META_CSRF = re.compile(r'<meta name="csrf-token" content="([^"]+)">')
@@ -54,6 +57,15 @@ def app(db_url: str) -> Iterator[FastAPI]:
     with TestClient(application):  # runs the lifespan
         with unit_of_work(application.state.session_factory) as session:
             seed_example(session)
+            nlp = repo.get_team(session, 1)
+            lead = repo.get_user_by_email(session, "lead-nlp@example.org")
+            assert nlp.name == "nlp"
+            assert lead is not None
+            member = members.add(
+                session, actor=lead, team=nlp, email="member-nlp@example.org", role="member"
+            )
+            assert member.user_id == 5
+            tokens.create(session, user=lead, name="lead's token", days=30, max_days=90)
         application.state.reconciler.run_once()
         yield application
 

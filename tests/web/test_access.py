@@ -1,6 +1,7 @@
 """Who may do what: a matrix over the app's own route table, and CSRF on every unsafe route.
 
-A route added without a row here fails `test_every_route_has_a_rule`.
+A route added without a row here fails `test_every_route_has_a_rule`. The roles: nobody
+signed in, a member of team nlp, a lead of nlp, the lead of another team, an admin.
 """
 
 from __future__ import annotations
@@ -14,50 +15,69 @@ from fastapi.routing import APIRoute
 from app.main import ROUTERS
 from tests.web.conftest import Client, client_for
 
-ROLES = ("anonymous", "lead", "other", "admin")
+ROLES = ("anonymous", "member", "lead", "other", "admin")
 QUOTA = {"gpu_quota": "0.2", "gpu_limit": "1"}
 
 # "METHOD path": (body, {role: expected status}); team 1 is nlp (lead's), request 1 is nlp's.
-RULES: dict[str, tuple[Any, tuple[int, int, int, int]]] = {
-    "GET /": (None, (303, 303, 303, 303)),
-    "GET /login": (None, (200, 200, 200, 200)),
-    "POST /login/dev": ({}, (422, 422, 422, 422)),
-    "POST /logout": ({}, (303, 303, 303, 303)),
-    "GET /teams": (None, (303, 200, 200, 200)),
-    "GET /teams/new": (None, (303, 200, 200, 200)),
-    "POST /teams/new/validate": ({}, (303, 200, 200, 200)),
-    "POST /teams": ({}, (303, 422, 422, 422)),
-    "GET /teams/{team_id}": (None, (303, 200, 404, 200)),
-    "GET /teams/{team_id}/status": (None, (303, 200, 404, 200)),
-    "GET /teams/{team_id}/kubeconfig": (None, (303, 200, 404, 200)),
-    "GET /teams/{team_id}/quota": (None, (303, 200, 404, 200)),
-    "POST /teams/{team_id}/quota": ({}, (303, 422, 404, 422)),
-    "POST /teams/{team_id}/decommission": ({}, (303, 303, 404, 303)),
-    "POST /teams/{team_id}/retry": ({}, (303, 403, 404, 409)),
-    "GET /admin": (None, (303, 403, 403, 200)),
-    "POST /admin/pool": ({}, (303, 403, 403, 303)),
-    "GET /admin/requests": (None, (303, 403, 403, 200)),
-    "POST /admin/requests/{request_id}/approve": ({}, (303, 403, 403, 303)),
-    "POST /admin/requests/{request_id}/reject": ({}, (303, 403, 403, 303)),
-    "POST /admin/simulate/failure": ({}, (303, 403, 403, 303)),
-    "GET /audit": (None, (303, 200, 200, 200)),
-    "GET /api/v1/pool": (None, (401, 200, 200, 200)),
-    "PUT /api/v1/pool": ({"gpus": "2"}, (401, 403, 403, 200)),
-    "GET /api/v1/teams": (None, (401, 200, 200, 200)),
-    "GET /api/v1/teams/{team_id}": (None, (401, 200, 404, 200)),
-    "GET /api/v1/teams/{team_id}/kubeconfig": (None, (401, 200, 404, 200)),
-    "POST /api/v1/teams/{team_id}/quota-requests": (QUOTA, (401, 201, 404, 201)),
-    "POST /api/v1/teams/{team_id}/decommission": ({}, (401, 200, 404, 200)),
-    "POST /api/v1/teams/{team_id}/retry": ({}, (401, 403, 403, 409)),
-    "POST /api/v1/requests": ({"name": "fresh", **QUOTA}, (401, 201, 201, 201)),
-    "GET /api/v1/requests": (None, (401, 200, 200, 200)),
-    "GET /api/v1/requests/{request_id}": (None, (401, 200, 404, 200)),
-    "POST /api/v1/requests/{request_id}/approve": ({}, (401, 403, 403, 409)),
-    "POST /api/v1/requests/{request_id}/reject": ({"reason": "x"}, (401, 403, 403, 409)),
-    "GET /api/v1/audit": (None, (401, 200, 200, 200)),
+RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
+    "GET /": (None, (303, 303, 303, 303, 303)),
+    "GET /login": (None, (200, 200, 200, 200, 200)),
+    "POST /login/dev": ({}, (422, 422, 422, 422, 422)),
+    "POST /logout": ({}, (303, 303, 303, 303, 303)),
+    "GET /auth/start": (None, (403, 403, 403, 403, 403)),
+    "GET /auth/callback": (None, (403, 403, 403, 403, 403)),
+    "GET /tokens": (None, (303, 200, 200, 200, 200)),
+    "POST /tokens": ({}, (303, 422, 422, 422, 422)),
+    "POST /tokens/{token_id}/revoke": ({}, (303, 404, 303, 404, 404)),
+    "GET /teams": (None, (303, 200, 200, 200, 200)),
+    "GET /teams/new": (None, (303, 200, 200, 200, 200)),
+    "POST /teams/new/validate": ({}, (303, 200, 200, 200, 200)),
+    "POST /teams": ({}, (303, 422, 422, 422, 422)),
+    "GET /teams/{team_id}": (None, (303, 200, 200, 404, 200)),
+    "GET /teams/{team_id}/status": (None, (303, 200, 200, 404, 200)),
+    "GET /teams/{team_id}/kubeconfig": (None, (303, 200, 200, 404, 200)),
+    "GET /teams/{team_id}/quota": (None, (303, 403, 200, 404, 200)),
+    "POST /teams/{team_id}/quota": ({}, (303, 403, 422, 404, 422)),
+    "POST /teams/{team_id}/decommission": ({}, (303, 403, 303, 404, 303)),
+    "POST /teams/{team_id}/retry": ({}, (303, 403, 403, 404, 409)),
+    "POST /teams/{team_id}/members": ({"email": "x@example.org"}, (303, 403, 303, 404, 303)),
+    "POST /teams/{team_id}/members/{user_id}/remove": ({}, (303, 403, 303, 404, 303)),
+    "GET /admin": (None, (303, 403, 403, 403, 200)),
+    "POST /admin/pool": ({}, (303, 403, 403, 403, 303)),
+    "GET /admin/requests": (None, (303, 403, 403, 403, 200)),
+    "POST /admin/requests/{request_id}/approve": ({}, (303, 403, 403, 403, 303)),
+    "POST /admin/requests/{request_id}/reject": ({}, (303, 403, 403, 403, 303)),
+    "POST /admin/simulate/failure": ({}, (303, 403, 403, 403, 303)),
+    "GET /audit": (None, (303, 200, 200, 200, 200)),
+    "GET /api/v1/me": (None, (401, 200, 200, 200, 200)),
+    "GET /api/v1/pool": (None, (401, 200, 200, 200, 200)),
+    "PUT /api/v1/pool": ({"gpus": "2"}, (401, 403, 403, 403, 200)),
+    "GET /api/v1/teams": (None, (401, 200, 200, 200, 200)),
+    "GET /api/v1/teams/{team_id}": (None, (401, 200, 200, 404, 200)),
+    "GET /api/v1/teams/{team_id}/kubeconfig": (None, (401, 200, 200, 404, 200)),
+    "GET /api/v1/teams/{team_id}/members": (None, (401, 200, 200, 404, 200)),
+    "POST /api/v1/teams/{team_id}/members": (
+        {"email": "x@example.org"},
+        (401, 403, 201, 404, 201),
+    ),
+    "DELETE /api/v1/teams/{team_id}/members/{user_id}": (None, (401, 403, 204, 404, 204)),
+    "POST /api/v1/teams/{team_id}/quota-requests": (QUOTA, (401, 403, 201, 404, 201)),
+    "POST /api/v1/teams/{team_id}/decommission": ({}, (401, 403, 200, 404, 200)),
+    "POST /api/v1/teams/{team_id}/retry": ({}, (401, 403, 403, 403, 409)),
+    "POST /api/v1/requests": ({"name": "fresh", **QUOTA}, (401, 201, 201, 201, 201)),
+    "GET /api/v1/requests": (None, (401, 200, 200, 200, 200)),
+    "GET /api/v1/requests/{request_id}": (None, (401, 200, 200, 404, 200)),
+    "POST /api/v1/requests/{request_id}/approve": ({}, (401, 403, 403, 403, 409)),
+    "POST /api/v1/requests/{request_id}/reject": ({"reason": "x"}, (401, 403, 403, 403, 409)),
+    "GET /api/v1/audit": (None, (401, 200, 200, 200, 200)),
+    "GET /api/v1/audit/{event_id}": (None, (401, 200, 200, 404, 200)),
+    "GET /api/v1/tokens": (None, (401, 200, 200, 200, 200)),
+    "POST /api/v1/tokens": ({"name": "ci"}, (401, 201, 201, 201, 201)),
+    "DELETE /api/v1/tokens/{token_id}": (None, (401, 404, 200, 404, 404)),
 }
 USERS = {
     "anonymous": None,
+    "member": ("member-nlp@example.org", False),
     "lead": ("lead-nlp@example.org", False),
     "other": ("lead-vision@example.org", False),
     "admin": ("admin@example.org", True),
@@ -83,7 +103,15 @@ def client_as(app: FastAPI, role: str) -> Client:
 
 def call(client: Client, rule: str, body: Any, *, csrf: str | None) -> int:
     method, path = rule.split(" ", 1)
-    url = path.replace("{team_id}", "1").replace("{request_id}", "1")
+    # Team 1 is nlp; request 1 and audit event 2 are nlp's; user 5 is nlp's member;
+    # token 1 is the nlp lead's.
+    url = (
+        path.replace("{team_id}", "1")
+        .replace("{request_id}", "1")
+        .replace("{event_id}", "2")
+        .replace("{user_id}", "5")
+        .replace("{token_id}", "1")
+    )
     headers = {} if csrf is None else {"X-CSRF-Token": csrf}
     if path.startswith("/api/"):
         kwargs: dict[str, Any] = {"json": body} if body is not None else {}

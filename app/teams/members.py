@@ -1,0 +1,75 @@
+"""Team membership managed in the portal: leads add people by e-mail."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.audit import service as audit
+from app.auth.service import valid_email
+from app.errors import Conflict, InvalidInput, NotFound
+from app.models import MemberRole, Team, TeamMember, User
+from app.teams import repository as repo
+
+
+def get_all(session: Session, team: Team) -> list[tuple[User, TeamMember]]:
+    rows = session.execute(
+        select(User, TeamMember)
+        .join(TeamMember, TeamMember.user_id == User.id)
+        .where(TeamMember.team_id == team.id)
+        .order_by(TeamMember.role, User.email)
+    ).all()
+    return [(u, m) for u, m in rows]
+
+
+def add(session: Session, *, actor: User, team: Team, email: str, role: str) -> TeamMember:
+    email = valid_email(email)
+    if role not in (MemberRole.LEAD, MemberRole.MEMBER):
+        raise InvalidInput({"role": "choose lead or member"})
+    user = repo.get_user_by_email(session, email)
+    if user is None:
+        user = User(email=email, display_name=email.split("@")[0])
+        session.add(user)
+        session.flush()
+    member = session.get(TeamMember, (team.id, user.id))
+    if member is None:
+        member = TeamMember(team_id=team.id, user_id=user.id, role=role, source="portal")
+        session.add(member)
+    else:
+        member.role = role
+        member.source = "portal"
+    session.flush()
+    audit.record(
+        session,
+        actor=actor,
+        action="team.member_added",
+        team_id=team.id,
+        summary=f"{email} is now a {role} of {team.name}",
+        details={"email": email, "role": role},
+    )
+    return member
+
+
+def remove(session: Session, *, actor: User, team: Team, user_id: int) -> None:
+    member = session.get(TeamMember, (team.id, user_id))
+    if member is None:
+        raise NotFound(f"user {user_id} is not a member of {team.name}")
+    if member.role == MemberRole.LEAD:
+        leads = session.scalar(
+            select(func.count())
+            .select_from(TeamMember)
+            .where(TeamMember.team_id == team.id, TeamMember.role == MemberRole.LEAD)
+        )
+        if (leads or 0) <= 1:
+            raise Conflict(f"{team.name} needs at least one lead: add another lead first")
+    user = session.get(User, user_id)
+    session.delete(member)
+    session.flush()
+    audit.record(
+        session,
+        actor=actor,
+        action="team.member_removed",
+        team_id=team.id,
+        summary=f"{user.email if user else user_id} no longer belongs to {team.name}",
+        details={"user_id": user_id},
+    )

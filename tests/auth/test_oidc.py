@@ -1,0 +1,266 @@
+"""Single sign-on against a real OpenID provider process over HTTP."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from urllib.parse import urlencode, urlsplit
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import select, update
+
+from app.auth.oidc import OidcClient, OidcError
+from app.main import create_app
+from app.models import AuditEvent, WebSession, utcnow
+from tests.auth.conftest import (
+    CLIENT_ID,
+    PORTAL,
+    authorize,
+    browser,
+    oidc_settings,
+    set_user,
+    sign_in,
+    start,
+)
+from tests.servers import free_port, oidc_provider
+
+
+def audit_actions(app: FastAPI) -> list[str]:
+    with app.state.session_factory() as session:
+        return list(session.scalars(select(AuditEvent.action).order_by(AuditEvent.id)))
+
+
+def test_the_request_carries_pkce_state_and_nonce(oidc_app: FastAPI, provider: str) -> None:
+    url, query = start(browser(oidc_app))
+    assert url.startswith(provider + "/oauth2/authorize?")
+    assert query["client_id"] == CLIENT_ID
+    assert query["response_type"] == "code"
+    assert query["redirect_uri"] == PORTAL + "/auth/callback"
+    assert query["code_challenge_method"] == "S256"
+    assert len(query["code_challenge"]) == 43
+    assert len(query["state"]) >= 32
+    assert len(query["nonce"]) >= 32
+    assert set(query["scope"].split()) == {"openid", "email", "profile"}
+
+
+def test_admin_signs_in_through_the_provider(oidc_app: FastAPI, provider: str) -> None:
+    set_user(provider, "u-admin", email="ops@example.org", name="Ops", groups=["gpu-portal-admins"])
+    client = browser(oidc_app)
+    response = sign_in(client, "u-admin", next_path="/admin")
+    assert response.status_code == 303
+    assert response.headers["location"] == "/admin"
+    assert "secure" in response.headers["set-cookie"].lower()
+    page = client.get("/admin")
+    assert page.status_code == 200
+    assert "Ops · admin" in page.text
+    assert "Development mode" not in page.text
+    assert "auth.signed_in" in audit_actions(oidc_app)
+
+
+def test_team_membership_follows_the_groups(oidc_app: FastAPI, provider: str) -> None:
+    set_user(provider, "u-lead", email="ana@example.org", name="Ana", groups=["gpu-team-nlp"])
+    client = browser(oidc_app)
+    sign_in(client, "u-lead")
+    assert client.get("/teams/1").status_code == 200
+    assert client.get("/teams/2").status_code == 404
+    assert client.get("/admin").status_code == 403
+    assert client.get("/api/v1/me").json()["lead_of"] == [1]
+
+    # The provider moves Ana to vision: the next sign-in follows.
+    set_user(provider, "u-lead", email="ana@example.org", name="Ana", groups=["/gpu-team-vision"])
+    again = browser(oidc_app)
+    sign_in(again, "u-lead")
+    assert again.get("/api/v1/me").json()["lead_of"] == [2]
+    assert again.get("/teams/1").status_code == 404
+
+
+def test_people_added_by_email_are_linked_at_first_sign_in(
+    oidc_app: FastAPI, provider: str
+) -> None:
+    lead = browser(oidc_app)
+    set_user(provider, "u-lead", email="ana@example.org", groups=["gpu-team-nlp"])
+    sign_in(lead, "u-lead")
+    lead.refresh_csrf()
+    added = lead.api("POST", "/api/v1/teams/1/members", {"email": "Bo@Example.org"})
+    assert added.status_code == 201, added.text
+    set_user(provider, "u-bo", email="bo@example.org", name="Bo", groups=[])
+    bo = browser(oidc_app)
+    sign_in(bo, "u-bo")
+    assert bo.get("/api/v1/me").json()["member_of"] == [1]
+    assert bo.get("/teams/1/kubeconfig").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("tamper", "reason"),
+    [
+        (lambda q: {**q, "state": q["state"][:-2] + "xx"}, "state does not match"),
+        (lambda q: {k: v for k, v in q.items() if k != "state"}, "state does not match"),
+        (lambda q: {"error": "access_denied", "state": q["state"]}, "said access_denied"),
+        (lambda q: {**q, "code": "forged-code"}, "refused the sign-in"),
+    ],
+)
+def test_tampered_callbacks_are_refused(
+    oidc_app: FastAPI, provider: str, tamper: object, reason: str
+) -> None:
+    set_user(provider, "u-admin", email="ops@example.org", groups=["gpu-portal-admins"])
+    client = browser(oidc_app)
+    url, _ = start(client)
+    callback = authorize(url, "u-admin")
+    response = client.get("/auth/callback", params=tamper(callback), follow_redirects=False)  # type: ignore[operator]
+    assert response.status_code == 400
+    assert "Sign-in failed" in response.text
+    assert reason in response.text
+    assert client.get("/admin", follow_redirects=False).status_code == 303, "no access"
+    assert audit_actions(oidc_app)[-1] == "auth.sign_in_failed"
+
+
+def test_a_callback_is_used_once(oidc_app: FastAPI, provider: str) -> None:
+    client = browser(oidc_app)
+    url, _ = start(client)
+    callback = authorize(url, "u-someone")
+    assert client.get("/auth/callback", params=callback, follow_redirects=False).status_code == 303
+    client.cookies.clear()
+    replay = client.get("/auth/callback", params=callback, follow_redirects=False)
+    assert replay.status_code == 400
+
+
+def test_wrong_nonce_is_refused(oidc_app: FastAPI, provider: str) -> None:
+    client = browser(oidc_app)
+    url, query = start(client)
+    forged = url.split("?")[0] + "?" + urlencode({**query, "nonce": "attacker-chosen"})
+    callback = authorize(forged, "u-admin")
+    response = client.get("/auth/callback", params=callback, follow_redirects=False)
+    assert response.status_code == 400
+    assert "nonce" in response.text
+    assert client.get("/teams", follow_redirects=False).status_code == 303
+
+
+def test_code_issued_to_another_client_is_refused(oidc_app: FastAPI, provider: str) -> None:
+    client = browser(oidc_app)
+    url, query = start(client)
+    forged = url.split("?")[0] + "?" + urlencode({**query, "client_id": "another-app"})
+    callback = authorize(forged, "u-admin")
+    response = client.get("/auth/callback", params=callback, follow_redirects=False)
+    assert response.status_code == 400
+    assert client.get("/teams", follow_redirects=False).status_code == 303
+
+
+def provider_id_token(provider: str, *, client_id: str, sub: str, nonce: str) -> str:
+    """Run the code flow as `client_id` directly against the provider."""
+    redirect = "http://127.0.0.1/cb"
+    authorize_url = f"{provider}/oauth2/authorize?" + urlencode(
+        {
+            "client_id": client_id,
+            "response_type": "code",
+            "scope": "openid email",
+            "redirect_uri": redirect,
+            "state": "s",
+            "nonce": nonce,
+        }
+    )
+    got = httpx.post(authorize_url, data={"sub": sub}, follow_redirects=False, timeout=10)
+    code = re.search(r"code=([^&]+)", got.headers["location"]).group(1)  # type: ignore[union-attr]
+    token = httpx.post(
+        f"{provider}/oauth2/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect,
+            "client_id": client_id,
+            "client_secret": "x",
+        },
+        timeout=10,
+    ).json()
+    return str(token["id_token"])
+
+
+def test_id_token_for_another_audience_is_refused(provider: str, db_url: str) -> None:
+    client = OidcClient(oidc_settings(db_url, provider))
+    mine = provider_id_token(provider, client_id=CLIENT_ID, sub="u1", nonce="n1")
+    assert client.verify_id_token(mine, nonce="n1")["sub"] == "u1"
+    theirs = provider_id_token(provider, client_id="another-app", sub="u1", nonce="n1")
+    with pytest.raises(OidcError, match="aud"):
+        client.verify_id_token(theirs, nonce="n1")
+    tampered = mine[:-4] + ("AAAA" if not mine.endswith("AAAA") else "BBBB")
+    with pytest.raises(OidcError, match="signature"):
+        client.verify_id_token(tampered, nonce="n1")
+
+
+def test_expired_id_token_is_refused(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with oidc_provider("--token-max-age", "-120") as stale:
+        app = create_app(oidc_settings(db_url, stale))
+        with TestClient(app):
+            client = browser(app)
+            response = sign_in(client, "u-late")
+            assert response.status_code == 400
+            assert "expired" in response.text
+            assert client.get("/teams", follow_redirects=False).status_code == 303
+
+
+def test_provider_down_is_explained(db_url: str) -> None:
+    app = create_app(oidc_settings(db_url, f"http://127.0.0.1:{free_port()}"))
+    with TestClient(app):
+        client = browser(app)
+        response = client.get("/auth/start", follow_redirects=False)
+        assert response.status_code == 502
+        assert "could not be reached" in response.text
+        assert client.get("/teams", follow_redirects=False).status_code == 303
+
+
+def test_sign_out_ends_the_session_here_and_at_the_provider(
+    oidc_app: FastAPI, provider: str
+) -> None:
+    client = browser(oidc_app)
+    sign_in(client, "u-someone")
+    stolen = dict(client.cookies)
+    client.refresh_csrf()
+    response = client.form("/logout", follow_redirects=False)
+    assert response.status_code == 303
+    target = urlsplit(response.headers["location"])
+    assert f"{target.scheme}://{target.netloc}{target.path}" == provider + "/oauth2/end_session"
+    assert "post_logout_redirect_uri=https%3A%2F%2Fportal.test%2Flogin" in target.query
+    replay = browser(oidc_app)
+    replay.cookies.update(stolen)
+    assert replay.get("/teams", follow_redirects=False).status_code == 303, "revoked server-side"
+
+
+def test_sessions_expire_when_idle_and_when_old(oidc_app: FastAPI, provider: str) -> None:
+    client = browser(oidc_app)
+    sign_in(client, "u-someone")
+    assert client.get("/teams").status_code == 200
+    factory = oidc_app.state.session_factory
+    with factory() as session, session.begin():
+        session.execute(update(WebSession).values(last_seen_at=utcnow() - timedelta(hours=2)))
+    assert client.get("/teams", follow_redirects=False).status_code == 303, "idle"
+
+    sign_in(client, "u-someone")
+    with factory() as session, session.begin():
+        session.execute(update(WebSession).values(expires_at=utcnow() - timedelta(seconds=1)))
+    assert client.get("/teams", follow_redirects=False).status_code == 303, "absolute"
+
+
+def test_sign_in_rotates_the_session(oidc_app: FastAPI, provider: str) -> None:
+    client = browser(oidc_app)
+    sign_in(client, "u-someone")
+    before = dict(client.cookies)
+    sign_in(client, "u-someone")
+    assert dict(client.cookies) != before
+    old = browser(oidc_app)
+    old.cookies.update(before)
+    assert old.get("/teams", follow_redirects=False).status_code == 303
+    with oidc_app.state.session_factory() as session:
+        rows = session.scalars(select(WebSession)).all()
+        assert [r.revoked_at is not None for r in rows] == [True, False]
+
+
+def test_development_sign_in_is_off_outside_development(oidc_app: FastAPI) -> None:
+    client = browser(oidc_app)
+    page = client.get("/login").text
+    assert "Sign in with Test IdP" in page
+    assert "Development sign-in" not in page
+    client.refresh_csrf()
+    response = client.form("/login/dev", {"email": "x@example.org", "role": "admin"})
+    assert response.status_code == 403

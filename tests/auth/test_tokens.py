@@ -1,0 +1,125 @@
+"""Bearer access: personal API tokens and the provider's access tokens."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from urllib.parse import urlencode
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy import select, text, update
+
+from app.models import ApiToken, AuditEvent, utcnow
+from tests.auth.conftest import CLIENT_ID, browser, set_user, sign_in
+from tests.web.conftest import Client
+
+
+def bearer(app: FastAPI, token: str) -> Client:
+    client = Client(app, base_url="https://portal.test")
+    client.headers["Authorization"] = f"Bearer {token}"
+    return client
+
+
+def test_personal_token_lifecycle(oidc_app: FastAPI, provider: str) -> None:
+    set_user(provider, "u-lead", email="ana@example.org", groups=["gpu-team-nlp"])
+    web = browser(oidc_app)
+    sign_in(web, "u-lead")
+    web.refresh_csrf()
+    page = web.form("/tokens", {"name": "ci-pipeline", "days": "7"})
+    assert page.status_code == 200
+    assert page.headers["cache-control"] == "no-store"
+    raw = re.search(r'<pre id="new-token"><code>(gpp_[^<]+)</code>', page.text).group(1)  # type: ignore[union-attr]
+    assert raw not in web.get("/tokens").text, "shown once"
+
+    with oidc_app.state.session_factory() as session:
+        stored = session.scalars(select(ApiToken)).one()
+        assert stored.token_hash != raw
+        assert raw not in stored.token_hash
+        dump = " ".join(str(r) for r in session.execute(text("SELECT * FROM api_tokens")).all())
+        assert raw not in dump, "never stored in clear"
+
+    api = bearer(oidc_app, raw)
+    assert api.get("/api/v1/me").json()["lead_of"] == [1]
+    # Unsafe calls with a bearer token need no CSRF token: no browser sends it by itself.
+    change = api.post("/api/v1/teams/1/quota-requests", json={"gpu_quota": "0.2", "gpu_limit": "1"})
+    assert change.status_code == 201, change.text
+    assert api.get("/api/v1/teams/2").status_code == 404, "acts with the owner's rights"
+
+    listed = api.get("/api/v1/tokens").json()
+    assert [t["name"] for t in listed] == ["ci-pipeline"]
+    assert "token" not in listed[0]
+    assert api.delete(f"/api/v1/tokens/{listed[0]['id']}").json()["revoked"] is True
+    refused = api.get("/api/v1/me")
+    assert refused.status_code == 401
+    assert refused.json()["detail"] == "the API token is unknown, revoked or expired"
+    assert refused.headers["www-authenticate"].startswith("Bearer")
+
+    with oidc_app.state.session_factory() as session:
+        actions = set(session.scalars(select(AuditEvent.action)))
+    assert {"token.created", "token.used", "token.revoked"} <= actions
+
+
+def test_expired_and_unknown_tokens_are_refused(oidc_app: FastAPI, provider: str) -> None:
+    web = browser(oidc_app)
+    sign_in(web, "u-someone")
+    web.refresh_csrf()
+    created = web.api("POST", "/api/v1/tokens", {"name": "short", "days": 1}).json()
+    assert bearer(oidc_app, created["token"]).get("/api/v1/me").status_code == 200
+    with oidc_app.state.session_factory() as session, session.begin():
+        session.execute(update(ApiToken).values(expires_at=utcnow() - timedelta(seconds=1)))
+    assert bearer(oidc_app, created["token"]).get("/api/v1/me").status_code == 401
+    assert bearer(oidc_app, "gpp_made-up").get("/api/v1/me").status_code == 401
+    too_long = web.api("POST", "/api/v1/tokens", {"name": "long", "days": 400})
+    assert too_long.status_code == 422
+    assert "from 1 to 90 days" in too_long.json()["errors"]["days"]
+
+
+def provider_access_token(provider: str, sub: str) -> str:
+    redirect = "https://portal.test/auth/callback"
+    authorize_url = f"{provider}/oauth2/authorize?" + urlencode(
+        {
+            "client_id": CLIENT_ID,
+            "response_type": "code",
+            "scope": "openid email profile",
+            "redirect_uri": redirect,
+            "state": "s",
+            "nonce": "n",
+        }
+    )
+    got = httpx.post(authorize_url, data={"sub": sub}, follow_redirects=False, timeout=10)
+    code = re.search(r"code=([^&]+)", got.headers["location"]).group(1)  # type: ignore[union-attr]
+    token = httpx.post(
+        f"{provider}/oauth2/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect,
+            "client_id": CLIENT_ID,
+            "client_secret": "x",
+        },
+        timeout=10,
+    ).json()
+    return str(token["access_token"])
+
+
+def test_provider_access_tokens_are_accepted(oidc_app: FastAPI, provider: str) -> None:
+    set_user(provider, "u-bot", email="bot@example.org", groups=["gpu-portal-admins"])
+    token = provider_access_token(provider, "u-bot")
+    api = bearer(oidc_app, token)
+    me = api.get("/api/v1/me")
+    assert me.status_code == 200, me.text
+    assert me.json()["admin"] is True
+    assert api.get("/api/v1/teams").status_code == 200
+    httpx.post(f"{provider}/users/u-bot/revoke-tokens", timeout=10)
+    # Cached for at most a minute; a fresh token value is checked against the provider.
+    refused = bearer(oidc_app, token + "x").get("/api/v1/me")
+    assert refused.status_code == 401
+    assert "access token was refused" in refused.json()["detail"]
+
+
+def test_cookie_requests_still_need_csrf(oidc_app: FastAPI, provider: str) -> None:
+    web = browser(oidc_app)
+    sign_in(web, "u-someone")
+    response = web.post("/api/v1/tokens", json={"name": "x"})
+    assert response.status_code == 403
