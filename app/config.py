@@ -66,6 +66,11 @@ class Settings(BaseSettings):
     oidc_issuer: str | None = Field(
         default=None, description="OIDC issuer URL; enables single sign-on."
     )
+    oidc_discovery_url: str | None = Field(
+        default=None,
+        description="Where the portal fetches the discovery document when the issuer URL is "
+        "not reachable from the portal itself (e.g. inside docker compose).",
+    )
     oidc_client_id: str = Field(default="", description="OIDC client id.")
     oidc_client_secret: str = Field(default="", description="OIDC client secret.")
     oidc_scopes: str = Field(default="openid email profile", description="Scopes to ask for.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -33,23 +33,32 @@ from app.web.templating import is_htmx, render
 
 log = logging.getLogger(__name__)
 
-SECURITY_HEADERS = [
-    (b"x-content-type-options", b"nosniff"),
-    (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"same-origin"),
-    (
-        b"content-security-policy",
-        b"default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-        b"frame-ancestors 'none'; form-action 'self'",
-    ),
-]
+
+def security_headers(settings: Settings) -> list[tuple[bytes, bytes]]:
+    # Sign-out is a form whose answer redirects to the provider's end-session page:
+    # form-action must allow the provider's origin for that redirect.
+    form_action = "'self'"
+    if settings.oidc_issuer:
+        parts = urlsplit(settings.oidc_issuer)
+        form_action += f" {parts.scheme}://{parts.netloc}"
+    csp = (
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        f"frame-ancestors 'none'; form-action {form_action}"
+    )
+    return [
+        (b"x-content-type-options", b"nosniff"),
+        (b"x-frame-options", b"DENY"),
+        (b"referrer-policy", b"same-origin"),
+        (b"content-security-policy", csp.encode()),
+    ]
 
 
 class SecurityHeaders:
     """Adds the same protective headers to every response."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, headers: list[tuple[bytes, bytes]]) -> None:
         self.app = app
+        self.headers = headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -60,7 +69,7 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 present = {k.lower() for k, _ in headers}
-                headers += [(k, v) for k, v in SECURITY_HEADERS if k not in present]
+                headers += [(k, v) for k, v in self.headers if k not in present]
                 message["headers"] = headers
             await send(message)
 
@@ -111,7 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         same_site="lax",
         https_only=not settings.development,
     )
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(SecurityHeaders, headers=security_headers(settings))
     app.mount("/static", StaticFiles(directory=str(PROJECT_ROOT / "static")), name="static")
     for router in ROUTERS:
         app.include_router(router)

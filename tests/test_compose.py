@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -46,8 +47,32 @@ def test_compose_file_is_valid(composecheck: Path) -> None:
     env = portal["environment"]
     assert env["PORTAL_DEVELOPMENT"] == "false"
     assert env["PORTAL_DATABASE_URL"].startswith("postgresql+psycopg://portal:portal@postgres:")
-    assert set(env) <= {f"PORTAL_{name.upper()}" for name in Settings.model_fields}
     assert postgres["environment"]["POSTGRES_DB"] == "portal"
+    portal_env = {k for k in env if k.startswith("PORTAL_")}
+    assert portal_env <= {f"PORTAL_{name.upper()}" for name in Settings.model_fields}
+
+
+def test_compose_identity_provider_matches_the_portal(composecheck: Path) -> None:
+    result = run(composecheck, {"PORTAL_SECRET_KEY": "s" * 32})
+    project = yaml.safe_load(result.stdout)
+    env = project["services"]["portal"]["environment"]
+    keycloak = project["services"]["keycloak"]
+    realm_file = ROOT / "deploy/keycloak/gpu-portal-realm.json"
+    assert any(v["source"] == str(realm_file) for v in keycloak["volumes"])
+    realm = json.loads(realm_file.read_text())
+    client = next(c for c in realm["clients"] if c["clientId"] == env["PORTAL_OIDC_CLIENT_ID"])
+    assert client["secret"] == env["PORTAL_OIDC_CLIENT_SECRET"]
+    assert env["PORTAL_PUBLIC_URL"] + "/auth/callback" in client["redirectUris"]
+    assert (
+        env["PORTAL_OIDC_ISSUER"]
+        == f"{keycloak['environment']['KC_HOSTNAME']}/realms/{realm['realm']}"
+    )
+    groups = {g["name"] for g in realm["groups"]}
+    assert env["PORTAL_OIDC_ADMIN_GROUP"] in groups
+    assert env["PORTAL_OIDC_TEAM_GROUP_PATTERN"].replace("{team}", "nlp") in groups
+    users = {u["username"]: u for u in realm["users"]}
+    assert users["admin"]["groups"] == ["/gpu-portal-admins"]
+    assert users["lead"]["groups"] == ["/gpu-team-nlp"]
 
 
 def test_compose_refuses_to_run_without_a_secret(composecheck: Path) -> None:

@@ -70,7 +70,10 @@ class OidcClient:
         with self._lock:
             if self._metadata and time.monotonic() - self._metadata[0] < CACHE_SECONDS:
                 return self._metadata[1]
-        body = self._get_json(self.issuer + "/.well-known/openid-configuration")
+        url = self.settings.oidc_discovery_url or (
+            self.issuer + "/.well-known/openid-configuration"
+        )
+        body = self._get_json(url)
         if str(body.get("issuer", "")).rstrip("/") != self.issuer:
             raise OidcError("the identity provider's discovery document names another issuer")
         with self._lock:

@@ -264,3 +264,8 @@ def test_development_sign_in_is_off_outside_development(oidc_app: FastAPI) -> No
     client.refresh_csrf()
     response = client.form("/login/dev", {"email": "x@example.org", "role": "admin"})
     assert response.status_code == 403
+
+
+def test_sign_out_redirect_is_allowed_by_the_csp(oidc_app: FastAPI, provider: str) -> None:
+    csp = browser(oidc_app).get("/login").headers["content-security-policy"]
+    assert f"form-action 'self' {provider}" in csp
