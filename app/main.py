@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app import logs
 from app.audit.pages import router as audit_pages
 from app.auth.oidc import OidcClient
 from app.auth.pages import router as auth_pages
@@ -85,6 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        logs.install()
         engine = make_engine(settings.database_url)
         app.state.engine = engine
         app.state.session_factory = make_session_factory(engine)
