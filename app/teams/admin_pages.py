@@ -39,7 +39,7 @@ def overview(
 ) -> Response:
     org = repo.get_org(session)
     statuses: list[str] | None
-    if status == "live":
+    if status in ("live", "borrowing", "waiting"):
         statuses = [s.value for s in TeamStatus if s not in ("rejected", "decommissioned")]
     elif status in {s.value for s in TeamStatus}:
         statuses = [status]
@@ -49,6 +49,10 @@ def overview(
     if q:
         teams = [t for t in teams if q.lower() in t.name]
     team_cards = cards(session, teams, usage, org)
+    if status == "borrowing":
+        team_cards = [c for c in team_cards if c.share.borrowed > 0]
+    elif status == "waiting":
+        team_cards = [c for c in team_cards if c.share.pending > 0.005]
     team_cards.sort(key=SORTS.get(sort, SORTS["name"]))
     summary = pool_summary(session, org, team_cards)
     pages = max(1, -(-len(team_cards) // PAGE_SIZE))

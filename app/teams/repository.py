@@ -20,6 +20,7 @@ from app.models import (
     TeamMember,
     User,
 )
+from app.usage.service import TeamQuota
 
 
 def get_org(session: Session) -> Org:
@@ -171,3 +172,20 @@ def get_leads(session: Session, team_id: int) -> list[User]:
 
 def get_user_by_email(session: Session, email: str) -> User | None:
     return session.scalars(select(User).where(User.email == email)).first()
+
+
+def get_quota_rows(session: Session, org_id: int) -> list[TeamQuota]:
+    """The quotas of every team holding a queue: what fair share is computed over."""
+    rows = session.execute(
+        select(
+            Team.id,
+            Team.name,
+            Team.gpu_quota_centi,
+            Team.gpu_limit_centi,
+            Team.weight_centi,
+            Team.priority,
+        )
+        .where(Team.org_id == org_id, Team.status.in_(COMMITTED_STATUSES))
+        .order_by(Team.id)
+    ).all()
+    return [TeamQuota(*row) for row in rows]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
@@ -72,10 +72,14 @@ class PoolSummary:
         return max(0.0, self.org.gpus_centi / 100 - self.allocated)
 
 
+def org_shares(session: Session, usage: UsageCache, org: Org) -> dict[int, GpuShare]:
+    rows = repo.get_quota_rows(session, org.id)
+    return usage.shares(rows, pool_centi=org.gpus_centi, parent=org.parent_queue)
+
+
 def cards(session: Session, teams: list[Team], usage: UsageCache, org: Org) -> list[TeamCard]:
-    queues = [t.queue_name for t in teams if t.status in USAGE_STATUSES]
-    data = usage.get(queues) if queues else {}
-    return [TeamCard(t, share_of(t, data.get(t.queue_name), org.gpus_centi)) for t in teams]
+    shares = org_shares(session, usage, org)
+    return [TeamCard(t, shares.get(t.id) or share_of(t, None, org.gpus_centi)) for t in teams]
 
 
 def pool_summary(session: Session, org: Org, team_cards: list[TeamCard]) -> PoolSummary:
@@ -102,6 +106,7 @@ class TeamDetail:
     decisions: dict[int, Decision]
     events: list[AuditEvent]
     usage_error: str | None
+    borrowers: list[tuple[str, float]] = field(default_factory=list)
 
     @property
     def progress(self) -> int:
@@ -121,12 +126,18 @@ class TeamDetail:
 
 def team_detail(session: Session, team: Team, usage: UsageCache) -> TeamDetail:
     org = repo.get_org(session)
-    data = usage.get([team.queue_name]) if team.status in USAGE_STATUSES else {}
+    shares = org_shares(session, usage, org)
     requests = repo.get_team_requests(session, team.id)
+    names = {row.id: row.name for row in repo.get_quota_rows(session, org.id)}
+    borrowers = sorted(
+        ((names[tid], s.borrowed) for tid, s in shares.items() if s.borrowed > 0.005),
+        key=lambda b: -b[1],
+    )
     return TeamDetail(
         team=team,
         org=org,
-        share=share_of(team, data.get(team.queue_name), org.gpus_centi),
+        share=shares.get(team.id) or share_of(team, None, org.gpus_centi),
+        borrowers=borrowers,
         steps=repo.get_steps(session, team.id),
         leads=repo.get_leads(session, team.id),
         members=team_members.get_all(session, team),

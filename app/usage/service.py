@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.models import Team
 from app.provisioning.backend import ClusterBackend, QueueUsage
+from app.usage.fairshare import UNLIMITED, QueueInput, fair_shares, usable
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,16 @@ class GpuShare:
     allocated: float | None
     requested: float | None
     pool: float
+    fair_now: float | None = None
+    usable_now: float | None = None
+    if_all_busy: float | None = None
+
+    @property
+    def pending(self) -> float:
+        """Demand not yet running: requested beyond what is allocated."""
+        if self.allocated is None or self.requested is None:
+            return 0.0
+        return max(0.0, self.requested - self.allocated)
 
     @property
     def borrowed(self) -> float:
@@ -33,6 +44,22 @@ class GpuShare:
         return max(max(values), 0.01)
 
 
+@dataclass(frozen=True)
+class TeamQuota:
+    """The part of a team that fair share depends on."""
+
+    id: int
+    name: str
+    gpu_quota_centi: int
+    gpu_limit_centi: int
+    weight_centi: int
+    priority: int
+
+    @property
+    def queue_name(self) -> str:
+        return f"team-{self.name}"
+
+
 class UsageCache:
     """Reads usage of all queues at most once per ``ttl`` seconds, whoever asks."""
 
@@ -45,6 +72,8 @@ class UsageCache:
         self._data: dict[str, QueueUsage] = {}
         self.reads = 0
         self.error: str | None = None
+        self._shares_key: object = None
+        self._shares: dict[int, GpuShare] = {}
 
     def get(self, queue_names: list[str]) -> dict[str, QueueUsage]:
         wanted = frozenset(queue_names)
@@ -63,8 +92,22 @@ class UsageCache:
                 self.reads += 1
             return {name: self._data[name] for name in wanted if name in self._data}
 
+    def shares(
+        self, teams: list[TeamQuota], *, pool_centi: int, parent: str
+    ) -> dict[int, GpuShare]:
+        """Shares of all teams, computed once per usage read and set of quotas."""
+        usage = self.get([t.queue_name for t in teams])
+        key = (self._at, tuple(teams), pool_centi, parent)
+        with self._lock:
+            if key == self._shares_key:
+                return self._shares
+        computed = shares_for(teams, usage, pool_centi=pool_centi, parent=parent)
+        with self._lock:
+            self._shares_key, self._shares = key, computed
+        return computed
 
-def share_of(team: Team, usage: QueueUsage | None, pool_centi: int) -> GpuShare:
+
+def share_of(team: Team | TeamQuota, usage: QueueUsage | None, pool_centi: int) -> GpuShare:
     return GpuShare(
         guaranteed=team.gpu_quota_centi / 100,
         limit=team.gpu_limit_centi / 100,
@@ -72,3 +115,54 @@ def share_of(team: Team, usage: QueueUsage | None, pool_centi: int) -> GpuShare:
         requested=usage.requested_gpu if usage else None,
         pool=pool_centi / 100,
     )
+
+
+def _queue(team: TeamQuota, demand: float) -> QueueInput:
+    return QueueInput(
+        name=team.queue_name,
+        quota=team.gpu_quota_centi / 100,
+        limit=team.gpu_limit_centi / 100,
+        weight=team.weight_centi / 100,
+        priority=team.priority,
+        demand=demand,
+        order=team.id,
+    )
+
+
+def shares_for(
+    teams: list[TeamQuota], usage: dict[str, QueueUsage], *, pool_centi: int, parent: str
+) -> dict[int, GpuShare]:
+    """Every team's share with KAI's fair share now and if every team were busy.
+
+    ``teams`` are all the teams holding a queue under the org's parent queue: fair share
+    depends on everyone, so it is computed over all of them, never one team alone.
+    """
+    pool = pool_centi / 100
+
+    def tree(demands: dict[int, float]) -> list[QueueInput]:
+        children = tuple(_queue(t, demands[t.id]) for t in teams)
+        return [QueueInput(parent, pool, UNLIMITED, 1.0, children=children)]
+
+    now_demand = {
+        t.id: (usage[t.queue_name].requested_gpu if t.queue_name in usage else 0.0) for t in teams
+    }
+    busy_demand = {t.id: max(t.gpu_limit_centi / 100, pool) for t in teams}
+    fair_now = fair_shares(pool, tree(now_demand)) if teams else {}
+    fair_busy = fair_shares(pool, tree(busy_demand)) if teams else {}
+    result = {}
+    for t in teams:
+        queue_usage = usage.get(t.queue_name)
+        base = share_of(t, queue_usage, pool_centi)
+        fair = fair_now.get(t.queue_name)
+        busy = fair_busy.get(t.queue_name)
+        result[t.id] = replace(
+            base,
+            fair_now=None if fair is None or queue_usage is None else round(fair, 2),
+            usable_now=None
+            if fair is None or queue_usage is None
+            else round(usable(_queue(t, now_demand[t.id]), fair), 2),
+            if_all_busy=None
+            if busy is None
+            else round(usable(_queue(t, busy_demand[t.id]), busy), 2),
+        )
+    return result
