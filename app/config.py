@@ -49,6 +49,13 @@ class Settings(BaseSettings):
     worker_lease_seconds: float = Field(
         default=60.0, description="How long one worker may hold a team before another may take it."
     )
+    usage_sample_seconds: int = Field(
+        default=60, description="How often the collector samples every team's GPU use."
+    )
+    usage_collector_enabled: bool = Field(default=True, description="Run the usage collector.")
+    usage_cache_seconds: float = Field(
+        default=5.0, description="One cluster read of usage serves every viewer this long."
+    )
     retry_base_seconds: float = Field(default=2.0, description="First retry delay after a failure.")
     retry_max_seconds: float = Field(default=300.0, description="Longest retry delay.")
     session_idle_seconds: int = Field(

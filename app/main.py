@@ -28,6 +28,7 @@ from app.provisioning.reconciler import Reconciler, Worker
 from app.teams.admin_pages import router as admin_pages
 from app.teams.api import router as api_router
 from app.teams.pages import router as team_pages
+from app.usage.history import Collector, CollectorThread
 from app.usage.service import UsageCache
 from app.web.deps import NotAuthenticated, csrf_protect
 from app.web.templating import is_htmx, render
@@ -91,15 +92,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.engine = engine
         app.state.session_factory = make_session_factory(engine)
         app.state.backend = make_backend(settings)
-        app.state.usage_cache = UsageCache(app.state.backend, ttl=5.0)
+        app.state.usage_cache = UsageCache(app.state.backend, ttl=settings.usage_cache_seconds)
+        app.state.collector = Collector(
+            app.state.session_factory,
+            app.state.usage_cache,
+            interval=settings.usage_sample_seconds,
+        )
+        collector = CollectorThread(app.state.collector)
         app.state.oidc = OidcClient(settings) if settings.oidc_enabled else None
         app.state.reconciler = Reconciler(app.state.session_factory, app.state.backend, settings)
         worker = Worker(app.state.reconciler, interval=settings.worker_interval_seconds)
         if settings.worker_enabled:
             worker.start()
+        if settings.usage_collector_enabled:
+            collector.start()
         try:
             yield
         finally:
+            collector.stop()
             worker.stop()
             engine.dispose()
 

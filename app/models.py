@@ -15,11 +15,13 @@ from sqlalchemy import (
     JSON,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
     String,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -308,3 +310,22 @@ class ApiToken(Base):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class UsageSample(Base):
+    """A team's GPU use over one period: raw samples for a day, then hourly roll-ups."""
+
+    __tablename__ = "usage_samples"
+    __table_args__ = (UniqueConstraint("team_id", "resolution", "at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))
+    resolution: Mapped[str] = mapped_column(String(4))  # "raw" | "hour"
+    at: Mapped[datetime] = mapped_column(UTCDateTime)  # start of the period
+    seconds: Mapped[int] = mapped_column(Integer)
+    allocated_gpu: Mapped[float] = mapped_column(Float)  # average over the period
+    requested_gpu: Mapped[float] = mapped_column(Float)
+    quota_gpu: Mapped[float] = mapped_column(Float)
+    # GPU-seconds within the guarantee and above it (borrowed), summed exactly on roll-up.
+    guaranteed_gpu_s: Mapped[float] = mapped_column(Float)
+    borrowed_gpu_s: Mapped[float] = mapped_column(Float)

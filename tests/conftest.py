@@ -18,6 +18,7 @@ from app.db import make_engine, make_session_factory
 from tests.servers import postgres_server
 
 TABLES = (
+    "usage_samples",
     "web_sessions",
     "api_tokens",
     "audit_events",
@@ -36,6 +37,7 @@ def settings_for(url: str, **overrides: object) -> Settings:
         "development": True,
         "database_url": url,
         "worker_enabled": False,
+        "usage_collector_enabled": False,
         "simulated_step_seconds": 0.0,
         "retry_base_seconds": 0.0,
         "worker_lease_seconds": 30.0,

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import re
+
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
@@ -12,6 +16,7 @@ from app.quantities import format_hundredths
 from app.teams import repository as repo
 from app.teams import service
 from app.teams.views import cards, pool_summary
+from app.usage import history
 from app.web.deps import AdminPrincipal, BackendDep, FormDep, SessionDep, UsageDep
 from app.web.templating import flash, redirect, render
 
@@ -189,3 +194,32 @@ def inject_failure(
     inject(step, team=data.get("team") or None, times=times)
     flash(request, f"The next {times} attempt(s) at {step.value} will fail.")
     return redirect(request, "/admin")
+
+
+@router.get("/showback.csv")
+def showback_csv(session: SessionDep, principal: AdminPrincipal, month: str = "") -> Response:
+    """GPU-hours per team and month, within the guarantee and borrowed, as CSV."""
+    if month and not re.fullmatch(r"\d{4}-\d{2}", month):
+        raise InvalidInput({"month": "use the form YYYY-MM, e.g. 2026-11"})
+    rows = history.showback(session, month=month or None)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(
+        ["team", "month", "guaranteed_gpu_hours", "borrowed_gpu_hours", "total_gpu_hours"]
+    )
+    for row in rows:
+        writer.writerow(
+            [
+                row.team,
+                row.month,
+                f"{row.guaranteed_gpu_hours:.3f}",
+                f"{row.borrowed_gpu_hours:.3f}",
+                f"{row.total:.3f}",
+            ]
+        )
+    name = f"gpu-showback-{month or 'all'}.csv"
+    return Response(
+        out.getvalue(),
+        media_type="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )

@@ -26,9 +26,12 @@ from app.teams.schemas import (
     QuotaIn,
     RejectIn,
     RequestOut,
+    ShowbackOut,
     TeamOut,
+    UsagePointOut,
 )
 from app.teams.views import cards, event_out, member_out, request_out, team_out
+from app.usage import history
 from app.web.deps import AdminPrincipal, BackendDep, CurrentPrincipal, SessionDep, UsageDep
 
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS)
@@ -273,3 +276,33 @@ def me(principal: CurrentPrincipal) -> MeOut:
         lead_of=sorted(principal.lead_of),
         member_of=sorted(principal.member_of),
     )
+
+
+@router.get("/teams/{team_id}/history", response_model=list[UsagePointOut], tags=["usage"])
+def team_history(
+    team_id: int, session: SessionDep, principal: CurrentPrincipal, days: int = 7
+) -> list[UsagePointOut]:
+    """Hourly GPU use of the team over the last `days` days (at most 400)."""
+    team = repo.get_team(session, team_id)
+    principal.require_view(team)
+    points = history.last_days(session, team.id, days=max(1, min(days, 400)))
+    return [
+        UsagePointOut(at=p.at, allocated=p.allocated, requested=p.requested, quota=p.quota)
+        for p in points
+    ]
+
+
+@router.get("/showback", response_model=list[ShowbackOut], tags=["usage"])
+def get_showback(
+    session: SessionDep, principal: AdminPrincipal, month: str | None = None
+) -> list[ShowbackOut]:
+    """GPU-hours per team and month, within the guarantee and borrowed (admin)."""
+    return [
+        ShowbackOut(
+            team=r.team,
+            month=r.month,
+            guaranteed_gpu_hours=r.guaranteed_gpu_hours,
+            borrowed_gpu_hours=r.borrowed_gpu_hours,
+        )
+        for r in history.showback(session, month=month)
+    ]

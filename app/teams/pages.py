@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session
 
 from app.db import after_commit
 from app.errors import InvalidInput
@@ -14,7 +16,8 @@ from app.quantities import parse_hundredths
 from app.teams import members, service
 from app.teams import repository as repo
 from app.teams.podspec import example_pod
-from app.teams.views import STEP_LABELS, cards, team_detail
+from app.teams.views import STEP_LABELS, TeamDetail, cards, team_detail
+from app.usage import history
 from app.web.deps import (
     BackendDep,
     CurrentPrincipal,
@@ -139,9 +142,50 @@ def team_page(
             "d": detail,
             "step_labels": STEP_LABELS,
             "pod_spec": example_pod(team),
+            **share_context(session, detail, last="", same=0),
         },
         partial="teams/partials/status.html",
     )
+
+
+STEADY_POLLS = 6  # a minute without change at one poll every 10 s
+
+
+def share_context(session: Session, detail: TeamDetail, *, last: str, same: int) -> dict[str, Any]:
+    """Live polling that stops itself once the numbers stop changing."""
+    share = detail.share
+    signature = hashlib.sha256(
+        repr((share.allocated, share.requested, share.fair_now, share.limit)).encode()
+    ).hexdigest()[:12]
+    same = same + 1 if signature == last else 0
+    points = history.last_days(session, detail.team.id)
+    return {
+        "history": history.sparkline(points, limit=share.limit),
+        "signature": signature,
+        "same": same,
+        "live": same < STEADY_POLLS,
+    }
+
+
+@router.get("/teams/{team_id}/share", response_class=HTMLResponse)
+def team_share(
+    request: Request,
+    team_id: int,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    usage: UsageDep,
+    last: str = "",
+    same: int = 0,
+) -> Response:
+    team = repo.get_team(session, team_id)
+    principal.require_view(team)
+    detail = team_detail(session, team, usage)
+    context = {
+        "principal": principal,
+        "d": detail,
+        **share_context(session, detail, last=last, same=same),
+    }
+    return render(request, "teams/partials/share.html", context)
 
 
 @router.get("/teams/{team_id}/status", response_class=HTMLResponse)

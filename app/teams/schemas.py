@@ -171,3 +171,17 @@ PROBLEMS: dict[int | str, dict[str, object]] = {
     409: {"model": ProblemOut, "description": "Conflicts with the current state"},
     422: {"model": ProblemOut, "description": "Invalid input: `errors` says what to change"},
 }
+
+
+class UsagePointOut(BaseModel):
+    at: datetime
+    allocated: float
+    requested: float
+    quota: float
+
+
+class ShowbackOut(BaseModel):
+    team: str
+    month: str
+    guaranteed_gpu_hours: float
+    borrowed_gpu_hours: float

@@ -1,0 +1,280 @@
+"""Usage history: a collector samples every team's GPU use; storage stays bounded.
+
+Raw samples are kept for a day, then rolled up into hourly rows (GPU-seconds within the
+guarantee and borrowed above it are summed exactly); hourly rows are kept for 13 months.
+Samples are keyed by (team, resolution, period start), so several portal processes
+sampling at once write each period once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.models import Team, UsageSample, utcnow
+from app.teams import repository as repo
+from app.usage.service import UsageCache
+
+log = logging.getLogger(__name__)
+
+RAW_KEEP = timedelta(days=1)
+HOURLY_KEEP = timedelta(days=400)
+
+
+def _insert_ignoring_duplicates(session: Session, rows: list[dict[str, object]]) -> None:
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    session.execute(insert(UsageSample).on_conflict_do_nothing(), rows)
+
+
+def _period_start(now: datetime, seconds: int) -> datetime:
+    epoch = int(now.timestamp())
+    return datetime.fromtimestamp(epoch - epoch % seconds, tz=now.tzinfo)
+
+
+@dataclass
+class PassResult:
+    sampled: int
+    rolled_up: int
+    deleted: int
+    seconds: float
+
+
+class Collector:
+    def __init__(
+        self, session_factory: sessionmaker[Session], usage: UsageCache, *, interval: int
+    ) -> None:
+        self.session_factory = session_factory
+        self.usage = usage
+        self.interval = interval
+
+    def collect_once(self, now: datetime | None = None) -> PassResult:
+        started = time.perf_counter()
+        now = now or utcnow()
+        with self.session_factory() as session, session.begin():
+            org = repo.get_org(session)
+            teams = repo.get_quota_rows(session, org.id)
+            shares = self.usage.shares(teams, pool_centi=org.gpus_centi, parent=org.parent_queue)
+            at = _period_start(now, self.interval)
+            rows: list[dict[str, object]] = []
+            for team in teams:
+                share = shares.get(team.id)
+                if share is None or share.allocated is None:
+                    continue
+                inside = min(share.allocated, share.guaranteed)
+                rows.append(
+                    {
+                        "team_id": team.id,
+                        "resolution": "raw",
+                        "at": at,
+                        "seconds": self.interval,
+                        "allocated_gpu": share.allocated,
+                        "requested_gpu": share.requested or 0.0,
+                        "quota_gpu": share.guaranteed,
+                        "guaranteed_gpu_s": inside * self.interval,
+                        "borrowed_gpu_s": (share.allocated - inside) * self.interval,
+                    }
+                )
+            _insert_ignoring_duplicates(session, rows)
+            rolled, deleted = self.downsample(session, now)
+        return PassResult(len(rows), rolled, deleted, time.perf_counter() - started)
+
+    def downsample(self, session: Session, now: datetime) -> tuple[int, int]:
+        """Roll raw samples of complete hours older than a day into hourly rows."""
+        cutoff = _period_start(now - RAW_KEEP, 3600)
+        old = session.scalars(
+            select(UsageSample).where(UsageSample.resolution == "raw", UsageSample.at < cutoff)
+        ).all()
+        buckets: dict[tuple[int, datetime], list[UsageSample]] = defaultdict(list)
+        for sample in old:
+            buckets[(sample.team_id, _period_start(sample.at, 3600))].append(sample)
+        rows: list[dict[str, object]] = []
+        for (team_id, hour), samples in buckets.items():
+            seconds = sum(s.seconds for s in samples)
+            rows.append(
+                {
+                    "team_id": team_id,
+                    "resolution": "hour",
+                    "at": hour,
+                    "seconds": seconds,
+                    "allocated_gpu": sum(s.allocated_gpu * s.seconds for s in samples) / seconds,
+                    "requested_gpu": sum(s.requested_gpu * s.seconds for s in samples) / seconds,
+                    "quota_gpu": max(s.quota_gpu for s in samples),
+                    "guaranteed_gpu_s": sum(s.guaranteed_gpu_s for s in samples),
+                    "borrowed_gpu_s": sum(s.borrowed_gpu_s for s in samples),
+                }
+            )
+        _insert_ignoring_duplicates(session, rows)
+        deleted = 0
+        if old:
+            raw = delete(UsageSample).where(
+                UsageSample.resolution == "raw", UsageSample.at < cutoff
+            )
+            deleted += _count(session.execute(raw))
+        expired = delete(UsageSample).where(
+            UsageSample.resolution == "hour", UsageSample.at < now - HOURLY_KEEP
+        )
+        deleted += _count(session.execute(expired))
+        return len(rows), deleted
+
+
+def _count(result: object) -> int:
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+class CollectorThread:
+    def __init__(self, collector: Collector) -> None:
+        self.collector = collector
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="usage-collector", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.collector.collect_once()
+            except Exception:
+                log.exception("usage collection failed; trying again next interval")
+            self._stop.wait(self.collector.interval)
+
+
+@dataclass(frozen=True)
+class Point:
+    at: datetime
+    allocated: float
+    requested: float
+    quota: float
+
+
+def last_days(
+    session: Session, team_id: int, *, days: int = 7, now: datetime | None = None
+) -> list[Point]:
+    """Hourly points for the sparkline (raw samples averaged per hour)."""
+    now = now or utcnow()
+    since = now - timedelta(days=days)
+    rows = session.execute(
+        select(
+            UsageSample.at,
+            UsageSample.seconds,
+            UsageSample.allocated_gpu,
+            UsageSample.requested_gpu,
+            UsageSample.quota_gpu,
+        )
+        .where(UsageSample.team_id == team_id, UsageSample.at >= since)
+        .order_by(UsageSample.at)
+    ).all()
+    hours: dict[datetime, list[tuple[int, float, float, float]]] = defaultdict(list)
+    for at, seconds, allocated, requested, quota in rows:
+        hours[_period_start(at, 3600)].append((seconds, allocated, requested, quota))
+    points = []
+    for hour, values in sorted(hours.items()):
+        total = sum(v[0] for v in values)
+        points.append(
+            Point(
+                at=hour,
+                allocated=sum(v[0] * v[1] for v in values) / total,
+                requested=sum(v[0] * v[2] for v in values) / total,
+                quota=max(v[3] for v in values),
+            )
+        )
+    return points
+
+
+@dataclass(frozen=True)
+class ShowbackRow:
+    team: str
+    month: str
+    guaranteed_gpu_hours: float
+    borrowed_gpu_hours: float
+
+    @property
+    def total(self) -> float:
+        return self.guaranteed_gpu_hours + self.borrowed_gpu_hours
+
+
+def showback(session: Session, *, month: str | None = None) -> list[ShowbackRow]:
+    """GPU-hours per team and month, within the guarantee and borrowed above it."""
+    dialect = session.get_bind().dialect.name
+    month_of = (
+        func.to_char(func.timezone("UTC", UsageSample.at), "YYYY-MM")
+        if dialect == "postgresql"
+        else func.strftime("%Y-%m", UsageSample.at)
+    )
+    query = (
+        select(
+            Team.name,
+            Team.id,
+            month_of.label("month"),
+            func.sum(UsageSample.guaranteed_gpu_s),
+            func.sum(UsageSample.borrowed_gpu_s),
+        )
+        .join(Team, Team.id == UsageSample.team_id)
+        .group_by(Team.name, Team.id, month_of)
+        .order_by(month_of, Team.name, Team.id)
+    )
+    if month:
+        query = query.where(month_of == month)
+    return [
+        ShowbackRow(name, m, round(g / 3600, 3), round(b / 3600, 3))
+        for name, _id, m, g, b in session.execute(query).all()
+    ]
+
+
+@dataclass(frozen=True)
+class Sparkline:
+    allocated: str  # SVG polyline points
+    requested: str
+    quota_y: float
+    top: float
+    width: int
+    height: int
+    points: int
+    peak: float
+    average: float
+
+
+def sparkline(
+    points: list[Point], *, limit: float, days: int = 7, now: datetime | None = None
+) -> Sparkline | None:
+    if not points:
+        return None
+    now = now or utcnow()
+    width, height = 300, 48
+    start = now - timedelta(days=days)
+    span = (now - start).total_seconds()
+    top = max([limit, 0.01] + [p.allocated for p in points] + [p.requested for p in points])
+
+    def xy(p: Point, value: float) -> str:
+        x = max(0.0, (p.at - start).total_seconds()) / span * width
+        y = height - value / top * (height - 2) - 1
+        return f"{x:.1f},{y:.1f}"
+
+    return Sparkline(
+        allocated=" ".join(xy(p, p.allocated) for p in points),
+        requested=" ".join(xy(p, p.requested) for p in points),
+        quota_y=round(height - points[-1].quota / top * (height - 2) - 1, 1),
+        top=top,
+        width=width,
+        height=height,
+        points=len(points),
+        peak=max(p.allocated for p in points),
+        average=sum(p.allocated for p in points) / len(points),
+    )
