@@ -303,3 +303,95 @@ def test_admin_overview_pages_through_many_teams(
     assert re.findall(r'<a href="/teams/\d+"><b>(\w+)</b>', second) == ["vision"]
     assert "0.99 <small>(99%)</small>" in second, "the summary counts every team, not the page"
     assert admin.get("/admin?page=99").status_code == 200
+
+
+def fix_usage(
+    app: FastAPI, monkeypatch: pytest.MonkeyPatch, values: dict[str, tuple[float, float]]
+) -> None:
+    from app.provisioning.backend import QueueUsage
+
+    def usage(names: list[str]) -> dict[str, QueueUsage]:
+        return {n: QueueUsage(*values[n]) for n in names if n in values}
+
+    monkeypatch.setattr(app.state.backend, "usage", usage)
+    app.state.usage_cache.ttl = 0
+
+
+FIXED = {"team-nlp": (0.8, 1.0), "team-vision": (0.1, 0.1), "team-recommender": (0.1, 0.1)}
+
+
+def test_team_page_explains_the_share(
+    app: FastAPI, lead: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fix_usage(app, monkeypatch, FIXED)
+    page = lead.get(f"/teams/{NLP}").text
+    assert 'data-gauge="allocated">0.8<' in page
+    assert 'data-gauge="borrowed">0.47<' in page
+    assert 'data-gauge="requested">1<' in page
+    assert 'data-gauge="fair">0.8<' in page
+    assert 'data-explain="busy">0.34 GPU<' in page, "the oldest of three busy teams"
+    assert 'data-explain="usable">0.8<' in page
+    assert "nlp +0.47" in page
+    assert "because you already use your fair share" in page
+
+
+def test_share_panel_polls_until_the_numbers_stop_changing(
+    app: FastAPI, lead: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fix_usage(app, monkeypatch, FIXED)
+    first = lead.get(f"/teams/{NLP}/share", headers={"HX-Request": "true"}).text
+    found = re.search(r'hx-get="/teams/1/share\?last=(\w+)&amp;same=0"', first)
+    assert found, first[:300]
+    signature = found.group(1)
+    assert 'hx-trigger="every 10s"' in first
+    still = lead.get(f"/teams/{NLP}/share?last={signature}&same=4").text
+    assert f"last={signature}&amp;same=5" in still
+    stopped = lead.get(f"/teams/{NLP}/share?last={signature}&same=5").text
+    assert "hx-trigger" not in stopped
+    assert "Paused: no change for a minute" in stopped
+    fix_usage(app, monkeypatch, {**FIXED, "team-nlp": (0.9, 1.0)})
+    moved = lead.get(f"/teams/{NLP}/share?last={signature}&same=5").text
+    assert 'hx-trigger="every 10s"' in moved
+
+
+def test_admin_filters_borrowing_and_waiting_teams(
+    app: FastAPI, admin: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fix_usage(app, monkeypatch, {**FIXED, "team-vision": (0.1, 0.3)})
+    names = lambda html: re.findall(r'<a href="/teams/\d+"><b>(\w+)</b>', html)  # noqa: E731
+    assert names(admin.get("/admin?status=borrowing").text) == ["nlp"]
+    assert names(admin.get("/admin?status=waiting").text) == ["nlp", "vision"]
+    page = admin.get("/admin").text
+    assert "borrowing 0.47" in page
+    assert "0.2 waiting" in page
+
+
+def test_showback_csv(app: FastAPI, admin: Client) -> None:
+    from datetime import UTC, datetime
+
+    from app.db import unit_of_work
+    from app.models import UsageSample
+
+    with unit_of_work(app.state.session_factory) as session:
+        session.add(
+            UsageSample(
+                team_id=1,
+                resolution="hour",
+                at=datetime(2026, 11, 3, tzinfo=UTC),
+                seconds=3600,
+                allocated_gpu=0.5,
+                requested_gpu=0.5,
+                quota_gpu=0.33,
+                guaranteed_gpu_s=0.33 * 3600,
+                borrowed_gpu_s=0.17 * 3600,
+            )
+        )
+    response = admin.get("/admin/showback.csv?month=2026-11")
+    assert response.headers["content-type"].startswith("text/csv")
+    assert response.text.splitlines() == [
+        "team,month,guaranteed_gpu_hours,borrowed_gpu_hours,total_gpu_hours",
+        "nlp,2026-11,0.330,0.170,0.500",
+    ]
+    bad = admin.get("/admin/showback.csv?month=November")
+    assert bad.status_code == 422
+    assert "YYYY-MM" in bad.text

@@ -1,0 +1,184 @@
+"""Usage history: sampling, bounded storage, sparkline and showback, on both databases."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import unit_of_work
+from app.models import Team, UsageSample
+from app.provisioning.backend import QueueUsage
+from app.provisioning.simulated import SimulatedBackend
+from app.seed import seed_example
+from app.usage import history
+from app.usage.service import UsageCache
+
+NOW = datetime(2026, 11, 29, 12, 0, 30, tzinfo=UTC)
+
+
+class FixedUsage(SimulatedBackend):
+    """The simulated backend with usage the test decides."""
+
+    def __init__(self, values: dict[str, tuple[float, float]]) -> None:
+        super().__init__(step_seconds=0)
+        self.values = values
+        self.reads = 0
+
+    def usage(self, queue_names: list[str]) -> dict[str, QueueUsage]:
+        self.reads += 1
+        return {
+            n: QueueUsage(allocated_gpu=a, requested_gpu=r)
+            for n, (a, r) in self.values.items()
+            if n in queue_names
+        }
+
+
+@pytest.fixture
+def seeded(session_factory: sessionmaker[Session]) -> sessionmaker[Session]:
+    with unit_of_work(session_factory) as session:
+        seed_example(session)
+    return session_factory
+
+
+def sample(
+    team_id: int,
+    at: datetime,
+    allocated: float,
+    *,
+    quota: float = 0.33,
+    seconds: int = 60,
+    resolution: str = "raw",
+) -> UsageSample:
+    inside = min(allocated, quota)
+    return UsageSample(
+        team_id=team_id,
+        resolution=resolution,
+        at=at,
+        seconds=seconds,
+        allocated_gpu=allocated,
+        requested_gpu=allocated,
+        quota_gpu=quota,
+        guaranteed_gpu_s=inside * seconds,
+        borrowed_gpu_s=(allocated - inside) * seconds,
+    )
+
+
+def count(factory: sessionmaker[Session], resolution: str) -> int:
+    with factory() as session:
+        return int(
+            session.scalar(
+                select(func.count())
+                .select_from(UsageSample)
+                .where(UsageSample.resolution == resolution)
+            )
+            or 0
+        )
+
+
+def test_collector_samples_every_team_once_per_period(seeded: sessionmaker[Session]) -> None:
+    backend = FixedUsage({"team-nlp": (0.8, 1.0), "team-vision": (0.1, 0.1)})
+    collector = history.Collector(seeded, UsageCache(backend, ttl=60), interval=60)
+    result = collector.collect_once(NOW)
+    assert result.sampled == 2, "recommender has no usage reading: no sample invented"
+    collector.collect_once(NOW + timedelta(seconds=10))
+    assert count(seeded, "raw") == 2, "the same period is written once"
+    collector.collect_once(NOW + timedelta(seconds=60))
+    assert count(seeded, "raw") == 4
+    with seeded() as session:
+        nlp = session.scalars(
+            select(UsageSample).join(Team).where(Team.name == "nlp").limit(1)
+        ).one()
+    assert nlp.at == datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+    assert nlp.guaranteed_gpu_s == pytest.approx(0.33 * 60)
+    assert nlp.borrowed_gpu_s == pytest.approx(0.47 * 60)
+
+
+def test_raw_samples_older_than_a_day_become_hourly(seeded: sessionmaker[Session]) -> None:
+    old_hour = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
+    with unit_of_work(seeded) as session:
+        for minute in range(60):
+            session.add(
+                sample(1, old_hour + timedelta(minutes=minute), 0.2 if minute < 30 else 0.6)
+            )
+        session.add(sample(1, NOW - timedelta(hours=2), 0.5))
+        session.add(sample(1, NOW - timedelta(days=401), 1.0, seconds=3600, resolution="hour"))
+    collector = history.Collector(seeded, UsageCache(FixedUsage({}), ttl=60), interval=60)
+    result = collector.collect_once(NOW)
+    assert result.rolled_up == 1
+    assert result.deleted == 61
+    assert count(seeded, "raw") == 1, "the recent sample stays raw"
+    with seeded() as session:
+        hour = session.scalars(select(UsageSample).where(UsageSample.resolution == "hour")).one()
+    assert hour.at == old_hour
+    assert hour.seconds == 3600
+    assert hour.allocated_gpu == pytest.approx(0.4)
+    assert hour.guaranteed_gpu_s == pytest.approx((30 * 0.2 + 30 * 0.33) * 60)
+    assert hour.borrowed_gpu_s == pytest.approx(30 * 0.27 * 60)
+
+
+def test_showback_splits_guaranteed_and_borrowed_hours(seeded: sessionmaker[Session]) -> None:
+    with unit_of_work(seeded) as session:
+        session.add(
+            sample(
+                1,
+                datetime(2026, 10, 31, 23, tzinfo=UTC),
+                0.83,
+                quota=0.33,
+                seconds=3600,
+                resolution="hour",
+            )
+        )
+        session.add(
+            sample(
+                1,
+                datetime(2026, 11, 1, 0, tzinfo=UTC),
+                0.2,
+                quota=0.33,
+                seconds=3600,
+                resolution="hour",
+            )
+        )
+        session.add(sample(2, datetime(2026, 11, 2, 0, tzinfo=UTC), 0.5, quota=0.33, seconds=1800))
+    with seeded() as session:
+        rows = history.showback(session)
+        november = history.showback(session, month="2026-11")
+    assert [(r.team, r.month, r.guaranteed_gpu_hours, r.borrowed_gpu_hours) for r in rows] == [
+        ("nlp", "2026-10", 0.33, 0.5),
+        ("nlp", "2026-11", 0.2, 0.0),
+        ("vision", "2026-11", 0.165, 0.085),
+    ]
+    assert [r.team for r in november] == ["nlp", "vision"]
+
+
+def test_sparkline_of_the_last_week(seeded: sessionmaker[Session]) -> None:
+    with unit_of_work(seeded) as session:
+        session.add(sample(1, NOW - timedelta(days=8), 1.0, seconds=3600, resolution="hour"))
+        session.add(sample(1, NOW - timedelta(days=3), 0.9, seconds=3600, resolution="hour"))
+        session.add(sample(1, NOW - timedelta(minutes=5), 0.3))
+        session.add(sample(1, NOW - timedelta(minutes=4), 0.5))
+    with seeded() as session:
+        points = history.last_days(session, 1, now=NOW)
+    assert [round(p.allocated, 2) for p in points] == [0.9, 0.4]
+    line = history.sparkline(points, limit=1.0, now=NOW)
+    assert line is not None
+    assert line.peak == pytest.approx(0.9)
+    assert line.points == 2
+    assert float(line.allocated.split()[-1].split(",")[0]) > 298, (
+        "the last hour is at the right edge"
+    )
+
+
+def test_one_cluster_read_serves_every_viewer() -> None:
+    backend = FixedUsage({"team-a": (0.5, 0.5)})
+    cache = UsageCache(backend, ttl=0.3)
+    for _ in range(50):
+        assert cache.get(["team-a"])["team-a"].allocated_gpu == 0.5
+    assert backend.reads == 1
+    import time
+
+    time.sleep(0.35)
+    cache.get(["team-a"])
+    assert backend.reads == 2
