@@ -56,6 +56,11 @@ class Settings(BaseSettings):
     usage_cache_seconds: float = Field(
         default=5.0, description="One cluster read of usage serves every viewer this long."
     )
+    prometheus_url: str | None = Field(
+        default=None,
+        description="Read kai_queue_allocated_gpus and kai_queue_fair_share_gpu from this "
+        "Prometheus instead of computing them.",
+    )
     retry_base_seconds: float = Field(default=2.0, description="First retry delay after a failure.")
     retry_max_seconds: float = Field(default=300.0, description="Longest retry delay.")
     session_idle_seconds: int = Field(

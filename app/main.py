@@ -29,6 +29,7 @@ from app.teams.admin_pages import router as admin_pages
 from app.teams.api import router as api_router
 from app.teams.pages import router as team_pages
 from app.usage.history import Collector, CollectorThread
+from app.usage.prometheus import PrometheusSource
 from app.usage.service import UsageCache
 from app.web.deps import NotAuthenticated, csrf_protect
 from app.web.templating import is_htmx, render
@@ -92,7 +93,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.engine = engine
         app.state.session_factory = make_session_factory(engine)
         app.state.backend = make_backend(settings)
-        app.state.usage_cache = UsageCache(app.state.backend, ttl=settings.usage_cache_seconds)
+        app.state.usage_cache = UsageCache(
+            app.state.backend,
+            ttl=settings.usage_cache_seconds,
+            prometheus=PrometheusSource(settings.prometheus_url)
+            if settings.prometheus_url
+            else None,
+        )
         app.state.collector = Collector(
             app.state.session_factory,
             app.state.usage_cache,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from app.models import Team
 from app.provisioning.backend import ClusterBackend, QueueUsage
 from app.usage.fairshare import UNLIMITED, QueueInput, fair_shares, usable
+from app.usage.prometheus import PrometheusError, PrometheusSource
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,16 @@ class TeamQuota:
 class UsageCache:
     """Reads usage of all queues at most once per ``ttl`` seconds, whoever asks."""
 
-    def __init__(self, backend: ClusterBackend, *, ttl: float = 5.0) -> None:
+    def __init__(
+        self,
+        backend: ClusterBackend,
+        *,
+        ttl: float = 5.0,
+        prometheus: PrometheusSource | None = None,
+    ) -> None:
         self.backend = backend
+        self.prometheus = prometheus
+        self.fair_override: dict[str, float] | None = None
         self.ttl = ttl
         self._lock = threading.Lock()
         self._at = 0.0
@@ -87,10 +96,27 @@ class UsageCache:
                 except Exception as exc:  # shown on the page, not hidden behind zeros
                     self.error = f"usage could not be read from the cluster: {exc}"
                     self._data = {}
+                if self.prometheus is not None:
+                    self._read_prometheus()
                 self._queues = frozenset(names)
                 self._at = time.monotonic()
                 self.reads += 1
             return {name: self._data[name] for name in wanted if name in self._data}
+
+    def _read_prometheus(self) -> None:
+        """KAI's own allocation and fair share, when Prometheus is configured."""
+        assert self.prometheus is not None
+        try:
+            kai = self.prometheus.read()
+        except PrometheusError as exc:
+            self.error = str(exc)
+            self.fair_override = None
+            return
+        self.fair_override = kai.fair_share
+        for name, allocated in kai.allocated.items():
+            known = self._data.get(name)
+            requested = known.requested_gpu if known else allocated
+            self._data[name] = QueueUsage(allocated_gpu=allocated, requested_gpu=requested)
 
     def shares(
         self, teams: list[TeamQuota], *, pool_centi: int, parent: str
@@ -101,7 +127,9 @@ class UsageCache:
         with self._lock:
             if key == self._shares_key:
                 return self._shares
-        computed = shares_for(teams, usage, pool_centi=pool_centi, parent=parent)
+        computed = shares_for(
+            teams, usage, pool_centi=pool_centi, parent=parent, fair_override=self.fair_override
+        )
         with self._lock:
             self._shares_key, self._shares = key, computed
         return computed
@@ -130,7 +158,12 @@ def _queue(team: TeamQuota, demand: float) -> QueueInput:
 
 
 def shares_for(
-    teams: list[TeamQuota], usage: dict[str, QueueUsage], *, pool_centi: int, parent: str
+    teams: list[TeamQuota],
+    usage: dict[str, QueueUsage],
+    *,
+    pool_centi: int,
+    parent: str,
+    fair_override: dict[str, float] | None = None,
 ) -> dict[int, GpuShare]:
     """Every team's share with KAI's fair share now and if every team were busy.
 
@@ -148,6 +181,9 @@ def shares_for(
     }
     busy_demand = {t.id: max(t.gpu_limit_centi / 100, pool) for t in teams}
     fair_now = fair_shares(pool, tree(now_demand)) if teams else {}
+    if fair_override is not None:
+        # KAI's own figure from Prometheus, where it has one.
+        fair_now = {**fair_now, **fair_override}
     fair_busy = fair_shares(pool, tree(busy_demand)) if teams else {}
     result = {}
     for t in teams:
