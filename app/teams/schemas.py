@@ -69,6 +69,13 @@ class GpuShareOut(BaseModel):
     requested: float | None
     borrowed: float
     pool: float
+    fair_now: float | None = Field(default=None, description="KAI's fair share right now.")
+    usable_now: float | None = Field(
+        default=None, description="What of the fair share the team can use (limit, demand)."
+    )
+    if_all_busy: float | None = Field(
+        default=None, description="Its share if every team were busy."
+    )
 
 
 class StepOut(BaseModel):

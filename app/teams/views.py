@@ -186,6 +186,9 @@ def team_out(
             requested=share.requested,
             borrowed=round(share.borrowed, 2),
             pool=share.pool,
+            fair_now=share.fair_now,
+            usable_now=share.usable_now,
+            if_all_busy=share.if_all_busy,
         ),
         steps=None
         if steps is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,8 @@ def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "PORTAL_DATABASE_URL": f"sqlite:///{folder / 'portal.db'}",
         "PORTAL_SIMULATED_STEP_SECONDS": "0.4",
         "PORTAL_WORKER_INTERVAL_SECONDS": "0.5",
+        # Long enough that the page and the API below read the same cluster sample.
+        "PORTAL_USAGE_CACHE_SECONDS": "60",
     }
     log = (folder / "portal.log").open("w")
     process = subprocess.Popen(
@@ -122,3 +125,41 @@ def test_request_approve_ready_download(portal: str, browser: object, tmp_path: 
     assert "SIMULATED" in text
     lead.screenshot(path=str(tmp_path / "team.png"), full_page=True)
     assert errors == [], errors
+
+
+def test_gauges_show_the_backends_numbers(portal: str, browser: object) -> None:
+    import httpx
+    from playwright.sync_api import Browser, expect
+
+    assert isinstance(browser, Browser)
+    page = browser.new_page()
+    page.set_default_timeout(15_000)
+    page.goto(portal + "/login")
+    page.click("text=Platform admin")
+    expect(page.locator("h1")).to_contain_text("Pool")
+    # The same numbers through the API, with the same session.
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+    teams = httpx.get(portal + "/api/v1/teams", cookies=cookies, timeout=10).json()
+    ready = [t for t in teams if t["status"] == "ready" and t["gpu_share"]["allocated"] is not None]
+    assert ready, teams
+    for team in ready:
+        row = page.locator("tr", has=page.locator(f'a[href="/teams/{team["id"]}"]'))
+        share = team["gpu_share"]
+        expect(row.locator('[data-gauge="guaranteed"]')).to_have_text(_num(share["guaranteed"]))
+        expect(row.locator('[data-gauge="allocated"]')).to_have_text(_num(share["allocated"]))
+        expect(row.locator('[data-gauge="limit"]')).to_have_text(_num(share["limit"]))
+    team = ready[0]
+    page.goto(f"{portal}/teams/{team['id']}")
+    share = team["gpu_share"]
+    expect(page.locator('#share [data-gauge="allocated"]')).to_have_text(_num(share["allocated"]))
+    expect(page.locator('#share [data-gauge="requested"]')).to_have_text(_num(share["requested"]))
+    expect(page.locator('#share [data-gauge="fair"]')).to_have_text(_num(share["fair_now"]))
+    expect(page.locator("#share svg[role=img]").first).to_have_attribute(
+        "aria-label",
+        re.compile(f"in use {re.escape(_num(share['allocated']))},"),
+    )
+
+
+def _num(value: float) -> str:
+    text = f"{value:.2f}"
+    return text.rstrip("0").rstrip(".")
