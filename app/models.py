@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    REAL,
     Boolean,
     DateTime,
     Float,
@@ -21,7 +22,6 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
-    UniqueConstraint,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -313,19 +313,19 @@ class ApiToken(Base):
 
 
 class UsageSample(Base):
-    """A team's GPU use over one period: raw samples for a day, then hourly roll-ups."""
+    """A team's GPU use over one period: raw samples for a day, hourly roll-ups for a
+    week (the sparkline), daily roll-ups after that (showback)."""
 
     __tablename__ = "usage_samples"
-    __table_args__ = (UniqueConstraint("team_id", "resolution", "at"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))
-    resolution: Mapped[str] = mapped_column(String(4))  # "raw" | "hour"
-    at: Mapped[datetime] = mapped_column(UTCDateTime)  # start of the period
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), primary_key=True)
+    resolution: Mapped[str] = mapped_column(String(4), primary_key=True)  # raw | hour | day
+    at: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)  # period start
     seconds: Mapped[int] = mapped_column(Integer)
-    allocated_gpu: Mapped[float] = mapped_column(Float)  # average over the period
-    requested_gpu: Mapped[float] = mapped_column(Float)
-    quota_gpu: Mapped[float] = mapped_column(Float)
-    # GPU-seconds within the guarantee and above it (borrowed), summed exactly on roll-up.
+    # Averages over the period, in GPUs (single precision: 0.01 GPU is far above its error).
+    allocated_gpu: Mapped[float] = mapped_column(REAL)
+    requested_gpu: Mapped[float] = mapped_column(REAL)
+    quota_gpu: Mapped[float] = mapped_column(REAL)
+    # GPU-seconds within the guarantee and above it (borrowed), summed on roll-up.
     guaranteed_gpu_s: Mapped[float] = mapped_column(Float)
     borrowed_gpu_s: Mapped[float] = mapped_column(Float)

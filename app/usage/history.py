@@ -1,7 +1,9 @@
 """Usage history: a collector samples every team's GPU use; storage stays bounded.
 
-Raw samples are kept for a day, then rolled up into hourly rows (GPU-seconds within the
-guarantee and borrowed above it are summed exactly); hourly rows are kept for 13 months.
+Raw samples are kept for a day, then rolled up into hourly rows, which are kept for a
+week and a day (the sparkline's seven days), then into daily rows kept for 13 months
+(showback by month). GPU-seconds within the guarantee and borrowed above it are summed
+exactly at every roll-up.
 Samples are keyed by (team, resolution, period start), so several portal processes
 sampling at once write each period once.
 """
@@ -13,7 +15,8 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -26,7 +29,8 @@ from app.usage.service import UsageCache
 log = logging.getLogger(__name__)
 
 RAW_KEEP = timedelta(days=1)
-HOURLY_KEEP = timedelta(days=400)
+HOURLY_KEEP = timedelta(days=8)
+DAILY_KEEP = timedelta(days=400)
 
 
 def _insert_ignoring_duplicates(session: Session, rows: list[dict[str, object]]) -> None:
@@ -90,42 +94,51 @@ class Collector:
         return PassResult(len(rows), rolled, deleted, time.perf_counter() - started)
 
     def downsample(self, session: Session, now: datetime) -> tuple[int, int]:
-        """Roll raw samples of complete hours older than a day into hourly rows."""
-        cutoff = _period_start(now - RAW_KEEP, 3600)
-        old = session.scalars(
-            select(UsageSample).where(UsageSample.resolution == "raw", UsageSample.at < cutoff)
-        ).all()
-        buckets: dict[tuple[int, datetime], list[UsageSample]] = defaultdict(list)
-        for sample in old:
-            buckets[(sample.team_id, _period_start(sample.at, 3600))].append(sample)
-        rows: list[dict[str, object]] = []
-        for (team_id, hour), samples in buckets.items():
-            seconds = sum(s.seconds for s in samples)
-            rows.append(
-                {
-                    "team_id": team_id,
-                    "resolution": "hour",
-                    "at": hour,
-                    "seconds": seconds,
-                    "allocated_gpu": sum(s.allocated_gpu * s.seconds for s in samples) / seconds,
-                    "requested_gpu": sum(s.requested_gpu * s.seconds for s in samples) / seconds,
-                    "quota_gpu": max(s.quota_gpu for s in samples),
-                    "guaranteed_gpu_s": sum(s.guaranteed_gpu_s for s in samples),
-                    "borrowed_gpu_s": sum(s.borrowed_gpu_s for s in samples),
-                }
-            )
-        _insert_ignoring_duplicates(session, rows)
-        deleted = 0
-        if old:
-            raw = delete(UsageSample).where(
-                UsageSample.resolution == "raw", UsageSample.at < cutoff
-            )
-            deleted += _count(session.execute(raw))
-        expired = delete(UsageSample).where(
-            UsageSample.resolution == "hour", UsageSample.at < now - HOURLY_KEEP
+        """Raw samples older than a day become hourly rows; hourly rows older than
+        a week and a day become daily rows; daily rows older than 13 months go."""
+        rolled, deleted = _roll_up(
+            session, source="raw", target="hour", period=3600, before=now - RAW_KEEP
         )
-        deleted += _count(session.execute(expired))
-        return len(rows), deleted
+        more, gone = _roll_up(
+            session, source="hour", target="day", period=86400, before=now - HOURLY_KEEP
+        )
+        expired = delete(UsageSample).where(
+            UsageSample.resolution == "day", UsageSample.at < now - DAILY_KEEP
+        )
+        return rolled + more, deleted + gone + _count(session.execute(expired))
+
+
+def _roll_up(
+    session: Session, *, source: str, target: str, period: int, before: datetime
+) -> tuple[int, int]:
+    cutoff = _period_start(before, period)
+    old = session.scalars(
+        select(UsageSample).where(UsageSample.resolution == source, UsageSample.at < cutoff)
+    ).all()
+    if not old:
+        return 0, 0
+    buckets: dict[tuple[int, datetime], list[UsageSample]] = defaultdict(list)
+    for sample in old:
+        buckets[(sample.team_id, _period_start(sample.at, period))].append(sample)
+    rows: list[dict[str, object]] = []
+    for (team_id, start), samples in buckets.items():
+        seconds = sum(s.seconds for s in samples)
+        rows.append(
+            {
+                "team_id": team_id,
+                "resolution": target,
+                "at": start,
+                "seconds": seconds,
+                "allocated_gpu": sum(s.allocated_gpu * s.seconds for s in samples) / seconds,
+                "requested_gpu": sum(s.requested_gpu * s.seconds for s in samples) / seconds,
+                "quota_gpu": max(s.quota_gpu for s in samples),
+                "guaranteed_gpu_s": sum(s.guaranteed_gpu_s for s in samples),
+                "borrowed_gpu_s": sum(s.borrowed_gpu_s for s in samples),
+            }
+        )
+    _insert_ignoring_duplicates(session, rows)
+    removed = delete(UsageSample).where(UsageSample.resolution == source, UsageSample.at < cutoff)
+    return len(rows), _count(session.execute(removed))
 
 
 def _count(result: object) -> int:
@@ -164,35 +177,45 @@ class Point:
     quota: float
 
 
+def _hour_of(session: Session) -> Any:
+    if session.get_bind().dialect.name == "postgresql":
+        return func.date_trunc("hour", func.timezone("UTC", UsageSample.at))
+    return func.strftime("%Y-%m-%d %H:00:00", UsageSample.at)
+
+
 def last_days(
     session: Session, team_id: int, *, days: int = 7, now: datetime | None = None
 ) -> list[Point]:
-    """Hourly points for the sparkline (raw samples averaged per hour)."""
+    """Hourly points for the sparkline; raw samples are averaged per hour in SQL."""
     now = now or utcnow()
     since = now - timedelta(days=days)
+    hour = _hour_of(session)
+    weight = func.sum(UsageSample.seconds)
     rows = session.execute(
         select(
-            UsageSample.at,
-            UsageSample.seconds,
-            UsageSample.allocated_gpu,
-            UsageSample.requested_gpu,
-            UsageSample.quota_gpu,
+            hour.label("hour"),
+            func.sum(UsageSample.allocated_gpu * UsageSample.seconds) / weight,
+            func.sum(UsageSample.requested_gpu * UsageSample.seconds) / weight,
+            func.max(UsageSample.quota_gpu),
         )
-        .where(UsageSample.team_id == team_id, UsageSample.at >= since)
-        .order_by(UsageSample.at)
+        .where(
+            UsageSample.team_id == team_id,
+            UsageSample.resolution.in_(("raw", "hour")),
+            UsageSample.at >= since,
+        )
+        .group_by(hour)
+        .order_by(hour)
     ).all()
-    hours: dict[datetime, list[tuple[int, float, float, float]]] = defaultdict(list)
-    for at, seconds, allocated, requested, quota in rows:
-        hours[_period_start(at, 3600)].append((seconds, allocated, requested, quota))
     points = []
-    for hour, values in sorted(hours.items()):
-        total = sum(v[0] for v in values)
+    for at, allocated, requested, quota in rows:
+        if isinstance(at, str):
+            at = datetime.fromisoformat(at)
         points.append(
             Point(
-                at=hour,
-                allocated=sum(v[0] * v[1] for v in values) / total,
-                requested=sum(v[0] * v[2] for v in values) / total,
-                quota=max(v[3] for v in values),
+                at=at.replace(tzinfo=UTC),
+                allocated=float(allocated),
+                requested=float(requested),
+                quota=float(quota),
             )
         )
     return points

@@ -1,4 +1,4 @@
-"""Usage samples: raw for a day, hourly roll-ups after.
+"""Usage samples: raw for a day, hourly for a week, daily after that.
 
 Revision ID: 0003
 Revises: 0002
@@ -19,21 +19,19 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "usage_samples",
-        sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("team_id", sa.Integer(), nullable=False),
         sa.Column("resolution", sa.String(length=4), nullable=False),
         sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("seconds", sa.Integer(), nullable=False),
-        sa.Column("allocated_gpu", sa.Float(), nullable=False),
-        sa.Column("requested_gpu", sa.Float(), nullable=False),
-        sa.Column("quota_gpu", sa.Float(), nullable=False),
+        sa.Column("allocated_gpu", sa.REAL(), nullable=False),
+        sa.Column("requested_gpu", sa.REAL(), nullable=False),
+        sa.Column("quota_gpu", sa.REAL(), nullable=False),
         sa.Column("guaranteed_gpu_s", sa.Float(), nullable=False),
         sa.Column("borrowed_gpu_s", sa.Float(), nullable=False),
         sa.ForeignKeyConstraint(
             ["team_id"], ["teams.id"], name=op.f("fk_usage_samples_team_id_teams")
         ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_usage_samples")),
-        sa.UniqueConstraint("team_id", "resolution", "at", name=op.f("uq_usage_samples_team_id")),
+        sa.PrimaryKeyConstraint("team_id", "resolution", "at", name=op.f("pk_usage_samples")),
     )
 
 

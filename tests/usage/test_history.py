@@ -107,9 +107,11 @@ def test_raw_samples_older_than_a_day_become_hourly(seeded: sessionmaker[Session
         session.add(sample(1, NOW - timedelta(days=401), 1.0, seconds=3600, resolution="hour"))
     collector = history.Collector(seeded, UsageCache(FixedUsage({}), ttl=60), interval=60)
     result = collector.collect_once(NOW)
-    assert result.rolled_up == 1
-    assert result.deleted == 61
+    # 60 raw -> 1 hourly row; the 401-day-old hourly row -> a daily row, which is expired.
+    assert result.rolled_up == 2
+    assert result.deleted == 62
     assert count(seeded, "raw") == 1, "the recent sample stays raw"
+    assert count(seeded, "day") == 0
     with seeded() as session:
         hour = session.scalars(select(UsageSample).where(UsageSample.resolution == "hour")).one()
     assert hour.at == old_hour
@@ -117,6 +119,34 @@ def test_raw_samples_older_than_a_day_become_hourly(seeded: sessionmaker[Session
     assert hour.allocated_gpu == pytest.approx(0.4)
     assert hour.guaranteed_gpu_s == pytest.approx((30 * 0.2 + 30 * 0.33) * 60)
     assert hour.borrowed_gpu_s == pytest.approx(30 * 0.27 * 60)
+
+
+def test_hourly_rows_older_than_a_week_become_daily(seeded: sessionmaker[Session]) -> None:
+    day = datetime(2026, 11, 10, tzinfo=UTC)
+    with unit_of_work(seeded) as session:
+        for h in range(24):
+            session.add(
+                sample(
+                    2,
+                    day + timedelta(hours=h),
+                    1.0 if h < 6 else 0.0,
+                    seconds=3600,
+                    resolution="hour",
+                )
+            )
+        session.add(sample(2, NOW - timedelta(days=3), 0.5, seconds=3600, resolution="hour"))
+    collector = history.Collector(seeded, UsageCache(FixedUsage({}), ttl=60), interval=60)
+    collector.collect_once(NOW)
+    assert count(seeded, "hour") == 1, "the sparkline's week stays hourly"
+    with seeded() as session:
+        daily = session.scalars(select(UsageSample).where(UsageSample.resolution == "day")).one()
+        totals = history.showback(session, month="2026-11")
+    assert daily.at == day
+    assert daily.seconds == 86400
+    assert daily.allocated_gpu == pytest.approx(0.25)
+    vision = next(r for r in totals if r.team == "vision")
+    # six busy hours on 10 November and one hour at 0.5 three days ago, 0.33 of each inside
+    assert vision.guaranteed_gpu_hours == pytest.approx(6 * 0.33 + 0.33, abs=0.01)
 
 
 def test_showback_splits_guaranteed_and_borrowed_hours(seeded: sessionmaker[Session]) -> None:
