@@ -46,8 +46,8 @@ def seed_samples(url: str, days: int, interval: int) -> int:
         with (
             conn.cursor() as cur,
             cur.copy(
-                "COPY usage_samples (team_id, resolution, at, seconds, allocated_gpu, requested_gpu,"
-                " quota_gpu, guaranteed_gpu_s, borrowed_gpu_s) FROM STDIN"
+                "COPY usage_samples (team_id, resolution, at, seconds, allocated_gpu,"
+                " requested_gpu, quota_gpu, guaranteed_gpu_s, borrowed_gpu_s) FROM STDIN"
             ) as copy,
         ):
             raw_start = now - timedelta(days=1)
@@ -56,7 +56,14 @@ def seed_samples(url: str, days: int, interval: int) -> int:
             for n, team_id in enumerate(team_ids):
                 buffer = io.StringIO()
 
-                def row(resolution: str, at: datetime, seconds: int, allocated: float) -> None:
+                def row(
+                    resolution: str,
+                    at: datetime,
+                    seconds: int,
+                    allocated: float,
+                    buffer: io.StringIO = buffer,
+                    team_id: int = team_id,
+                ) -> None:
                     g, b = min(allocated, 0.5), max(0.0, allocated - 0.5)
                     buffer.write(
                         f"{team_id}\t{resolution}\t{at.isoformat()}\t{seconds}\t"
