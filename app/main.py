@@ -28,7 +28,7 @@ from app.provisioning.reconciler import Reconciler, Worker
 from app.teams.admin_pages import router as admin_pages
 from app.teams.api import router as api_router
 from app.teams.pages import router as team_pages
-from app.usage.history import Collector, CollectorThread
+from app.usage.history import Collector, CollectorThread, RecentHistory
 from app.usage.prometheus import PrometheusSource
 from app.usage.service import UsageCache
 from app.web.deps import NotAuthenticated, csrf_protect
@@ -106,6 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             interval=settings.usage_sample_seconds,
         )
         collector = CollectorThread(app.state.collector)
+        app.state.recent_history = RecentHistory(ttl=min(30.0, settings.usage_sample_seconds))
         app.state.oidc = OidcClient(settings) if settings.oidc_enabled else None
         app.state.reconciler = Reconciler(app.state.session_factory, app.state.backend, settings)
         worker = Worker(app.state.reconciler, interval=settings.worker_interval_seconds)

@@ -142,7 +142,7 @@ def team_page(
             "d": detail,
             "step_labels": STEP_LABELS,
             "pod_spec": example_pod(team),
-            **share_context(session, detail, last="", same=0),
+            **share_context(request, session, detail, last="", same=0),
         },
         partial="teams/partials/status.html",
     )
@@ -151,14 +151,17 @@ def team_page(
 STEADY_POLLS = 6  # a minute without change at one poll every 10 s
 
 
-def share_context(session: Session, detail: TeamDetail, *, last: str, same: int) -> dict[str, Any]:
+def share_context(
+    request: Request, session: Session, detail: TeamDetail, *, last: str, same: int
+) -> dict[str, Any]:
     """Live polling that stops itself once the numbers stop changing."""
     share = detail.share
     signature = hashlib.sha256(
         repr((share.allocated, share.requested, share.fair_now, share.limit)).encode()
     ).hexdigest()[:12]
     same = same + 1 if signature == last else 0
-    points = history.last_days(session, detail.team.id)
+    recent: history.RecentHistory = request.app.state.recent_history
+    points = recent.get(session, detail.team.id)
     return {
         "history": history.sparkline(points, limit=share.limit),
         "signature": signature,
@@ -183,7 +186,7 @@ def team_share(
     context = {
         "principal": principal,
         "d": detail,
-        **share_context(session, detail, last=last, same=same),
+        **share_context(request, session, detail, last=last, same=same),
     }
     return render(request, "teams/partials/share.html", context)
 

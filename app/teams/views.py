@@ -32,7 +32,7 @@ from app.teams.schemas import (
     StepOut,
     TeamOut,
 )
-from app.usage.service import GpuShare, UsageCache, share_of
+from app.usage.service import GpuShare, TeamQuota, UsageCache, share_of
 
 STEP_LABELS = {
     "queue": "KAI queue",
@@ -41,7 +41,7 @@ STEP_LABELS = {
     "admission_policy": "Queue pinning policy",
     "kubeconfig": "Kubeconfig",
 }
-USAGE_STATUSES = (TeamStatus.READY, TeamStatus.PROVISIONING, TeamStatus.FAILED)
+ACTIVITY_SHOWN = 20
 
 
 @dataclass
@@ -73,8 +73,14 @@ class PoolSummary:
 
 
 def org_shares(session: Session, usage: UsageCache, org: Org) -> dict[int, GpuShare]:
+    return org_rows_and_shares(session, usage, org)[1]
+
+
+def org_rows_and_shares(
+    session: Session, usage: UsageCache, org: Org
+) -> tuple[list[TeamQuota], dict[int, GpuShare]]:
     rows = repo.get_quota_rows(session, org.id)
-    return usage.shares(rows, pool_centi=org.gpus_centi, parent=org.parent_queue)
+    return rows, usage.shares(rows, pool_centi=org.gpus_centi, parent=org.parent_queue)
 
 
 def cards(session: Session, teams: list[Team], usage: UsageCache, org: Org) -> list[TeamCard]:
@@ -126,9 +132,10 @@ class TeamDetail:
 
 def team_detail(session: Session, team: Team, usage: UsageCache) -> TeamDetail:
     org = repo.get_org(session)
-    shares = org_shares(session, usage, org)
+    rows, shares = org_rows_and_shares(session, usage, org)
     requests = repo.get_team_requests(session, team.id)
-    names = {row.id: row.name for row in repo.get_quota_rows(session, org.id)}
+    names = {row.id: row.name for row in rows}
+    people = team_members.get_all(session, team)
     borrowers = sorted(
         ((names[tid], s.borrowed) for tid, s in shares.items() if s.borrowed > 0.005),
         key=lambda b: -b[1],
@@ -139,11 +146,11 @@ def team_detail(session: Session, team: Team, usage: UsageCache) -> TeamDetail:
         share=shares.get(team.id) or share_of(team, None, org.gpus_centi),
         borrowers=borrowers,
         steps=repo.get_steps(session, team.id),
-        leads=repo.get_leads(session, team.id),
-        members=team_members.get_all(session, team),
+        leads=[u for u, m in people if m.role == "lead"],
+        members=people,
         requests=requests,
         decisions=repo.get_decisions(session, [r.id for r in requests]),
-        events=audit.get_all(session, team_id=team.id, limit=50),
+        events=audit.get_all(session, team_id=team.id, limit=ACTIVITY_SHOWN),
         usage_error=usage.error,
     )
 

@@ -221,6 +221,29 @@ def last_days(
     return points
 
 
+class RecentHistory:
+    """The sparkline's points per team, read at most every ``ttl`` seconds (they move once
+    per sample interval), shared by every viewer of this process."""
+
+    def __init__(self, *, ttl: float = 30.0) -> None:
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._points: dict[int, tuple[float, list[Point]]] = {}
+
+    def get(self, session: Session, team_id: int) -> list[Point]:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._points.get(team_id)
+            if cached is not None and now - cached[0] < self.ttl:
+                return cached[1]
+        points = last_days(session, team_id)
+        with self._lock:
+            if len(self._points) > 5000:
+                self._points.clear()
+            self._points[team_id] = (now, points)
+        return points
+
+
 @dataclass(frozen=True)
 class ShowbackRow:
     team: str
