@@ -38,6 +38,7 @@ def settings_for(url: str, **overrides: object) -> Settings:
         "database_url": url,
         "worker_enabled": False,
         "usage_collector_enabled": False,
+        "usage_cache_seconds": 0.0,
         "simulated_step_seconds": 0.0,
         "retry_base_seconds": 0.0,
         "worker_lease_seconds": 30.0,

@@ -50,9 +50,7 @@ def overview(
         statuses = [status]
     else:
         statuses = None
-    teams = repo.get_teams(session, statuses=statuses)
-    if q:
-        teams = [t for t in teams if q.lower() in t.name]
+    teams = repo.get_team_rows(session, statuses=statuses, name_contains=q)
     team_cards = cards(session, teams, usage, org)
     if status == "borrowing":
         team_cards = [c for c in team_cards if c.share.borrowed > 0]
@@ -95,6 +93,7 @@ def update_pool(
         flash(request, "Pool not changed: " + "; ".join(exc.errors.values()), "error")
         return redirect(request, "/admin")
     after_commit(session, request.app.state.reconciler.wake.set)
+    after_commit(session, request.app.state.usage_cache.forget_quotas)
     flash(request, f"Pool is now {format_hundredths(org.gpus_centi)} GPU.")
     return redirect(request, "/admin")
 
@@ -150,6 +149,7 @@ def approve(
         flash(request, f"Request #{request_id} not approved: {exc.message}", "error")
         return redirect(request, "/admin/requests")
     after_commit(session, request.app.state.reconciler.wake.set)
+    after_commit(session, request.app.state.usage_cache.forget_quotas)
     team = repo.get_request(session, request_id).team
     flash(
         request,

@@ -66,6 +66,7 @@ def put_pool(
         session, actor=principal.user, data={k: str(v) for k, v in body.model_dump().items()}
     )
     after_commit(session, lambda: _wake(request))
+    after_commit(session, request.app.state.usage_cache.forget_quotas)
     return get_pool(session, principal)
 
 
@@ -75,7 +76,8 @@ def list_teams(session: SessionDep, principal: CurrentPrincipal, usage: UsageDep
     team_ids = None if principal.is_admin else sorted(principal.team_ids)
     teams = repo.get_teams(session, team_ids=team_ids)
     org = repo.get_org(session)
-    return [team_out(c.team, c.share) for c in cards(session, teams, usage, org)]
+    team_cards = cards(session, teams, usage, org)
+    return [team_out(t, c.share) for t, c in zip(teams, team_cards, strict=True)]
 
 
 @router.get("/teams/{team_id}", response_model=TeamOut, tags=["teams"])
@@ -131,6 +133,7 @@ def decommission_team(
     principal.require_lead(team)
     service.decommission(session, actor=principal.user, team=team)
     after_commit(session, lambda: _wake(request))
+    after_commit(session, request.app.state.usage_cache.forget_quotas)
     return team_out(team)
 
 
@@ -142,6 +145,7 @@ def retry_team(
     team = repo.get_team(session, team_id)
     service.retry_now(session, actor=principal.user, team=team)
     after_commit(session, lambda: _wake(request))
+    after_commit(session, request.app.state.usage_cache.forget_quotas)
     return team_out(team)
 
 
@@ -190,6 +194,7 @@ def approve_request(
         reason=body.reason,
     )
     after_commit(session, lambda: _wake(request))
+    after_commit(session, request.app.state.usage_cache.forget_quotas)
     return request_out(repo.get_request(session, request_id), decision)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, selectinload
@@ -189,3 +190,33 @@ def get_quota_rows(session: Session, org_id: int) -> list[TeamQuota]:
         .order_by(Team.id)
     ).all()
     return [TeamQuota(*row) for row in rows]
+
+
+@dataclass(frozen=True)
+class TeamRow:
+    """What the pool overview shows of a team (no ORM object per row)."""
+
+    id: int
+    name: str
+    status: str
+    gpu_quota_centi: int
+    gpu_limit_centi: int
+    last_error: str | None
+
+
+def get_team_rows(
+    session: Session, *, statuses: Sequence[str] | None = None, name_contains: str = ""
+) -> list[TeamRow]:
+    query = select(
+        Team.id,
+        Team.name,
+        Team.status,
+        Team.gpu_quota_centi,
+        Team.gpu_limit_centi,
+        Team.last_error,
+    ).order_by(Team.name, Team.id)
+    if statuses is not None:
+        query = query.where(Team.status.in_(statuses))
+    if name_contains:
+        query = query.where(Team.name.contains(name_contains.lower(), autoescape=True))
+    return [TeamRow(*row) for row in session.execute(query).all()]

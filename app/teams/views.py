@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
@@ -22,6 +23,7 @@ from app.models import (
 from app.quantities import format_hundredths
 from app.teams import members as team_members
 from app.teams import repository as repo
+from app.teams.repository import TeamRow
 from app.teams.schemas import (
     AuditEventOut,
     DecisionOut,
@@ -46,7 +48,7 @@ ACTIVITY_SHOWN = 20
 
 @dataclass
 class TeamCard:
-    team: Team
+    team: Team | TeamRow
     share: GpuShare
 
 
@@ -79,11 +81,16 @@ def org_shares(session: Session, usage: UsageCache, org: Org) -> dict[int, GpuSh
 def org_rows_and_shares(
     session: Session, usage: UsageCache, org: Org
 ) -> tuple[list[TeamQuota], dict[int, GpuShare]]:
-    rows = repo.get_quota_rows(session, org.id)
-    return rows, usage.shares(rows, pool_centi=org.gpus_centi, parent=org.parent_queue)
+    return usage.org_shares(
+        lambda: repo.get_quota_rows(session, org.id),
+        pool_centi=org.gpus_centi,
+        parent=org.parent_queue,
+    )
 
 
-def cards(session: Session, teams: list[Team], usage: UsageCache, org: Org) -> list[TeamCard]:
+def cards(
+    session: Session, teams: Sequence[Team | TeamRow], usage: UsageCache, org: Org
+) -> list[TeamCard]:
     shares = org_shares(session, usage, org)
     return [TeamCard(t, shares.get(t.id) or share_of(t, None, org.gpus_centi)) for t in teams]
 

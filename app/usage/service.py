@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from app.models import Team
 from app.provisioning.backend import ClusterBackend, QueueUsage
@@ -61,6 +63,14 @@ class TeamQuota:
         return f"team-{self.name}"
 
 
+class TeamRowLike(Protocol):
+    @property
+    def gpu_quota_centi(self) -> int: ...
+
+    @property
+    def gpu_limit_centi(self) -> int: ...
+
+
 class UsageCache:
     """Reads usage of all queues at most once per ``ttl`` seconds, whoever asks."""
 
@@ -82,6 +92,7 @@ class UsageCache:
         self.reads = 0
         self.error: str | None = None
         self._shares_key: object = None
+        self._rows: tuple[float, tuple[int, str], list[TeamQuota]] | None = None
         self._shares: dict[int, GpuShare] = {}
 
     def get(self, queue_names: list[str]) -> dict[str, QueueUsage]:
@@ -134,8 +145,32 @@ class UsageCache:
             self._shares_key, self._shares = key, computed
         return computed
 
+    def org_shares(
+        self, load: Callable[[], list[TeamQuota]], *, pool_centi: int, parent: str
+    ) -> tuple[list[TeamQuota], dict[int, GpuShare]]:
+        """The org's quota rows and shares; the rows are re-read from the database at most
+        once per ``ttl`` too, so a page view costs neither a scan of every team nor a
+        fair-share computation. A quota change shows within ``ttl`` seconds."""
+        with self._lock:
+            cached = self._rows
+            fresh = cached is not None and time.monotonic() - cached[0] < self.ttl
+        if fresh and cached is not None and cached[1] == (pool_centi, parent):
+            rows = cached[2]
+        else:
+            rows = load()
+            with self._lock:
+                self._rows = (time.monotonic(), (pool_centi, parent), rows)
+        return rows, self.shares(rows, pool_centi=pool_centi, parent=parent)
 
-def share_of(team: Team | TeamQuota, usage: QueueUsage | None, pool_centi: int) -> GpuShare:
+    def forget_quotas(self) -> None:
+        """Called after a decision, so the next view reads the new quotas."""
+        with self._lock:
+            self._rows = None
+
+
+def share_of(
+    team: Team | TeamQuota | TeamRowLike, usage: QueueUsage | None, pool_centi: int
+) -> GpuShare:
     return GpuShare(
         guaranteed=team.gpu_quota_centi / 100,
         limit=team.gpu_limit_centi / 100,
