@@ -10,3 +10,12 @@ if [ ! -x "$CACHE/bin/composecheck" ] || [ ! -f "$stamp" ]; then
   rm -f "$CACHE"/bin/.composecheck-*
   touch "$stamp"
 fi
+
+# Prometheus, for the optional usage source's tests.
+PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-v0.316.0}"
+if [ ! -x "$CACHE/bin/prometheus-$PROMETHEUS_VERSION" ]; then
+  GOBIN="$CACHE/bin/.prometheus-build" go install "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION"
+  mv "$CACHE/bin/.prometheus-build/prometheus" "$CACHE/bin/prometheus-$PROMETHEUS_VERSION"
+  rmdir "$CACHE/bin/.prometheus-build"
+fi
+ln -sf "prometheus-$PROMETHEUS_VERSION" "$CACHE/bin/prometheus"

@@ -131,3 +131,49 @@ def oidc_provider(*extra: str) -> Iterator[str]:
         process.wait(10)
         log.close()
         os.unlink(log.name)
+
+
+def tool(name: str) -> Path:
+    """A binary built by scripts/build-tools.sh into the cache outside git."""
+    cache = Path(
+        os.environ.get("PORTAL_CACHE")
+        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-portal"
+    )
+    path = cache / "bin" / name
+    if not path.exists():
+        root = Path(__file__).resolve().parents[1]
+        subprocess.run([str(root / "scripts/build-tools.sh")], check=True)
+    return path
+
+
+@contextlib.contextmanager
+def prometheus_server(scrape_target: str) -> Iterator[str]:
+    """A real Prometheus scraping ``scrape_target`` (host:port) every second."""
+    root = Path(tempfile.mkdtemp(prefix="portal-prom-"))
+    config = root / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "scrape_configs:\n  - job_name: kai-scheduler\n"
+        f"    static_configs:\n      - targets: ['{scrape_target}']\n"
+    )
+    port = free_port()
+    log = (root / "prometheus.log").open("w")
+    process = subprocess.Popen(
+        [
+            str(tool("prometheus")),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={root / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(url + "/-/ready", timeout=60)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(20)
+        log.close()
+        shutil.rmtree(root, ignore_errors=True)

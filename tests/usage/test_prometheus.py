@@ -1,0 +1,96 @@
+"""The optional Prometheus source, against a real Prometheus scraping KAI-style metrics.
+
+KAI's scheduler cannot run here (no cluster, no GPUs); a small HTTP endpoint serves the
+same metric families it exports, and a real Prometheus scrapes it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.usage.prometheus import PrometheusError, PrometheusSource
+from tests.conftest import settings_for
+from tests.servers import free_port, prometheus_server
+from tests.web.conftest import client_for
+
+METRICS = (
+    "# TYPE kai_queue_allocated_gpus gauge\n"
+    'kai_queue_allocated_gpus{queue_name="team-nlp"} 0.7\n'
+    'kai_queue_allocated_gpus{queue_name="team-vision"} 0.2\n'
+    "# TYPE kai_queue_fair_share_gpu gauge\n"
+    'kai_queue_fair_share_gpu{queue_name="team-nlp"} 0.61\n'
+    'kai_queue_fair_share_gpu{queue_name="team-vision"} 0.39\n'
+)
+
+
+class Exporter(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = METRICS.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+@pytest.fixture(scope="module")
+def prometheus() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Exporter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with prometheus_server(f"127.0.0.1:{server.server_port}") as url:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                body = httpx.get(
+                    url + "/api/v1/query", params={"query": "kai_queue_fair_share_gpu"}
+                ).json()
+                if body["data"]["result"]:
+                    break
+                time.sleep(0.5)
+            yield url
+    finally:
+        server.shutdown()
+
+
+def test_reads_kai_numbers_from_prometheus(prometheus: str) -> None:
+    queues = PrometheusSource(prometheus).read()
+    assert queues.allocated == {"team-nlp": 0.7, "team-vision": 0.2}
+    assert queues.fair_share == {"team-nlp": 0.61, "team-vision": 0.39}
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_pages_show_prometheus_figures_instead_of_computed_ones(
+    prometheus: str, db_url: str
+) -> None:
+    from app.db import unit_of_work
+    from app.seed import seed_example
+
+    app: FastAPI = create_app(settings_for(db_url, prometheus_url=prometheus))
+    with TestClient(app):
+        with unit_of_work(app.state.session_factory) as session:
+            seed_example(session)
+        app.state.reconciler.run_once()
+        lead = client_for(app, "lead-nlp@example.org")
+        page = lead.get("/teams/1").text
+        assert 'data-gauge="allocated">0.7<' in page
+        assert 'data-gauge="fair">0.61<' in page
+        share = lead.get("/api/v1/teams/1").json()["gpu_share"]
+        assert share["fair_now"] == 0.61
+        assert share["allocated"] == 0.7
+
+
+def test_prometheus_down_is_reported() -> None:
+    with pytest.raises(PrometheusError, match="could not be queried"):
+        PrometheusSource(f"http://127.0.0.1:{free_port()}", timeout=2).read()
