@@ -19,3 +19,16 @@ if [ ! -x "$CACHE/bin/prometheus-$PROMETHEUS_VERSION" ]; then
   rmdir "$CACHE/bin/.prometheus-build"
 fi
 ln -sf "prometheus-$PROMETHEUS_VERSION" "$CACHE/bin/prometheus"
+
+# etcd and kube-apiserver for the Kubernetes tests, unless KUBEBUILDER_ASSETS has them.
+for name in etcd kube-apiserver; do
+  if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/$name" ]; then
+    continue
+  fi
+  stamp="$CACHE/bin/.$name-$(sha256sum tools/$name/go.mod tools/$name/go.sum tools/$name/main.go | sha256sum | cut -c1-12)"
+  if [ ! -x "$CACHE/bin/$name" ] || [ ! -f "$stamp" ]; then
+    (cd "tools/$name" && go build -o "$CACHE/bin/$name" .)
+    rm -f "$CACHE"/bin/."$name"-*
+    touch "$stamp"
+  fi
+done

@@ -1,0 +1,141 @@
+"""A real etcd and kube-apiserver on loopback ports, the way envtest runs them.
+
+Binaries come from KUBEBUILDER_ASSETS when it is set, else from the cache that
+scripts/build-tools.sh fills from the Go module proxy. Nothing runs controllers: what a
+controller would do (a vCluster's pod becoming Ready) is played by the stand-in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tests.servers import free_port, tool
+
+ADMIN_TOKEN = "admin-token-for-tests"  # noqa: S105 - a loopback test server's token
+
+
+def binary(name: str) -> Path:
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if assets and (Path(assets) / name).exists():
+        return Path(assets) / name
+    return tool(name)
+
+
+@dataclass
+class ControlPlane:
+    url: str
+    admin_token: str
+    folder: Path
+    kubeconfig: Path
+    etcd: subprocess.Popen[bytes]
+    apiserver: subprocess.Popen[bytes]
+    apiserver_args: list[str]
+
+    def kubeconfig_for(self, name: str, token: str) -> Path:
+        path = self.folder / f"kubeconfig-{name}"
+        path.write_text(_kubeconfig(self.url, token, name))
+        return path
+
+    def stop_apiserver(self) -> None:
+        self.apiserver.terminate()
+        self.apiserver.wait(30)
+
+    def start_apiserver(self) -> None:
+        log = (self.folder / "apiserver.log").open("a")
+        self.apiserver = subprocess.Popen(self.apiserver_args, stdout=log, stderr=subprocess.STDOUT)
+        _wait_ready(self.url, self.admin_token)
+
+
+def _kubeconfig(url: str, token: str, name: str) -> str:
+    return (
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: test\n  cluster:\n    server: {url}\n    insecure-skip-tls-verify: true\n"
+        f"users:\n- name: {name}\n  user:\n    token: {token}\n"
+        f"contexts:\n- name: {name}\n  context:\n    cluster: test\n    user: {name}\n"
+        f"current-context: {name}\n"
+    )
+
+
+def _wait_ready(url: str, token: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            response = httpx.get(
+                url + "/readyz", headers={"Authorization": f"Bearer {token}"}, verify=False, timeout=2
+            )
+            if response.status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError("kube-apiserver did not become ready")
+        time.sleep(0.3)
+
+
+@contextlib.contextmanager
+def control_plane() -> Iterator[ControlPlane]:
+    folder = Path(tempfile.mkdtemp(prefix="portal-kube-"))
+    client_port, peer_port, secure_port = free_port(), free_port(), free_port()
+    subprocess.run(
+        ["openssl", "genrsa", "-out", str(folder / "sa.key"), "2048"], check=True, capture_output=True
+    )
+    subprocess.run(
+        ["openssl", "rsa", "-in", str(folder / "sa.key"), "-pubout", "-out", str(folder / "sa.pub")],
+        check=True,
+        capture_output=True,
+    )
+    (folder / "tokens.csv").write_text(f'{ADMIN_TOKEN},admin,admin-uid,"system:masters"\n')
+    etcd_log = (folder / "etcd.log").open("w")
+    etcd = subprocess.Popen(
+        [
+            str(binary("etcd")),
+            f"--data-dir={folder / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{client_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{client_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+            "--unsafe-no-fsync",
+        ],
+        stdout=etcd_log,
+        stderr=subprocess.STDOUT,
+    )
+    args = [
+        str(binary("kube-apiserver")),
+        f"--etcd-servers=http://127.0.0.1:{client_port}",
+        f"--secure-port={secure_port}",
+        "--bind-address=127.0.0.1",
+        f"--cert-dir={folder / 'certs'}",
+        f"--token-auth-file={folder / 'tokens.csv'}",
+        "--authorization-mode=RBAC",
+        "--service-account-issuer=https://kubernetes.default.svc",
+        f"--service-account-key-file={folder / 'sa.pub'}",
+        f"--service-account-signing-key-file={folder / 'sa.key'}",
+        "--service-cluster-ip-range=10.0.0.0/24",
+        "--disable-admission-plugins=ServiceAccount",
+        "--allow-privileged=true",
+    ]
+    log = (folder / "apiserver.log").open("w")
+    apiserver = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    url = f"https://127.0.0.1:{secure_port}"
+    plane = ControlPlane(url, ADMIN_TOKEN, folder, folder / "admin.kubeconfig", etcd, apiserver, args)
+    plane.kubeconfig.write_text(_kubeconfig(url, ADMIN_TOKEN, "admin"))
+    try:
+        _wait_ready(url, ADMIN_TOKEN)
+        yield plane
+    finally:
+        for process in (plane.apiserver, etcd):
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        shutil.rmtree(folder, ignore_errors=True)
