@@ -36,6 +36,29 @@ class Settings(BaseSettings):
     cluster_backend: ClusterBackendKind = Field(
         default=ClusterBackendKind.SIMULATED, description="`simulated` or `kubernetes`."
     )
+    kubeconfig: str | None = Field(
+        default=None,
+        description="Kubeconfig for the host cluster (in a pod the in-cluster config is used).",
+    )
+    kube_context: str | None = Field(default=None, description="Context in that kubeconfig.")
+    vcluster_cli: str = Field(default="vcluster", description="The vcluster executable.")
+    vcluster_chart_version: str = Field(
+        default="0.26.1", description="vCluster chart version to install (>= 0.21)."
+    )
+    vcluster_expose: str = Field(
+        default="LoadBalancer",
+        description="How users reach a vCluster: LoadBalancer, NodePort or Ingress.",
+    )
+    vcluster_ingress_host: str = Field(
+        default="{team}.vcluster.example.org",
+        description="Ingress mode: the host of a team's API server ({team} is replaced).",
+    )
+    vcluster_node_address: str | None = Field(
+        default=None, description="NodePort mode: the node address users connect to."
+    )
+    vcluster_timeout_seconds: float = Field(
+        default=300.0, description="Time-out for one vcluster CLI call."
+    )
     simulated_step_seconds: float = Field(
         default=1.5, description="Simulated backend: seconds each provisioning step takes."
     )

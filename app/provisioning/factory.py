@@ -10,7 +10,6 @@ from app.provisioning.simulated import SimulatedBackend
 def make_backend(settings: Settings) -> ClusterBackend:
     if settings.cluster_backend == ClusterBackendKind.SIMULATED:
         return SimulatedBackend(step_seconds=settings.simulated_step_seconds)
-    raise RuntimeError(
-        "PORTAL_CLUSTER_BACKEND=kubernetes is not available in this version; "
-        "use PORTAL_CLUSTER_BACKEND=simulated"
-    )
+    from app.k8s.backend import KubernetesBackend
+
+    return KubernetesBackend(settings)

@@ -21,7 +21,7 @@ import httpx
 
 from tests.servers import free_port, tool
 
-ADMIN_TOKEN = "admin-token-for-tests"  # noqa: S105 - a loopback test server's token
+ADMIN_TOKEN = "admin-token-for-tests"
 
 
 def binary(name: str) -> Path:
@@ -40,6 +40,7 @@ class ControlPlane:
     etcd: subprocess.Popen[bytes]
     apiserver: subprocess.Popen[bytes]
     apiserver_args: list[str]
+    controllers: subprocess.Popen[bytes] | None = None
 
     def kubeconfig_for(self, name: str, token: str) -> Path:
         path = self.folder / f"kubeconfig-{name}"
@@ -71,7 +72,10 @@ def _wait_ready(url: str, token: str, timeout: float = 90.0) -> None:
     while True:
         try:
             response = httpx.get(
-                url + "/readyz", headers={"Authorization": f"Bearer {token}"}, verify=False, timeout=2
+                url + "/readyz",
+                headers={"Authorization": f"Bearer {token}"},
+                verify=False,
+                timeout=2,
             )
             if response.status_code == 200:
                 return
@@ -87,10 +91,20 @@ def control_plane() -> Iterator[ControlPlane]:
     folder = Path(tempfile.mkdtemp(prefix="portal-kube-"))
     client_port, peer_port, secure_port = free_port(), free_port(), free_port()
     subprocess.run(
-        ["openssl", "genrsa", "-out", str(folder / "sa.key"), "2048"], check=True, capture_output=True
+        ["openssl", "genrsa", "-out", str(folder / "sa.key"), "2048"],
+        check=True,
+        capture_output=True,
     )
     subprocess.run(
-        ["openssl", "rsa", "-in", str(folder / "sa.key"), "-pubout", "-out", str(folder / "sa.pub")],
+        [
+            "openssl",
+            "rsa",
+            "-in",
+            str(folder / "sa.key"),
+            "-pubout",
+            "-out",
+            str(folder / "sa.pub"),
+        ],
         check=True,
         capture_output=True,
     )
@@ -126,13 +140,31 @@ def control_plane() -> Iterator[ControlPlane]:
     log = (folder / "apiserver.log").open("w")
     apiserver = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
     url = f"https://127.0.0.1:{secure_port}"
-    plane = ControlPlane(url, ADMIN_TOKEN, folder, folder / "admin.kubeconfig", etcd, apiserver, args)
+    plane = ControlPlane(
+        url, ADMIN_TOKEN, folder, folder / "admin.kubeconfig", etcd, apiserver, args
+    )
     plane.kubeconfig.write_text(_kubeconfig(url, ADMIN_TOKEN, "admin"))
     try:
         _wait_ready(url, ADMIN_TOKEN)
+        # Namespace deletion and garbage collection need their controllers.
+        kcm_log = (folder / "controller-manager.log").open("w")
+        plane.controllers = subprocess.Popen(
+            [
+                str(binary("kube-controller-manager")),
+                f"--kubeconfig={plane.kubeconfig}",
+                "--controllers=namespace,garbagecollector",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+            ],
+            stdout=kcm_log,
+            stderr=subprocess.STDOUT,
+        )
         yield plane
     finally:
-        for process in (plane.apiserver, etcd):
+        for process in (plane.controllers, plane.apiserver, etcd):
+            if process is None:
+                continue
             process.terminate()
             try:
                 process.wait(30)

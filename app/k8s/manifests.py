@@ -1,0 +1,164 @@
+"""Pure builders of the objects the portal writes to the host cluster. No I/O.
+
+Queues follow KAI's `scheduling.run.ai/v2` types: every resource gets all three of
+quota, limit and overQuotaWeight, because an omitted field is 0 and a `limit` of 0
+means "nothing beyond quota" — a silent cap on a real cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.provisioning.backend import ResourceQuota, TeamSpec
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+PORTAL = "gpu-portal"
+TEAM_LABEL = "gpu-portal.io/team"
+QUEUE_GROUP, QUEUE_VERSION, QUEUE_PLURAL = "scheduling.run.ai", "v2", "queues"
+VCLUSTER_MANAGED = "vcluster.loft.sh/managed-by"
+QUEUE_LABEL = "kai.scheduler/queue"
+SCHEDULER = "kai-scheduler"
+
+
+def owned_labels(team: str | None = None) -> dict[str, str]:
+    labels = {MANAGED_BY: PORTAL}
+    if team:
+        labels[TEAM_LABEL] = team
+    return labels
+
+
+def _resource(quota: ResourceQuota) -> dict[str, float]:
+    return {
+        "quota": quota.quota,
+        "limit": quota.limit,
+        "overQuotaWeight": quota.over_quota_weight,
+    }
+
+
+def make_parent_queue(spec: TeamSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{QUEUE_GROUP}/{QUEUE_VERSION}",
+        "kind": "Queue",
+        "metadata": {"name": spec.parent_queue, "labels": owned_labels()},
+        "spec": {
+            "displayName": spec.parent_queue,
+            "resources": {
+                "gpu": _resource(spec.org_gpu),
+                "cpu": _resource(spec.org_cpu),
+                "memory": _resource(spec.org_memory),
+            },
+        },
+    }
+
+
+def make_queue(spec: TeamSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{QUEUE_GROUP}/{QUEUE_VERSION}",
+        "kind": "Queue",
+        "metadata": {"name": spec.queue_name, "labels": owned_labels(spec.team)},
+        "spec": {
+            "displayName": spec.team,
+            "parentQueue": spec.parent_queue,
+            "priority": spec.priority,
+            "resources": {
+                "gpu": _resource(spec.gpu),
+                "cpu": _resource(spec.cpu),
+                "memory": _resource(spec.memory),
+            },
+        },
+    }
+
+
+def make_namespace(spec: TeamSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": spec.namespace, "labels": owned_labels(spec.team)},
+    }
+
+
+def policy_name(spec: TeamSpec) -> str:
+    return f"gpu-portal-queue-{spec.team}"
+
+
+def make_policy(spec: TeamSpec) -> dict[str, Any]:
+    """Pods synced from the team's vCluster must use KAI and the team's own queue."""
+    queue = spec.queue_name
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": policy_name(spec), "labels": owned_labels(spec.team)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["pods"],
+                    }
+                ],
+            },
+            "validations": [
+                {
+                    "expression": f"object.spec.schedulerName == '{SCHEDULER}'",
+                    "message": f"pods of team {spec.team} must set spec.schedulerName: {SCHEDULER}",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": (
+                        "has(object.metadata.labels) && "
+                        f"'{QUEUE_LABEL}' in object.metadata.labels && "
+                        f"object.metadata.labels['{QUEUE_LABEL}'] == '{queue}'"
+                    ),
+                    "message": (
+                        f"pods of team {spec.team} must carry the label {QUEUE_LABEL}: {queue}"
+                    ),
+                    "reason": "Forbidden",
+                },
+            ],
+        },
+    }
+
+
+def make_policy_binding(spec: TeamSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": policy_name(spec), "labels": owned_labels(spec.team)},
+        "spec": {
+            "policyName": policy_name(spec),
+            "validationActions": ["Deny"],
+            "matchResources": {
+                "namespaceSelector": {
+                    "matchLabels": {"kubernetes.io/metadata.name": spec.namespace}
+                },
+                # Only pods that vCluster synced; its own control-plane pod is left alone.
+                "objectSelector": {
+                    "matchExpressions": [{"key": VCLUSTER_MANAGED, "operator": "Exists"}]
+                },
+            },
+        },
+    }
+
+
+def vcluster_values(
+    spec: TeamSpec, *, expose: str, ingress_host: str | None, extra_sans: list[str]
+) -> dict[str, Any]:
+    """The vcluster.yaml the design source requires, plus how it is reached."""
+    control_plane: dict[str, Any] = {}
+    if expose in ("LoadBalancer", "NodePort"):
+        control_plane["service"] = {"spec": {"type": expose}}
+    elif expose == "Ingress" and ingress_host:
+        control_plane["ingress"] = {"enabled": True, "host": ingress_host}
+    sans = [s for s in extra_sans if s]
+    if sans:
+        control_plane["proxy"] = {"extraSANs": sans}
+    values: dict[str, Any] = {
+        "experimental": {"syncSettings": {"setOwner": False}},
+        "sync": {"fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}}},
+    }
+    if control_plane:
+        values["controlPlane"] = control_plane
+    return values

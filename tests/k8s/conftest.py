@@ -1,0 +1,123 @@
+"""A real API server with KAI's Queue CRD, and a portal whose backend talks to it."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from kubernetes import client, config
+
+from app.db import unit_of_work
+from app.main import create_app
+from app.seed import seed_example
+from tests.conftest import settings_for
+from tests.k8s.control_plane import ControlPlane, control_plane
+from tests.k8s.queue_crd import queue_crd
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[ControlPlane]:
+    with control_plane() as plane:
+        api = config.new_client_from_config(str(plane.kubeconfig))
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(queue_crd())
+        deadline = time.monotonic() + 30
+        custom = client.CustomObjectsApi(api)
+        while True:
+            try:
+                custom.list_cluster_custom_object("scheduling.run.ai", "v2", "queues")
+                break
+            except client.ApiException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def fake_vcluster(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("bin")
+    script = folder / "vcluster"
+    script.write_text(
+        f'#!/bin/sh\ncd {ROOT}\nexec {sys.executable} -m tests.k8s.fake_vcluster "$@"\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+@pytest.fixture
+def admin_api(cluster: ControlPlane) -> Any:
+    return config.new_client_from_config(str(cluster.kubeconfig))
+
+
+@pytest.fixture
+def clean_cluster(admin_api: Any) -> Iterator[None]:
+    """Each test starts with no queues, policies or team namespaces."""
+    yield
+    custom = client.CustomObjectsApi(admin_api)
+    for item in custom.list_cluster_custom_object("scheduling.run.ai", "v2", "queues")["items"]:
+        custom.delete_cluster_custom_object(
+            "scheduling.run.ai", "v2", "queues", item["metadata"]["name"]
+        )
+    admission = client.AdmissionregistrationV1Api(admin_api)
+    for binding in admission.list_validating_admission_policy_binding().items:
+        admission.delete_validating_admission_policy_binding(binding.metadata.name)
+    for policy in admission.list_validating_admission_policy().items:
+        admission.delete_validating_admission_policy(policy.metadata.name)
+    core = client.CoreV1Api(admin_api)
+    selector = "app.kubernetes.io/managed-by=gpu-portal"
+    for ns in core.list_namespace(label_selector=selector).items:
+        if not ns.metadata.deletion_timestamp:
+            core.delete_namespace(ns.metadata.name)
+    deadline = time.monotonic() + 60
+    while core.list_namespace(label_selector=selector).items:
+        if time.monotonic() > deadline:
+            raise AssertionError("team namespaces were not deleted by the namespace controller")
+        time.sleep(0.3)
+
+
+@pytest.fixture
+def kube_settings(cluster: ControlPlane, fake_vcluster: Path, db_url: str, tmp_path: Path) -> Any:
+    os.environ["FAKE_VCLUSTER_READY_SECONDS"] = "0.5"
+    return settings_for(
+        db_url,
+        cluster_backend="kubernetes",
+        kubeconfig=str(cluster.kubeconfig),
+        vcluster_cli=str(fake_vcluster),
+        vcluster_expose="Ingress",
+        vcluster_timeout_seconds=20.0,
+    )
+
+
+@pytest.fixture
+def kube_app(kube_settings: Any, clean_cluster: None) -> Iterator[FastAPI]:
+    application = create_app(kube_settings)
+    with TestClient(application):
+        with unit_of_work(application.state.session_factory) as session:
+            seed_example(session)
+        yield application
+
+
+def reconcile_until(app: FastAPI, done: Any, timeout: float = 30.0) -> None:
+    """Run reconciler passes (as the worker would) until ``done()`` holds."""
+    from sqlalchemy import update
+
+    from app.models import Team, utcnow
+
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError("the reconciler did not get there in time")
+        with unit_of_work(app.state.session_factory) as session:
+            session.execute(update(Team).values(next_attempt_at=utcnow(), lease_until=None))
+        app.state.reconciler.run_once()
+        time.sleep(0.2)
