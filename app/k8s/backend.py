@@ -172,7 +172,33 @@ class KubernetesBackend:
                 ),
                 missing_ok=True,
             )
+        self._remove_parent_if_empty(spec)
         return Observation(DONE, f"queue {spec.queue_name} deleted")
+
+    def _remove_parent_if_empty(self, spec: TeamSpec) -> None:
+        """The org's parent queue goes with its last child, and never before."""
+        parent = self._get_queue(spec.parent_queue)
+        if parent is None or not _owned(parent):
+            return
+        listed: Any = self._call(
+            "listing queues",
+            lambda: self.custom.list_cluster_custom_object(
+                m.QUEUE_GROUP, m.QUEUE_VERSION, m.QUEUE_PLURAL
+            ),
+        )
+        children = [
+            q["metadata"]["name"]
+            for q in (listed or {}).get("items", [])
+            if q.get("spec", {}).get("parentQueue") == spec.parent_queue
+        ]
+        if not children:
+            self._call(
+                f"deleting parent queue {spec.parent_queue}",
+                lambda: self.custom.delete_cluster_custom_object(
+                    m.QUEUE_GROUP, m.QUEUE_VERSION, m.QUEUE_PLURAL, spec.parent_queue
+                ),
+                missing_ok=True,
+            )
 
     # namespace
 

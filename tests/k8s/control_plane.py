@@ -49,7 +49,12 @@ class ControlPlane:
 
     def stop_apiserver(self) -> None:
         self.apiserver.terminate()
-        self.apiserver.wait(30)
+        try:
+            self.apiserver.wait(5)
+        except subprocess.TimeoutExpired:
+            # Graceful shutdown waits for open watches; an outage does not.
+            self.apiserver.kill()
+            self.apiserver.wait(10)
 
     def start_apiserver(self) -> None:
         log = (self.folder / "apiserver.log").open("a")
@@ -167,7 +172,8 @@ def control_plane() -> Iterator[ControlPlane]:
                 continue
             process.terminate()
             try:
-                process.wait(30)
+                process.wait(10)
             except subprocess.TimeoutExpired:
                 process.kill()
+                process.wait(10)
         shutil.rmtree(folder, ignore_errors=True)

@@ -67,3 +67,255 @@ def test_kubeconfig_is_rewritten_and_audited(kube_app: FastAPI) -> None:
     assert "localhost:8443" not in response.text
     other = client_for(kube_app, "lead-vision@example.org")
     assert other.get("/teams/1/kubeconfig").status_code == 404
+
+
+def synced_pod(name: str, queue_label: str | None, scheduler: str | None) -> dict[str, Any]:
+    labels = {"vcluster.loft.sh/managed-by": "nlp", "vcluster.loft.sh/namespace": "default"}
+    if queue_label:
+        labels["kai.scheduler/queue"] = queue_label
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return {"metadata": {"name": name, "labels": labels}, "spec": spec}
+
+
+def test_the_api_server_pins_synced_pods_to_the_team_queue(
+    kube_app: FastAPI, admin_api: Any
+) -> None:
+    reconcile_until(kube_app, lambda: all_ready(kube_app))
+    core = client.CoreV1Api(admin_api)
+    cases = [
+        ("other-queue", "team-vision", "kai-scheduler", "kai.scheduler/queue: team-nlp"),
+        ("no-queue", None, "kai-scheduler", "kai.scheduler/queue: team-nlp"),
+        ("default-scheduler", "team-nlp", None, "spec.schedulerName: kai-scheduler"),
+    ]
+    for name, label, scheduler, message in cases:
+        with pytest.raises(client.ApiException) as refused:
+            core.create_namespaced_pod("vcluster-nlp", synced_pod(name, label, scheduler))
+        assert refused.value.status == 403, name
+        assert message in refused.value.body, refused.value.body
+    admitted = core.create_namespaced_pod(
+        "vcluster-nlp", synced_pod("right", "team-nlp", "kai-scheduler")
+    )
+    assert admitted.metadata.name == "right"
+    # The vCluster's own control-plane pod carries no synced-pod label: untouched.
+    assert core.read_namespaced_pod("nlp-0", "vcluster-nlp").status.phase == "Running"
+    # Another team's namespace pins to its own queue.
+    with pytest.raises(client.ApiException):
+        core.create_namespaced_pod(
+            "vcluster-vision", synced_pod("sneaky", "team-nlp", "kai-scheduler")
+        )
+
+
+def test_a_foreign_queue_with_the_same_name_is_left_alone(
+    kube_settings: Any, admin_api: Any, clean_cluster: None
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from app.db import unit_of_work
+    from app.main import create_app
+    from app.seed import seed_example
+
+    custom = client.CustomObjectsApi(admin_api)
+    foreign = {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": "team-nlp"},
+        "spec": {"resources": {"gpu": {"quota": 5, "limit": 5, "overQuotaWeight": 1}}},
+    }
+    custom.create_cluster_custom_object(*QUEUES, foreign)
+    app = create_app(kube_settings)
+    with TestClient(app):
+        with unit_of_work(app.state.session_factory) as session:
+            seed_example(session)
+        reconcile_until(app, lambda: statuses(app)["nlp"] == TeamStatus.FAILED)
+        with app.state.session_factory() as session:
+            nlp = repo.get_team(session, 1)
+        assert "a queue named team-nlp already exists and is not managed by the portal" in (
+            nlp.last_error or ""
+        )
+        assert queue(admin_api, "team-nlp")["spec"]["resources"]["gpu"]["quota"] == 5
+
+
+def test_drift_is_repaired(kube_app: FastAPI, admin_api: Any) -> None:
+    from sqlalchemy import select
+
+    from app.models import AuditEvent
+
+    reconcile_until(kube_app, lambda: all_ready(kube_app))
+    custom = client.CustomObjectsApi(admin_api)
+    custom.delete_cluster_custom_object(*QUEUES, "team-vision")
+    custom.patch_cluster_custom_object(
+        *QUEUES, "team-nlp", {"spec": {"resources": {"gpu": {"limit": 0}}}}
+    )
+    admission = client.AdmissionregistrationV1Api(admin_api)
+    admission.delete_validating_admission_policy_binding("gpu-portal-queue-recommender")
+    reconcile_until(kube_app, lambda: _queue_exists(admin_api, "team-vision"))
+    assert queue(admin_api, "team-nlp")["spec"]["resources"]["gpu"]["limit"] == 1
+    assert admission.read_validating_admission_policy_binding("gpu-portal-queue-recommender")
+    with kube_app.state.session_factory() as session:
+        repaired = session.scalars(
+            select(AuditEvent.summary).where(AuditEvent.action == "provisioning.drift_repaired")
+        ).all()
+    text = " ".join(repaired)
+    assert "queue team-vision does not exist" in text
+    assert "queue team-nlp differs from the approved quota" in text
+    assert "admission policy gpu-portal-queue-recommender does not exist" in text
+
+
+def _queue_exists(api: Any, name: str) -> bool:
+    try:
+        queue(api, name)
+    except client.ApiException:
+        return False
+    return True
+
+
+def test_usage_is_read_from_queue_status(kube_app: FastAPI, admin_api: Any) -> None:
+    from tests.web.conftest import client_for
+
+    reconcile_until(kube_app, lambda: all_ready(kube_app))
+    client.CustomObjectsApi(admin_api).patch_cluster_custom_object_status(
+        *QUEUES,
+        "team-nlp",
+        {
+            "status": {
+                "allocated": {"nvidia.com/gpu": "500m", "cpu": "2"},
+                "requested": {"nvidia.com/gpu": "1500m"},
+            }
+        },
+    )
+    lead = client_for(kube_app, "lead-nlp@example.org")
+    share = lead.get("/api/v1/teams/1").json()["gpu_share"]
+    assert share["allocated"] == 0.5
+    assert share["requested"] == 1.5
+    assert share["borrowed"] == 0.17
+
+
+def test_an_unreachable_api_server_is_failed_retried_and_recovers(
+    kube_app: FastAPI, cluster: Any
+) -> None:
+    cluster.stop_apiserver()
+    try:
+        kube_app.state.reconciler.run_once()
+        with kube_app.state.session_factory() as session:
+            nlp = repo.get_team(session, 1)
+        assert nlp.status == TeamStatus.FAILED
+        assert "could not be reached" in (nlp.last_error or "")
+        assert nlp.attempts == 1
+    finally:
+        cluster.start_apiserver()
+    reconcile_until(kube_app, lambda: all_ready(kube_app), timeout=60)
+
+
+def test_a_portal_killed_mid_provisioning_resumes_without_duplicates(
+    kube_settings: Any, admin_api: Any, clean_cluster: None
+) -> None:
+    from datetime import timedelta
+
+    from fastapi.testclient import TestClient
+    from sqlalchemy import update
+
+    from app.db import unit_of_work
+    from app.main import create_app
+    from app.models import Team, utcnow
+    from app.provisioning.backend import spec_for
+    from app.seed import seed_example
+
+    first = create_app(kube_settings)
+    with TestClient(first):
+        with unit_of_work(first.state.session_factory) as session:
+            seed_example(session)
+        claimed = first.state.reconciler.claim()
+        assert claimed == [1, 2, 3]
+        # It got as far as the queue and the namespace of nlp, then the process died.
+        with first.state.session_factory() as session:
+            spec = spec_for(repo.get_team(session, 1), repo.get_org(session))
+        from app.models import Step
+
+        first.state.backend.apply(Step.QUEUE, spec)
+        first.state.backend.apply(Step.NAMESPACE, spec)
+    second = create_app(kube_settings)
+    with TestClient(second):
+        assert second.state.reconciler.run_once() == 0, "leases still protect the teams"
+        with unit_of_work(second.state.session_factory) as session:
+            session.execute(update(Team).values(lease_until=utcnow() - timedelta(seconds=1)))
+        reconcile_until(second, lambda: all_ready(second))
+    names = sorted(
+        q["metadata"]["name"]
+        for q in client.CustomObjectsApi(admin_api).list_cluster_custom_object(*QUEUES)["items"]
+    )
+    assert names == ["ml-org", "team-nlp", "team-recommender", "team-vision"]
+    pods = client.CoreV1Api(admin_api).list_namespaced_pod("vcluster-nlp").items
+    assert [p.metadata.name for p in pods] == ["nlp-0"]
+
+
+def test_quota_change_and_decommission(kube_app: FastAPI, admin_api: Any) -> None:
+    from tests.web.conftest import client_for
+
+    reconcile_until(kube_app, lambda: all_ready(kube_app))
+    lead = client_for(kube_app, "lead-nlp@example.org")
+    admin = client_for(kube_app, "admin@example.org", admin=True)
+    lead.refresh_csrf()
+    admin.refresh_csrf()
+    change = lead.api(
+        "POST", "/api/v1/teams/1/quota-requests", {"gpu_quota": "0.2", "gpu_limit": "0.8"}
+    )
+    assert (
+        admin.api("POST", f"/api/v1/requests/{change.json()['id']}/approve", {}).status_code == 200
+    )
+    reconcile_until(
+        kube_app, lambda: queue(admin_api, "team-nlp")["spec"]["resources"]["gpu"]["quota"] == 0.2
+    )
+    assert queue(admin_api, "team-nlp")["spec"]["resources"]["gpu"]["limit"] == 0.8
+
+    for team_id in (1, 2, 3):
+        owner = client_for(
+            kube_app, ["lead-nlp", "lead-vision", "lead-recommender"][team_id - 1] + "@example.org"
+        )
+        owner.refresh_csrf()
+        assert owner.api("POST", f"/api/v1/teams/{team_id}/decommission").status_code == 200
+        if team_id == 1:
+            reconcile_until(
+                kube_app, lambda: statuses(kube_app)["nlp"] == TeamStatus.DECOMMISSIONED, timeout=90
+            )
+            assert not _queue_exists(admin_api, "team-nlp")
+            assert _queue_exists(admin_api, "ml-org"), "the parent stays while it has children"
+            core = client.CoreV1Api(admin_api)
+            assert "vcluster-nlp" not in [n.metadata.name for n in core.list_namespace().items]
+    reconcile_until(
+        kube_app,
+        lambda: set(statuses(kube_app).values()) == {TeamStatus.DECOMMISSIONED},
+        timeout=90,
+    )
+    assert not _queue_exists(admin_api, "ml-org"), "the parent goes with its last child"
+
+
+def test_vcluster_cli_failures_are_shown(
+    kube_app: FastAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_VCLUSTER_FAIL", "1")
+    reconcile_until(kube_app, lambda: statuses(kube_app)["nlp"] == TeamStatus.FAILED)
+    with kube_app.state.session_factory() as session:
+        error = repo.get_team(session, 1).last_error or ""
+    assert "vcluster exited with 1" in error
+    assert "context deadline exceeded" in error
+    monkeypatch.delenv("FAKE_VCLUSTER_FAIL")
+    monkeypatch.setenv("FAKE_VCLUSTER_HANG", "1")
+    kube_app.state.backend.settings = kube_app.state.backend.settings.model_copy(
+        update={"vcluster_timeout_seconds": 1.0}
+    )
+    reconcile_until(
+        kube_app,
+        lambda: "did not finish in 1s" in (_error(kube_app, 1)),
+    )
+    monkeypatch.delenv("FAKE_VCLUSTER_HANG")
+    kube_app.state.backend.settings = kube_app.state.backend.settings.model_copy(
+        update={"vcluster_timeout_seconds": 20.0}
+    )
+    reconcile_until(kube_app, lambda: all_ready(kube_app))
+
+
+def _error(app: FastAPI, team_id: int) -> str:
+    with app.state.session_factory() as session:
+        return repo.get_team(session, team_id).last_error or ""
