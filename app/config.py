@@ -41,6 +41,11 @@ class Settings(BaseSettings):
         description="Kubeconfig for the host cluster (in a pod the in-cluster config is used).",
     )
     kube_context: str | None = Field(default=None, description="Context in that kubeconfig.")
+    kube_service_account: str | None = Field(
+        default=None,
+        description="The portal's own ServiceAccount as namespace/name; bound to the "
+        "gpu-portal-team-namespace role in each team namespace it creates.",
+    )
     vcluster_cli: str = Field(default="vcluster", description="The vcluster executable.")
     vcluster_chart_version: str = Field(
         default="0.26.1", description="vCluster chart version to install (>= 0.21)."

@@ -61,6 +61,7 @@ class KubernetesBackend:
         self.core = client.CoreV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
         self.admission = client.AdmissionregistrationV1Api(self.api)
+        self.rbac = client.RbacAuthorizationV1Api(self.api)
         self.requests = 0
 
     # --- calls ----------------------------------------------------------------------
@@ -215,6 +216,14 @@ class KubernetesBackend:
             raise BackendError(_foreign("namespace", spec.namespace))
         if ns.status and ns.status.phase == "Terminating":
             return Observation(PROGRESSING, f"namespace {spec.namespace} is still terminating")
+        if self.settings.kube_service_account:
+            binding = self._call(
+                f"reading the portal's role binding in {spec.namespace}",
+                lambda: self.rbac.read_namespaced_role_binding(m.PORTAL, spec.namespace),
+                missing_ok=True,
+            )
+            if binding is None:
+                return Observation(MISSING, f"the portal's role in {spec.namespace} is missing")
         return Observation(DONE, f"namespace {spec.namespace}")
 
     def _apply_namespace(self, spec: TeamSpec) -> None:
@@ -225,6 +234,20 @@ class KubernetesBackend:
                 spec.namespace, body, field_manager=FIELD_MANAGER, force=True, _content_type=APPLY
             ),
         )
+        account = self.settings.kube_service_account
+        if account:
+            binding = m.make_portal_binding(spec, account)
+            self._call(
+                f"granting the portal its role in {spec.namespace}",
+                lambda: self.rbac.patch_namespaced_role_binding(
+                    m.PORTAL,
+                    spec.namespace,
+                    binding,
+                    field_manager=FIELD_MANAGER,
+                    force=True,
+                    _content_type=APPLY,
+                ),
+            )
 
     def _remove_namespace(self, spec: TeamSpec) -> Observation:
         ns: Any = self._call(
@@ -295,6 +318,13 @@ class KubernetesBackend:
             os.unlink(values_file)
 
     def _remove_vcluster(self, spec: TeamSpec) -> Observation:
+        ns: Any = self._call(
+            f"reading namespace {spec.namespace}",
+            lambda: self.core.read_namespace(spec.namespace),
+            missing_ok=True,
+        )
+        if ns is None or ns.metadata.deletion_timestamp:
+            return Observation(DONE, f"vCluster {spec.vcluster_name} goes with its namespace")
         if not self._control_plane_pods(spec):
             return Observation(DONE, f"vCluster {spec.vcluster_name} deleted")
         self._cli(

@@ -162,3 +162,26 @@ def vcluster_values(
     if control_plane:
         values["controlPlane"] = control_plane
     return values
+
+
+TEAM_NAMESPACE_ROLE = "gpu-portal-team-namespace"
+
+
+def make_portal_binding(spec: TeamSpec, service_account: str) -> dict[str, Any]:
+    """Gives the portal the namespaced permissions of deploy/rbac.yaml in this namespace."""
+    namespace, _, name = service_account.partition("/")
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": PORTAL,
+            "namespace": spec.namespace,
+            "labels": owned_labels(spec.team),
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": TEAM_NAMESPACE_ROLE,
+        },
+    }

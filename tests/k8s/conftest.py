@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import stat
 import sys
 import time
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from kubernetes import client, config
@@ -41,6 +41,37 @@ def cluster() -> Iterator[ControlPlane]:
                     raise
                 time.sleep(0.2)
         yield plane
+
+
+def apply_manifests(api: Any, path: Path) -> None:
+    """Create deploy/'s objects as an admin would (kubectl apply)."""
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    create = {
+        "Namespace": lambda d: core.create_namespace(d),
+        "ServiceAccount": lambda d: core.create_namespaced_service_account(
+            d["metadata"]["namespace"], d
+        ),
+        "ClusterRole": lambda d: rbac.create_cluster_role(d),
+        "ClusterRoleBinding": lambda d: rbac.create_cluster_role_binding(d),
+    }
+    for doc in yaml.safe_load_all(path.read_text()):
+        if doc:
+            create[doc["kind"]](doc)
+
+
+@pytest.fixture(scope="session")
+def portal_kubeconfig(cluster: ControlPlane) -> Path:
+    """The portal's own ServiceAccount with the RBAC from deploy/, and a token for it."""
+    api = config.new_client_from_config(str(cluster.kubeconfig))
+    apply_manifests(api, ROOT / "deploy/rbac.yaml")
+    token = (
+        client.CoreV1Api(api)
+        .create_namespaced_service_account_token(
+            "gpu-portal", "gpu-portal", {"spec": {"expirationSeconds": 86400}}
+        )
+        .status.token
+    )
+    return cluster.kubeconfig_for("gpu-portal", token)
 
 
 @pytest.fixture(scope="session")
@@ -86,12 +117,21 @@ def clean_cluster(admin_api: Any) -> Iterator[None]:
 
 
 @pytest.fixture
-def kube_settings(cluster: ControlPlane, fake_vcluster: Path, db_url: str, tmp_path: Path) -> Any:
-    os.environ["FAKE_VCLUSTER_READY_SECONDS"] = "0.5"
+def kube_settings(
+    cluster: ControlPlane,
+    fake_vcluster: Path,
+    portal_kubeconfig: Path,
+    db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Any:
+    """The portal acts as its ServiceAccount: every test proves the RBAC is enough."""
+    monkeypatch.setenv("FAKE_VCLUSTER_READY_SECONDS", "0.5")
+    monkeypatch.setenv("FAKE_VCLUSTER_ADMIN_KUBECONFIG", str(cluster.kubeconfig))
     return settings_for(
         db_url,
         cluster_backend="kubernetes",
-        kubeconfig=str(cluster.kubeconfig),
+        kubeconfig=str(portal_kubeconfig),
+        kube_service_account="gpu-portal/gpu-portal",
         vcluster_cli=str(fake_vcluster),
         vcluster_expose="Ingress",
         vcluster_timeout_seconds=20.0,
@@ -116,7 +156,11 @@ def reconcile_until(app: FastAPI, done: Any, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not done():
         if time.monotonic() > deadline:
-            raise AssertionError("the reconciler did not get there in time")
+            with app.state.session_factory() as session:
+                from app.teams import repository as repo
+
+                errors = {t.name: t.last_error for t in repo.get_teams(session)}
+            raise AssertionError(f"the reconciler did not get there in time: {errors}")
         with unit_of_work(app.state.session_factory) as session:
             session.execute(update(Team).values(next_attempt_at=utcnow(), lease_until=None))
         app.state.reconciler.run_once()

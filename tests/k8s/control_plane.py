@@ -44,7 +44,7 @@ class ControlPlane:
 
     def kubeconfig_for(self, name: str, token: str) -> Path:
         path = self.folder / f"kubeconfig-{name}"
-        path.write_text(_kubeconfig(self.url, token, name))
+        path.write_text(_kubeconfig(self.url, token, name, self.folder / "certs/apiserver.crt"))
         return path
 
     def stop_apiserver(self) -> None:
@@ -62,10 +62,12 @@ class ControlPlane:
         _wait_ready(self.url, self.admin_token)
 
 
-def _kubeconfig(url: str, token: str, name: str) -> str:
+def _kubeconfig(url: str, token: str, name: str, ca: Path) -> str:
+    """The API server's self-signed certificate is trusted as the CA: TLS is verified."""
     return (
         "apiVersion: v1\nkind: Config\n"
-        f"clusters:\n- name: test\n  cluster:\n    server: {url}\n    insecure-skip-tls-verify: true\n"
+        f"clusters:\n- name: test\n  cluster:\n    server: {url}\n"
+        f"    certificate-authority: {ca}\n"
         f"users:\n- name: {name}\n  user:\n    token: {token}\n"
         f"contexts:\n- name: {name}\n  context:\n    cluster: test\n    user: {name}\n"
         f"current-context: {name}\n"
@@ -148,9 +150,11 @@ def control_plane() -> Iterator[ControlPlane]:
     plane = ControlPlane(
         url, ADMIN_TOKEN, folder, folder / "admin.kubeconfig", etcd, apiserver, args
     )
-    plane.kubeconfig.write_text(_kubeconfig(url, ADMIN_TOKEN, "admin"))
     try:
         _wait_ready(url, ADMIN_TOKEN)
+        plane.kubeconfig.write_text(
+            _kubeconfig(url, ADMIN_TOKEN, "admin", folder / "certs/apiserver.crt")
+        )
         # Namespace deletion and garbage collection need their controllers.
         kcm_log = (folder / "controller-manager.log").open("w")
         plane.controllers = subprocess.Popen(

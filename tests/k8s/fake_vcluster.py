@@ -1,8 +1,12 @@
 """A stand-in `vcluster` CLI: a vCluster control plane needs a container runtime, which
-these machines lack. It accepts the real CLI's arguments and creates in the API server
-what a real install creates: the control-plane Service and pod (labels app=vcluster,
-release=NAME, container syncer), the pod marked Ready after a delay through the status
-subresource, and secret vc-NAME with a kubeconfig whose server is https://localhost:8443.
+these machines lack. It accepts the real CLI's arguments and, with the caller's
+credentials (as Helm would), creates what the chart creates: the Service, the
+StatefulSet, the vCluster's Role and RoleBinding and, for node sync, a ClusterRole and
+ClusterRoleBinding to read nodes. Then it plays the cluster's side with admin
+credentials (FAKE_VCLUSTER_ADMIN_KUBECONFIG): the StatefulSet's pod NAME-0 (labels
+app=vcluster, release=NAME, container syncer, owned by the StatefulSet), marked Ready
+after a delay through the status subresource, and secret vc-NAME with a kubeconfig
+whose server is https://localhost:8443, as the syncer writes it.
 
 Environment: FAKE_VCLUSTER_READY_SECONDS (default 1), FAKE_VCLUSTER_FAIL (exit 1 with an
 error like the real CLI), FAKE_VCLUSTER_HANG (never return), FAKE_VCLUSTER_LOG (append
@@ -23,19 +27,34 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 
-def api() -> client.CoreV1Api:
-    return client.CoreV1Api(config.new_client_from_config(os.environ.get("KUBECONFIG")))
+def caller() -> client.ApiClient:
+    return config.new_client_from_config(os.environ.get("KUBECONFIG"))
+
+
+def cluster_side() -> client.ApiClient:
+    path = os.environ.get("FAKE_VCLUSTER_ADMIN_KUBECONFIG") or os.environ.get("KUBECONFIG")
+    return config.new_client_from_config(path)
+
+
+def _ignore_conflict(call: object) -> None:
+    try:
+        call()  # type: ignore[operator]
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
 
 
 def create(name: str, namespace: str, values_file: str) -> None:
-    values = yaml.safe_load(open(values_file)) or {}
+    with open(values_file) as handle:
+        values = yaml.safe_load(handle) or {}
     if values.get("experimental", {}).get("syncSettings", {}).get("setOwner") is not False:
         sys.exit("fake vcluster: values must set experimental.syncSettings.setOwner: false")
-    core = api()
+    helm = caller()
+    core = client.CoreV1Api(helm)
     service_type = values.get("controlPlane", {}).get("service", {}).get("spec", {}).get("type")
     labels = {"app": "vcluster", "release": name}
-    try:
-        core.create_namespaced_service(
+    _ignore_conflict(
+        lambda: core.create_namespaced_service(
             namespace,
             {
                 "metadata": {"name": name, "labels": labels},
@@ -46,20 +65,83 @@ def create(name: str, namespace: str, values_file: str) -> None:
                 },
             },
         )
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-    try:
-        core.create_namespaced_pod(
+    )
+    _ignore_conflict(
+        lambda: client.AppsV1Api(helm).create_namespaced_stateful_set(
             namespace,
             {
-                "metadata": {"name": f"{name}-0", "labels": labels},
-                "spec": {"containers": [{"name": "syncer", "image": "ghcr.io/loft-sh/vcluster"}]},
+                "metadata": {"name": name, "labels": labels},
+                "spec": {
+                    "serviceName": name,
+                    "replicas": 1,
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {
+                            "containers": [{"name": "syncer", "image": "ghcr.io/loft-sh/vcluster"}]
+                        },
+                    },
+                },
             },
         )
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
+    )
+    rbac = client.RbacAuthorizationV1Api(helm)
+    rules = [
+        {
+            "apiGroups": [""],
+            "resources": ["pods", "pods/status", "events"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        }
+    ]
+    _ignore_conflict(
+        lambda: rbac.create_namespaced_role(
+            namespace, {"metadata": {"name": f"vc-{name}", "labels": labels}, "rules": rules}
+        )
+    )
+    subject = [{"kind": "ServiceAccount", "name": f"vc-{name}", "namespace": namespace}]
+    _ignore_conflict(
+        lambda: rbac.create_namespaced_role_binding(
+            namespace,
+            {
+                "metadata": {"name": f"vc-{name}", "labels": labels},
+                "subjects": subject,
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": f"vc-{name}",
+                },
+            },
+        )
+    )
+    if values.get("sync", {}).get("fromHost", {}).get("nodes", {}).get("enabled"):
+        cluster_role = f"vc-{name}-v-{namespace}"
+        _ignore_conflict(
+            lambda: rbac.create_cluster_role(
+                {
+                    "metadata": {"name": cluster_role, "labels": labels},
+                    "rules": [
+                        {
+                            "apiGroups": [""],
+                            "resources": ["nodes"],
+                            "verbs": ["get", "list", "watch"],
+                        }
+                    ],
+                }
+            )
+        )
+        _ignore_conflict(
+            lambda: rbac.create_cluster_role_binding(
+                {
+                    "metadata": {"name": cluster_role, "labels": labels},
+                    "subjects": subject,
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": cluster_role,
+                    },
+                }
+            )
+        )
     # The real CLI returns before the control plane is ready.
     subprocess.Popen(
         [sys.executable, "-m", "tests.k8s.fake_vcluster", "_become-ready", name, namespace],
@@ -70,8 +152,33 @@ def create(name: str, namespace: str, values_file: str) -> None:
 
 
 def become_ready(name: str, namespace: str) -> None:
+    """What the StatefulSet controller and the vCluster syncer would do."""
     time.sleep(float(os.environ.get("FAKE_VCLUSTER_READY_SECONDS", "1")))
-    core = api()
+    admin = cluster_side()
+    core = client.CoreV1Api(admin)
+    owner = client.AppsV1Api(admin).read_namespaced_stateful_set(name, namespace)
+    labels = {"app": "vcluster", "release": name}
+    _ignore_conflict(
+        lambda: core.create_namespaced_pod(
+            namespace,
+            {
+                "metadata": {
+                    "name": f"{name}-0",
+                    "labels": labels,
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": "StatefulSet",
+                            "name": name,
+                            "uid": owner.metadata.uid,
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": {"containers": [{"name": "syncer", "image": "ghcr.io/loft-sh/vcluster"}]},
+            },
+        )
+    )
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     core.patch_namespaced_pod_status(
         f"{name}-0",
@@ -132,11 +239,21 @@ def become_ready(name: str, namespace: str) -> None:
 
 
 def delete(name: str, namespace: str) -> None:
-    core = api()
+    helm = caller()
+    core = client.CoreV1Api(helm)
+    rbac = client.RbacAuthorizationV1Api(helm)
+    cluster_role = f"vc-{name}-v-{namespace}"
     for call in (
-        lambda: core.delete_namespaced_pod(f"{name}-0", namespace, grace_period_seconds=0),
+        # The pod goes with its StatefulSet (garbage collection).
+        lambda: client.AppsV1Api(helm).delete_namespaced_stateful_set(
+            name, namespace, propagation_policy="Background"
+        ),
         lambda: core.delete_namespaced_service(name, namespace),
         lambda: core.delete_namespaced_secret(f"vc-{name}", namespace),
+        lambda: rbac.delete_namespaced_role_binding(f"vc-{name}", namespace),
+        lambda: rbac.delete_namespaced_role(f"vc-{name}", namespace),
+        lambda: rbac.delete_cluster_role_binding(cluster_role),
+        lambda: rbac.delete_cluster_role(cluster_role),
     ):
         try:
             call()

@@ -319,3 +319,37 @@ def test_vcluster_cli_failures_are_shown(
 def _error(app: FastAPI, team_id: int) -> str:
     with app.state.session_factory() as session:
         return repo.get_team(session, team_id).last_error or ""
+
+
+def test_what_the_portals_rbac_does_not_allow(kube_app: FastAPI, cluster: Any) -> None:
+    from kubernetes import config as kube_config
+
+    reconcile_until(kube_app, lambda: all_ready(kube_app))
+    portal = kube_config.new_client_from_config(kube_app.state.settings.kubeconfig)
+    core = client.CoreV1Api(portal)
+    assert len(core.list_namespaced_secret("vcluster-nlp").items) >= 1, "its own namespaces"
+    refused = [
+        lambda: core.list_namespaced_secret("kube-system"),
+        lambda: core.list_namespaced_secret("default"),
+        lambda: core.list_namespaced_pod("default"),
+        lambda: core.delete_node("any"),
+        lambda: client.CustomObjectsApi(portal).patch_cluster_custom_object_status(
+            *QUEUES, "team-nlp", {"status": {"allocated": {"nvidia.com/gpu": "8"}}}
+        ),
+        lambda: client.RbacAuthorizationV1Api(portal).create_namespaced_role_binding(
+            "vcluster-nlp",
+            {
+                "metadata": {"name": "escalate"},
+                "subjects": [{"kind": "User", "name": "mallory"}],
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "cluster-admin",
+                },
+            },
+        ),
+    ]
+    for call in refused:
+        with pytest.raises(client.ApiException) as denied:
+            call()
+        assert denied.value.status == 403
