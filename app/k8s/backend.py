@@ -10,7 +10,10 @@ import base64
 import os
 import subprocess
 import tempfile
+import time
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -34,9 +37,26 @@ from app.provisioning.backend import (
 )
 
 T = TypeVar("T")
+VERBS = {
+    "reading": "get",
+    "listing": "list",
+    "applying": "apply",
+    "granting": "apply",
+    "deleting": "delete",
+}
 APPLY = "application/apply-patch+yaml"
 FIELD_MANAGER = "gpu-portal"
 GPU = "nvidia.com/gpu"
+
+
+@dataclass
+class _Snapshot:
+    """Cluster-scoped objects listed once at the start of a reconcile pass."""
+
+    queues: dict[str, dict[str, Any]]
+    namespaces: dict[str, Any]
+    policies: dict[str, Any]
+    bindings: dict[str, Any]
 
 
 def make_api_client(settings: Settings) -> client.ApiClient:
@@ -63,12 +83,23 @@ class KubernetesBackend:
         self.admission = client.AdmissionregistrationV1Api(self.api)
         self.rbac = client.RbacAuthorizationV1Api(self.api)
         self.requests = 0
+        self.calls: Counter[str] = Counter()
+        self._snapshot: _Snapshot | None = None
+        # Per team and check: when a namespaced check (vCluster pod, kubeconfig secret,
+        # the portal's role binding) last passed. Ready teams repeat them only this often,
+        # so a steady pass costs a fixed number of list calls, whatever the team count.
+        self._deep_ok: dict[tuple[str, str], float] = {}
+        self.deep_check_seconds = 600.0
 
     # --- calls ----------------------------------------------------------------------
 
     def _call(self, what: str, fn: Callable[[], T], *, missing_ok: bool = False) -> T | None:
         """One API call; a 404 may mean "absent", anything else becomes a BackendError."""
         self.requests += 1
+        verb = what.split(" ", 1)[0]
+        self.calls[VERBS.get(verb, verb)] += 1
+        if VERBS.get(verb) in ("apply", "delete"):
+            self._snapshot = None  # a write: read afresh for the rest of the pass
         try:
             return fn()
         except ApiException as exc:
@@ -96,6 +127,8 @@ class KubernetesBackend:
         )
 
     def _get_queue(self, name: str) -> dict[str, Any] | None:
+        if self._snapshot is not None:
+            return self._snapshot.queues.get(name)
         found = self._call(
             f"reading queue {name}",
             lambda: self.custom.get_cluster_custom_object(
@@ -104,6 +137,52 @@ class KubernetesBackend:
             missing_ok=True,
         )
         return found if isinstance(found, dict) else None
+
+    def begin_pass(self) -> None:
+        """List every cluster-scoped kind once; observations in this pass read from it."""
+        self._snapshot = None
+        queues: Any = self._call(
+            "listing queues",
+            lambda: self.custom.list_cluster_custom_object(
+                m.QUEUE_GROUP, m.QUEUE_VERSION, m.QUEUE_PLURAL
+            ),
+        )
+        namespaces: Any = self._call(
+            "listing namespaces",
+            lambda: self.core.list_namespace(label_selector=f"{m.MANAGED_BY}={m.PORTAL}"),
+        )
+        policies: Any = self._call(
+            "listing policies", lambda: self.admission.list_validating_admission_policy()
+        )
+        bindings: Any = self._call(
+            "listing policy bindings",
+            lambda: self.admission.list_validating_admission_policy_binding(),
+        )
+        self._snapshot = _Snapshot(
+            queues={q["metadata"]["name"]: q for q in (queues or {}).get("items", [])},
+            namespaces={n.metadata.name: n for n in namespaces.items},
+            policies={p.metadata.name: p for p in policies.items},
+            bindings={b.metadata.name: b for b in bindings.items},
+        )
+
+    def end_pass(self) -> None:
+        self._snapshot = None
+
+    def _deep(self, team: str, check: str, run: Callable[[], Observation]) -> Observation:
+        key = (team, check)
+        passed_at = self._deep_ok.get(key)
+        if passed_at is not None and time.monotonic() - passed_at < self.deep_check_seconds:
+            return Observation(DONE, f"{check} checked recently")
+        observed = run()
+        if observed.done:
+            self._deep_ok[key] = time.monotonic()
+        else:
+            self._deep_ok.pop(key, None)
+        return observed
+
+    def _forget(self, team: str) -> None:
+        for key in [k for k in self._deep_ok if k[0] == team]:
+            del self._deep_ok[key]
 
     # --- steps ----------------------------------------------------------------------
 
@@ -117,6 +196,7 @@ class KubernetesBackend:
         }[step](spec)
 
     def apply(self, step: Step, spec: TeamSpec) -> Observation:
+        self._forget(spec.team)
         {
             Step.QUEUE: self._apply_queues,
             Step.NAMESPACE: self._apply_namespace,
@@ -127,6 +207,7 @@ class KubernetesBackend:
         return self.observe(step, spec)
 
     def remove(self, step: Step, spec: TeamSpec) -> Observation:
+        self._forget(spec.team)
         return {
             Step.QUEUE: self._remove_queue,
             Step.NAMESPACE: self._remove_namespace,
@@ -217,13 +298,17 @@ class KubernetesBackend:
         if ns.status and ns.status.phase == "Terminating":
             return Observation(PROGRESSING, f"namespace {spec.namespace} is still terminating")
         if self.settings.kube_service_account:
-            binding = self._call(
-                f"reading the portal's role binding in {spec.namespace}",
-                lambda: self.rbac.read_namespaced_role_binding(m.PORTAL, spec.namespace),
-                missing_ok=True,
-            )
-            if binding is None:
-                return Observation(MISSING, f"the portal's role in {spec.namespace} is missing")
+            return self._deep(spec.team, "role binding", lambda: self._observe_binding(spec))
+        return Observation(DONE, f"namespace {spec.namespace}")
+
+    def _observe_binding(self, spec: TeamSpec) -> Observation:
+        binding = self._call(
+            f"reading the portal's role binding in {spec.namespace}",
+            lambda: self.rbac.read_namespaced_role_binding(m.PORTAL, spec.namespace),
+            missing_ok=True,
+        )
+        if binding is None:
+            return Observation(MISSING, f"the portal's role in {spec.namespace} is missing")
         return Observation(DONE, f"namespace {spec.namespace}")
 
     def _apply_namespace(self, spec: TeamSpec) -> None:
@@ -280,6 +365,9 @@ class KubernetesBackend:
         return list(pods.items) if pods is not None else []
 
     def _observe_vcluster(self, spec: TeamSpec) -> Observation:
+        return self._deep(spec.team, "vCluster", lambda: self._check_vcluster(spec))
+
+    def _check_vcluster(self, spec: TeamSpec) -> Observation:
         pods = self._control_plane_pods(spec)
         if not pods:
             return Observation(MISSING, f"vCluster {spec.vcluster_name} is not installed")
@@ -371,16 +459,22 @@ class KubernetesBackend:
 
     def _observe_policy(self, spec: TeamSpec) -> Observation:
         name = m.policy_name(spec)
-        policy: Any = self._call(
-            f"reading policy {name}",
-            lambda: self.admission.read_validating_admission_policy(name),
-            missing_ok=True,
-        )
-        binding: Any = self._call(
-            f"reading policy binding {name}",
-            lambda: self.admission.read_validating_admission_policy_binding(name),
-            missing_ok=True,
-        )
+        policy: Any
+        binding: Any
+        if self._snapshot is not None:
+            policy = self._snapshot.policies.get(name)
+            binding = self._snapshot.bindings.get(name)
+        else:
+            policy = self._call(
+                f"reading policy {name}",
+                lambda: self.admission.read_validating_admission_policy(name),
+                missing_ok=True,
+            )
+            binding = self._call(
+                f"reading policy binding {name}",
+                lambda: self.admission.read_validating_admission_policy_binding(name),
+                missing_ok=True,
+            )
         if policy is None or binding is None:
             return Observation(MISSING, f"admission policy {name} does not exist")
         wanted = m.make_policy(spec)["spec"]
@@ -435,6 +529,9 @@ class KubernetesBackend:
         )
 
     def _observe_kubeconfig(self, spec: TeamSpec) -> Observation:
+        return self._deep(spec.team, "kubeconfig", lambda: self._check_kubeconfig(spec))
+
+    def _check_kubeconfig(self, spec: TeamSpec) -> Observation:
         if self._secret(spec) is None:
             return Observation(PROGRESSING, f"waiting for secret vc-{spec.vcluster_name}")
         return Observation(DONE, f"kubeconfig secret vc-{spec.vcluster_name} exists")

@@ -8,6 +8,7 @@ backoff. Nothing is held in memory between passes: a crash loses at most one pas
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -110,12 +111,24 @@ class Reconciler:
     def run_once(self) -> int:
         """One pass over every due team; returns how many were reconciled."""
         team_ids = self.claim()
-        for team_id in team_ids:
-            try:
-                self.reconcile(team_id)
-            except Exception:
-                log.exception("reconciling team %s failed unexpectedly", team_id)
-                self._release(team_id)
+        if not team_ids:
+            return 0
+        # A backend may read the cluster once per pass instead of once per team.
+        begin = getattr(self.backend, "begin_pass", None)
+        end = getattr(self.backend, "end_pass", None)
+        if begin is not None:
+            with contextlib.suppress(BackendError):  # each team then reports the outage
+                begin()
+        try:
+            for team_id in team_ids:
+                try:
+                    self.reconcile(team_id)
+                except Exception:
+                    log.exception("reconciling team %s failed unexpectedly", team_id)
+                    self._release(team_id)
+        finally:
+            if end is not None:
+                end()
         return len(team_ids)
 
     def _release(self, team_id: int) -> None:
