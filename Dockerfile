@@ -6,6 +6,9 @@ RUN mkdir -p static && PORTAL_CACHE=/tmp/cache bash scripts/fetch-assets.sh
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+# The kubernetes backend installs vClusters with the vcluster CLI (>= 0.21).
+ARG VCLUSTER_VERSION=v0.26.1
+ADD --chmod=755 https://github.com/loft-sh/vcluster/releases/download/${VCLUSTER_VERSION}/vcluster-linux-amd64 /usr/local/bin/vcluster
 WORKDIR /app
 COPY pyproject.toml README.md alembic.ini ./
 COPY app app

@@ -37,6 +37,10 @@ from app.provisioning.backend import (
 )
 
 T = TypeVar("T")
+DEEP_CHECKS_OF = {
+    Step.NAMESPACE: ("role binding",),
+    Step.VCLUSTER: ("vCluster", "kubeconfig"),
+}
 VERBS = {
     "reading": "get",
     "listing": "list",
@@ -82,6 +86,7 @@ class KubernetesBackend:
         self.custom = client.CustomObjectsApi(self.api)
         self.admission = client.AdmissionregistrationV1Api(self.api)
         self.rbac = client.RbacAuthorizationV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
         self.requests = 0
         self.calls: Counter[str] = Counter()
         self._snapshot: _Snapshot | None = None
@@ -139,7 +144,8 @@ class KubernetesBackend:
         return found if isinstance(found, dict) else None
 
     def begin_pass(self) -> None:
-        """List every cluster-scoped kind once; observations in this pass read from it."""
+        """List every cluster-scoped kind once; observations in this pass read from that
+        snapshot until a write invalidates it."""
         self._snapshot = None
         queues: Any = self._call(
             "listing queues",
@@ -180,9 +186,9 @@ class KubernetesBackend:
             self._deep_ok.pop(key, None)
         return observed
 
-    def _forget(self, team: str) -> None:
-        for key in [k for k in self._deep_ok if k[0] == team]:
-            del self._deep_ok[key]
+    def _forget(self, team: str, checks: tuple[str, ...]) -> None:
+        for check in checks:
+            self._deep_ok.pop((team, check), None)
 
     # --- steps ----------------------------------------------------------------------
 
@@ -196,7 +202,7 @@ class KubernetesBackend:
         }[step](spec)
 
     def apply(self, step: Step, spec: TeamSpec) -> Observation:
-        self._forget(spec.team)
+        self._forget(spec.team, DEEP_CHECKS_OF.get(step, ()))
         {
             Step.QUEUE: self._apply_queues,
             Step.NAMESPACE: self._apply_namespace,
@@ -207,7 +213,7 @@ class KubernetesBackend:
         return self.observe(step, spec)
 
     def remove(self, step: Step, spec: TeamSpec) -> Observation:
-        self._forget(spec.team)
+        self._forget(spec.team, ("role binding", "vCluster", "kubeconfig"))
         return {
             Step.QUEUE: self._remove_queue,
             Step.NAMESPACE: self._remove_namespace,
@@ -284,12 +290,17 @@ class KubernetesBackend:
 
     # namespace
 
-    def _observe_namespace(self, spec: TeamSpec) -> Observation:
-        ns: Any = self._call(
-            f"reading namespace {spec.namespace}",
-            lambda: self.core.read_namespace(spec.namespace),
-            missing_ok=True,
+    def _read_namespace(self, name: str) -> Any:
+        if self._snapshot is not None:
+            return self._snapshot.namespaces.get(name) or self._call(
+                f"reading namespace {name}", lambda: self.core.read_namespace(name), missing_ok=True
+            )
+        return self._call(
+            f"reading namespace {name}", lambda: self.core.read_namespace(name), missing_ok=True
         )
+
+    def _observe_namespace(self, spec: TeamSpec) -> Observation:
+        ns = self._read_namespace(spec.namespace)
         if ns is None:
             return Observation(MISSING, f"namespace {spec.namespace} does not exist")
         labels = ns.metadata.labels or {}
@@ -370,7 +381,16 @@ class KubernetesBackend:
     def _check_vcluster(self, spec: TeamSpec) -> Observation:
         pods = self._control_plane_pods(spec)
         if not pods:
-            return Observation(MISSING, f"vCluster {spec.vcluster_name} is not installed")
+            installed = self._call(
+                f"reading statefulset {spec.vcluster_name}",
+                lambda: self.apps.read_namespaced_stateful_set(spec.vcluster_name, spec.namespace),
+                missing_ok=True,
+            )
+            if installed is None:
+                return Observation(MISSING, f"vCluster {spec.vcluster_name} is not installed")
+            return Observation(
+                PROGRESSING, f"vCluster {spec.vcluster_name} is installed; its pod is starting"
+            )
         if any(_ready(pod) for pod in pods):
             return Observation(DONE, f"vCluster {spec.vcluster_name} control plane is ready")
         return Observation(PROGRESSING, f"vCluster {spec.vcluster_name} control plane is starting")

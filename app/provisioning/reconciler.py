@@ -76,7 +76,7 @@ class Reconciler:
 
     # --- claiming ------------------------------------------------------------------------
 
-    def claim(self, limit: int = 20) -> list[int]:
+    def claim(self, limit: int = 20, *, exclude: frozenset[int] = frozenset()) -> list[int]:
         """Lease up to ``limit`` due teams to this worker; others skip them."""
         now = utcnow()
         lease_until = now + timedelta(seconds=self.settings.worker_lease_seconds)
@@ -92,6 +92,8 @@ class Reconciler:
                 .order_by(Team.next_attempt_at)
                 .limit(limit)
             )
+            if exclude:
+                query = query.where(Team.id.not_in(exclude))
             if session.bind is not None and session.bind.dialect.name == "postgresql":
                 query = query.with_for_update(skip_locked=True)
             for team_id in session.scalars(query).all():
@@ -110,26 +112,32 @@ class Reconciler:
 
     def run_once(self) -> int:
         """One pass over every due team; returns how many were reconciled."""
-        team_ids = self.claim()
-        if not team_ids:
-            return 0
         # A backend may read the cluster once per pass instead of once per team.
         begin = getattr(self.backend, "begin_pass", None)
         end = getattr(self.backend, "end_pass", None)
-        if begin is not None:
-            with contextlib.suppress(BackendError):  # each team then reports the outage
-                begin()
+        handled = 0
+        seen: set[int] = set()
         try:
-            for team_id in team_ids:
-                try:
-                    self.reconcile(team_id)
-                except Exception:
-                    log.exception("reconciling team %s failed unexpectedly", team_id)
-                    self._release(team_id)
+            while True:
+                # Each team at most once per pass, however soon it is due again.
+                team_ids = self.claim(exclude=frozenset(seen))
+                if not team_ids:
+                    break
+                seen.update(team_ids)
+                if begin is not None and handled == 0:
+                    with contextlib.suppress(BackendError):  # each team reports an outage
+                        begin()
+                for team_id in team_ids:
+                    try:
+                        self.reconcile(team_id)
+                    except Exception:
+                        log.exception("reconciling team %s failed unexpectedly", team_id)
+                        self._release(team_id)
+                handled += len(team_ids)
         finally:
-            if end is not None:
+            if end is not None and handled:
                 end()
-        return len(team_ids)
+        return handled
 
     def _release(self, team_id: int) -> None:
         with self.session_factory() as session, session.begin():

@@ -263,12 +263,12 @@ def delete(name: str, namespace: str) -> None:
 
 
 def main(argv: list[str]) -> None:
-    if os.environ.get("FAKE_VCLUSTER_LOG"):
-        with open(os.environ["FAKE_VCLUSTER_LOG"], "a") as log:
-            log.write(" ".join(argv) + "\n")
     if argv and argv[0] == "_become-ready":
         become_ready(argv[1], argv[2])
         return
+    if os.environ.get("FAKE_VCLUSTER_LOG"):
+        with open(os.environ["FAKE_VCLUSTER_LOG"], "a") as log:
+            log.write(" ".join(argv) + "\n")
     if os.environ.get("FAKE_VCLUSTER_HANG"):
         time.sleep(3600)
     if os.environ.get("FAKE_VCLUSTER_FAIL"):
