@@ -46,7 +46,14 @@ class Settings(BaseSettings):
         description="The portal's own ServiceAccount as namespace/name; bound to the "
         "gpu-portal-team-namespace role in each team namespace it creates.",
     )
+    vcluster_installer: str = Field(
+        default="cli", description="Install vClusters with the `cli` (vcluster) or `helm`."
+    )
     vcluster_cli: str = Field(default="vcluster", description="The vcluster executable.")
+    helm_cli: str = Field(default="helm", description="The helm executable (helm installer).")
+    vcluster_chart_repo: str = Field(
+        default="https://charts.loft.sh", description="Helm installer: the vCluster chart's repo."
+    )
     vcluster_chart_version: str = Field(
         default="0.26.1", description="vCluster chart version to install (>= 0.21)."
     )
@@ -145,6 +152,10 @@ class Settings(BaseSettings):
                 "PORTAL_OIDC_ISSUER is set: also set PORTAL_OIDC_CLIENT_ID and "
                 "PORTAL_OIDC_CLIENT_SECRET from your identity provider's client registration"
             )
+        if self.vcluster_installer not in ("cli", "helm"):
+            raise ValueError("PORTAL_VCLUSTER_INSTALLER must be cli or helm")
+        if self.vcluster_expose not in ("LoadBalancer", "NodePort", "Ingress"):
+            raise ValueError("PORTAL_VCLUSTER_EXPOSE must be LoadBalancer, NodePort or Ingress")
         if self.oidc_team_group_pattern and "{team}" not in self.oidc_team_group_pattern:
             raise ValueError(
                 "PORTAL_OIDC_TEAM_GROUP_PATTERN must contain {team}, e.g. gpu-team-{team}"

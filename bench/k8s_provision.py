@@ -34,7 +34,7 @@ from app.provisioning.reconciler import Reconciler  # noqa: E402
 from app.teams import service  # noqa: E402
 from tests.k8s.conftest import apply_manifests  # noqa: E402
 from tests.k8s.control_plane import control_plane  # noqa: E402
-from tests.k8s.queue_crd import queue_crd  # noqa: E402
+from tests.k8s.queue_crd import kai_queue_crd  # noqa: E402
 
 WRITES = ("apply", "delete", "cli")
 
@@ -47,7 +47,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="k8s-bench-"))
     with control_plane() as plane:
         admin = config.new_client_from_config(str(plane.kubeconfig))
-        client.ApiextensionsV1Api(admin).create_custom_resource_definition(queue_crd())
+        client.ApiextensionsV1Api(admin).create_custom_resource_definition(kai_queue_crd())
         apply_manifests(admin, ROOT / "deploy/rbac.yaml")
         time.sleep(1)
         token = (

@@ -35,3 +35,16 @@ if [ ! -x "$CACHE/bin/prometheus-$PROMETHEUS_VERSION" ]; then
   rmdir "$CACHE/bin/.prometheus-build"
 fi
 ln -sf "prometheus-$PROMETHEUS_VERSION" "$CACHE/bin/prometheus"
+
+# KAI Scheduler's Queue CRD at a pinned version, from its Go module, when the module proxy
+# serves it; the tests fall back to building the same schema from KAI's types otherwise.
+KAI_VERSION="${KAI_VERSION:-v0.17.0}"
+crd="$CACHE/kai-$KAI_VERSION-queues.yaml"
+if [ ! -f "$crd" ]; then
+  if dir=$(cd tools/etcd && go mod download -json "github.com/NVIDIA/KAI-scheduler@$KAI_VERSION" 2>/dev/null \
+      | python3 -c 'import json,sys; print(json.load(sys.stdin).get("Dir", ""))'); [ -n "$dir" ]; then
+    cp "$dir/deployments/kai-scheduler/crds/scheduling.run.ai_queues.yaml" "$crd"
+  else
+    echo "KAI Scheduler's module $KAI_VERSION is not served here: the tests build its Queue CRD from its types"
+  fi
+fi

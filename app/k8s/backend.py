@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
@@ -409,18 +410,34 @@ class KubernetesBackend:
             yaml.safe_dump(values, handle)
             values_file = handle.name
         try:
-            args = [
-                "create",
-                spec.vcluster_name,
-                "--namespace",
-                spec.namespace,
-                "--values",
-                values_file,
-                "--connect=false",
-                "--chart-version",
-                settings.vcluster_chart_version,
-                "--upgrade",
-            ]
+            if settings.vcluster_installer == "helm":
+                args = [
+                    "upgrade",
+                    "--install",
+                    spec.vcluster_name,
+                    "vcluster",
+                    "--repo",
+                    settings.vcluster_chart_repo,
+                    "--namespace",
+                    spec.namespace,
+                    "--version",
+                    settings.vcluster_chart_version,
+                    "--values",
+                    values_file,
+                ]
+            else:
+                args = [
+                    "create",
+                    spec.vcluster_name,
+                    "--namespace",
+                    spec.namespace,
+                    "--values",
+                    values_file,
+                    "--connect=false",
+                    "--chart-version",
+                    settings.vcluster_chart_version,
+                    "--upgrade",
+                ]
             self._cli(args, what=f"installing vCluster {spec.vcluster_name}")
         finally:
             os.unlink(values_file)
@@ -435,8 +452,9 @@ class KubernetesBackend:
             return Observation(DONE, f"vCluster {spec.vcluster_name} goes with its namespace")
         if not self._control_plane_pods(spec):
             return Observation(DONE, f"vCluster {spec.vcluster_name} deleted")
+        verb = "uninstall" if self.settings.vcluster_installer == "helm" else "delete"
         self._cli(
-            ["delete", spec.vcluster_name, "--namespace", spec.namespace],
+            [verb, spec.vcluster_name, "--namespace", spec.namespace],
             what=f"deleting vCluster {spec.vcluster_name}",
         )
         return self._observe_vcluster_gone(spec)
@@ -448,14 +466,16 @@ class KubernetesBackend:
 
     def _cli(self, args: list[str], *, what: str) -> None:
         env = dict(os.environ)
+        helm = self.settings.vcluster_installer == "helm"
+        executable = self.settings.helm_cli if helm else self.settings.vcluster_cli
         if self.settings.kubeconfig:
             env["KUBECONFIG"] = self.settings.kubeconfig
         if self.settings.kube_context:
-            args = [*args, "--context", self.settings.kube_context]
+            args = [*args, "--kube-context" if helm else "--context", self.settings.kube_context]
         self.requests += 1
         try:
             result = subprocess.run(  # noqa: S603 - a configured executable, no shell
-                [self.settings.vcluster_cli, *args],
+                [executable, *args],
                 capture_output=True,
                 text=True,
                 timeout=self.settings.vcluster_timeout_seconds,
@@ -464,16 +484,16 @@ class KubernetesBackend:
             )
         except subprocess.TimeoutExpired as exc:
             raise BackendError(
-                f"{what}: `vcluster {args[0]}` did not finish in "
+                f"{what}: `{Path(executable).name} {args[0]}` did not finish in "
                 f"{self.settings.vcluster_timeout_seconds:.0f}s"
             ) from exc
         except FileNotFoundError as exc:
-            raise BackendError(
-                f"{what}: the vcluster CLI ({self.settings.vcluster_cli}) is not installed"
-            ) from exc
+            raise BackendError(f"{what}: {executable} is not installed") from exc
         if result.returncode != 0:
             stderr = (result.stderr or result.stdout).strip()[-800:]
-            raise BackendError(f"{what}: vcluster exited with {result.returncode}: {stderr}")
+            raise BackendError(
+                f"{what}: {Path(executable).name} exited with {result.returncode}: {stderr}"
+            )
 
     # admission policy
 

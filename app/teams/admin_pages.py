@@ -9,6 +9,7 @@ import re
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
+from app.audit import service as audit_service
 from app.db import after_commit
 from app.errors import DomainError, InvalidInput
 from app.models import RequestStatus, Step, TeamStatus
@@ -77,6 +78,9 @@ def overview(
             "statuses": [s.value for s in TeamStatus],
             "pending_count": repo.count_pending(session),
             "usage_error": usage.error,
+            "repairs": audit_service.get_all(
+                session, action_prefix="provisioning.drift_repaired", limit=5
+            ),
             "steps": [s.value for s in Step],
         },
         partial="admin/partials/teams_table.html",

@@ -20,7 +20,7 @@ from app.main import create_app
 from app.seed import seed_example
 from tests.conftest import settings_for
 from tests.k8s.control_plane import ControlPlane, control_plane
-from tests.k8s.queue_crd import queue_crd
+from tests.k8s.queue_crd import kai_queue_crd
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def cluster() -> Iterator[ControlPlane]:
     with control_plane() as plane:
         api = config.new_client_from_config(str(plane.kubeconfig))
-        client.ApiextensionsV1Api(api).create_custom_resource_definition(queue_crd())
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(kai_queue_crd())
         deadline = time.monotonic() + 30
         custom = client.CustomObjectsApi(api)
         while True:

@@ -262,6 +262,28 @@ def delete(name: str, namespace: str) -> None:
                 raise
 
 
+def helm(argv: list[str]) -> None:
+    """`helm upgrade --install NAME vcluster --repo R --namespace NS --version V --values F`
+    and `helm uninstall NAME --namespace NS`, for the helm installer."""
+    parser = argparse.ArgumentParser(prog="helm")
+    parser.add_argument("command", choices=["upgrade", "uninstall"])
+    parser.add_argument("name")
+    parser.add_argument("chart", nargs="?")
+    parser.add_argument("--install", action="store_true")
+    parser.add_argument("--repo")
+    parser.add_argument("--namespace", "-n", required=True)
+    parser.add_argument("--version")
+    parser.add_argument("--values", "-f")
+    parser.add_argument("--kube-context")
+    args = parser.parse_args(argv)
+    if args.command == "upgrade":
+        if not args.install or args.chart != "vcluster" or not args.repo:
+            sys.exit("fake helm: expected `upgrade --install NAME vcluster --repo ...`")
+        create(args.name, args.namespace, args.values)
+    else:
+        delete(args.name, args.namespace)
+
+
 def main(argv: list[str]) -> None:
     if argv and argv[0] == "_become-ready":
         become_ready(argv[1], argv[2])
@@ -274,6 +296,9 @@ def main(argv: list[str]) -> None:
     if os.environ.get("FAKE_VCLUSTER_FAIL"):
         sys.stderr.write("11:02:03 fatal  error installing vcluster: context deadline exceeded\n")
         sys.exit(1)
+    if argv and argv[0] in ("upgrade", "uninstall"):
+        helm(argv)
+        return
     parser = argparse.ArgumentParser(prog="vcluster")
     parser.add_argument("command", choices=["create", "delete"])
     parser.add_argument("name")

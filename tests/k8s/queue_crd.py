@@ -1,14 +1,35 @@
 """KAI's Queue CRD (scheduling.run.ai/v2), built at test time.
 
-KAI's Go module, which carries the generated CRD, is not served by the module proxy
-these machines reach; this builds the same API surface from KAI's v2 types: cluster
-scope, status subresource, spec.resources.{gpu,cpu,memory}.{quota,limit,overQuotaWeight}
-as numbers, status maps of quantities.
+The real one comes from KAI's Go module at a pinned version (scripts/build-tools.sh puts
+it in the cache). Where the module proxy does not serve that module, this builds the same
+API surface from KAI's v2 types: cluster scope, status subresource,
+spec.resources.{gpu,cpu,memory}.{quota,limit,overQuotaWeight} as numbers, status maps of
+quantities.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+KAI_VERSION = os.environ.get("KAI_VERSION", "v0.17.0")
+
+
+def kai_queue_crd() -> dict[str, Any]:
+    """KAI's own CRD when the cache has it, else the one built from its types."""
+    cache = Path(
+        os.environ.get("PORTAL_CACHE")
+        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-portal"
+    )
+    real = cache / f"kai-{KAI_VERSION}-queues.yaml"
+    if real.exists():
+        crd: dict[str, Any] = yaml.safe_load(real.read_text())
+        return crd
+    return queue_crd()
+
 
 QUANTITY: dict[str, Any] = {
     "anyOf": [{"type": "integer"}, {"type": "string"}],

@@ -158,6 +158,11 @@ def test_drift_is_repaired(kube_app: FastAPI, admin_api: Any) -> None:
             select(AuditEvent.summary).where(AuditEvent.action == "provisioning.drift_repaired")
         ).all()
     text = " ".join(repaired)
+    from tests.web.conftest import client_for
+
+    overview = client_for(kube_app, "admin@example.org", admin=True).get("/admin").text
+    assert "Repaired in the cluster" in overview
+    assert "restored team-vision" in overview or "restored vision" in overview
     assert "queue team-vision does not exist" in text
     assert "queue team-nlp differs from the approved quota" in text
     assert "admission policy gpu-portal-queue-recommender does not exist" in text
@@ -353,3 +358,24 @@ def test_what_the_portals_rbac_does_not_allow(kube_app: FastAPI, cluster: Any) -
         with pytest.raises(client.ApiException) as denied:
             call()
         assert denied.value.status == 403
+
+
+def test_the_helm_installer_does_the_same(
+    kube_settings: Any, admin_api: Any, clean_cluster: None, fake_vcluster: Any
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from app.db import unit_of_work
+    from app.main import create_app
+    from app.seed import seed_example
+
+    settings = kube_settings.model_copy(
+        update={"vcluster_installer": "helm", "helm_cli": str(fake_vcluster)}
+    )
+    app = create_app(settings)
+    with TestClient(app):
+        with unit_of_work(app.state.session_factory) as session:
+            seed_example(session)
+        reconcile_until(app, lambda: all_ready(app))
+        pods = client.CoreV1Api(admin_api).list_namespaced_pod("vcluster-vision").items
+        assert [p.metadata.name for p in pods] == ["vision-0"]
