@@ -9,6 +9,7 @@ memory (VmHWM).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -41,6 +42,47 @@ from app.models import (  # noqa: E402
     utcnow,
 )
 from tests.servers import free_port, postgres_server, wait_http  # noqa: E402
+
+
+@contextlib.contextmanager
+def running_portal(url: str, log_name: str, **env: str) -> Iterator[tuple[str, int, float]]:
+    """The portal under uvicorn in its own process, on PostgreSQL at ``url``, once its
+    worker has provisioned every team. Yields (base URL, pid, seconds to provision)."""
+    port = free_port()
+    log = (Path(os.environ.get("TMPDIR", "/tmp")) / log_name).open("w")
+    portal = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        env={
+            **os.environ,
+            "PORTAL_DEVELOPMENT": "true",
+            "PORTAL_DATABASE_URL": url,
+            "PORTAL_SIMULATED_STEP_SECONDS": "0",
+            "PORTAL_WORKER_INTERVAL_SECONDS": "0.2",
+            **env,
+        },
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(base + "/login", timeout=60)
+        started = time.perf_counter()
+        check = make_engine(url)
+        while True:
+            with check.connect() as conn:
+                left = conn.execute(
+                    text("SELECT count(*) FROM teams WHERE status != 'ready'")
+                ).scalar()
+            if not left:
+                break
+            time.sleep(0.5)
+        check.dispose()
+        yield base, portal.pid, time.perf_counter() - started
+    finally:
+        portal.terminate()
+        portal.wait(20)
+        log.close()
 
 
 def seed(url: str, teams: int, events: int) -> None:
@@ -261,41 +303,10 @@ def main() -> None:
             f"{time.perf_counter() - started:.1f} s"
         )
 
-        port = free_port()
-        log = (Path(os.environ.get("TMPDIR", "/tmp")) / "portal-bench.log").open("w")
-        env = {
-            **os.environ,
-            "PORTAL_DEVELOPMENT": "true",
-            "PORTAL_DATABASE_URL": url,
-            "PORTAL_SIMULATED_STEP_SECONDS": "0",
-            "PORTAL_WORKER_INTERVAL_SECONDS": "0.2",
-        }
-        portal = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            wait_http(base + "/login", timeout=60)
-            started = time.perf_counter()
-            check = make_engine(url)
-            while True:
-                with check.connect() as conn:
-                    left = conn.execute(
-                        text("SELECT count(*) FROM teams WHERE status != 'ready'")
-                    ).scalar()
-                if not left:
-                    break
-                time.sleep(0.5)
-            check.dispose()
+        with running_portal(url, "portal-bench.log") as (base, pid, provisioning):
             print(
-                f"worker provisioned {args.teams} teams (simulated backend) in "
-                f"{time.perf_counter() - started:.1f} s"
+                f"worker provisioned {args.teams} teams (simulated backend) in {provisioning:.1f} s"
             )
-
             admin = sign_in(base, "admin@example.org", True)
             leads = [sign_in(base, f"lead-{i}@example.org", False) for i in range(args.concurrency)]
             team_ids = {
@@ -366,7 +377,7 @@ def main() -> None:
                     ok={303},
                 ),
             }
-            memory = peak_memory_mb(portal.pid)
+            memory = peak_memory_mb(pid)
             print(f"portal peak memory (VmHWM): {memory:.0f} MB")
             targets = [
                 ("admin overview p50 < 100 ms", results["admin overview"]["p50_ms"] < 100),
@@ -376,9 +387,6 @@ def main() -> None:
             ]
             for label, met in targets:
                 print(f"  [{'met' if met else 'MISSED'}] {label}")
-        finally:
-            portal.terminate()
-            portal.wait(20)
 
 
 if __name__ == "__main__":

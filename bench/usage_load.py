@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -31,8 +29,8 @@ from app.db import make_engine, make_session_factory  # noqa: E402
 from app.provisioning.simulated import SimulatedBackend  # noqa: E402
 from app.usage.history import Collector  # noqa: E402
 from app.usage.service import UsageCache  # noqa: E402
-from bench.portal_load import measure, seed, sign_in  # noqa: E402
-from tests.servers import free_port, postgres_server, wait_http  # noqa: E402
+from bench.portal_load import measure, running_portal, seed, sign_in  # noqa: E402
+from tests.servers import postgres_server  # noqa: E402
 
 
 def seed_samples(url: str, days: int, interval: int) -> int:
@@ -115,35 +113,12 @@ def main() -> None:
             f"in {time.perf_counter() - started:.1f} s"
         )
 
-        port = free_port()
-        log = (Path(os.environ.get("TMPDIR", "/tmp")) / "usage-bench.log").open("w")
-        env = {
-            **os.environ,
-            "PORTAL_DEVELOPMENT": "true",
-            "PORTAL_DATABASE_URL": url,
-            "PORTAL_SIMULATED_STEP_SECONDS": "0",
-            "PORTAL_WORKER_INTERVAL_SECONDS": "0.2",
-            "PORTAL_USAGE_COLLECTOR_ENABLED": "false",
-        }
-        portal = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            wait_http(base + "/login", timeout=60)
+        with running_portal(url, "usage-bench.log", PORTAL_USAGE_COLLECTOR_ENABLED="false") as (
+            base,
+            _pid,
+            _seconds,
+        ):
             check = make_engine(url)
-            while True:
-                with check.connect() as conn:
-                    left = conn.execute(
-                        text("SELECT count(*) FROM teams WHERE status != 'ready'")
-                    ).scalar()
-                if not left:
-                    break
-                time.sleep(0.5)
             admin = sign_in(base, "admin@example.org", True)
             leads = [sign_in(base, f"lead-{i}@example.org", False) for i in range(args.concurrency)]
             team_of = {
@@ -238,10 +213,6 @@ def main() -> None:
             ]
             for label, met in targets:
                 print(f"  [{'met' if met else 'MISSED'}] {label}")
-        finally:
-            portal.terminate()
-            portal.wait(20)
-            log.close()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import pytest
@@ -89,3 +89,39 @@ def sign_in(client: Client, sub: str, next_path: str = "/") -> httpx.Response:
     url, _ = start(client, next_path)
     callback = authorize(url, sub)
     return client.get("/auth/callback", params=callback, follow_redirects=False)
+
+
+def provider_tokens(
+    provider: str,
+    *,
+    client_id: str = CLIENT_ID,
+    sub: str,
+    nonce: str = "n",
+    scope: str = "openid email profile",
+) -> dict[str, Any]:
+    """Run the code flow as ``client_id`` directly against the provider; its tokens."""
+    redirect = "https://portal.test/auth/callback"
+    authorize_url = f"{provider}/oauth2/authorize?" + urlencode(
+        {
+            "client_id": client_id,
+            "response_type": "code",
+            "scope": scope,
+            "redirect_uri": redirect,
+            "state": "s",
+            "nonce": nonce,
+        }
+    )
+    got = httpx.post(authorize_url, data={"sub": sub}, follow_redirects=False, timeout=10)
+    code = parse_qs(urlsplit(got.headers["location"]).query)["code"][0]
+    tokens: dict[str, Any] = httpx.post(
+        f"{provider}/oauth2/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect,
+            "client_id": client_id,
+            "client_secret": "x",
+        },
+        timeout=10,
+    ).json()
+    return tokens

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from urllib.parse import urlencode, urlsplit
 
-import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -21,6 +19,7 @@ from tests.auth.conftest import (
     authorize,
     browser,
     oidc_settings,
+    provider_tokens,
     set_user,
     sign_in,
     start,
@@ -149,32 +148,10 @@ def test_code_issued_to_another_client_is_refused(oidc_app: FastAPI, provider: s
 
 
 def provider_id_token(provider: str, *, client_id: str, sub: str, nonce: str) -> str:
-    """Run the code flow as `client_id` directly against the provider."""
-    redirect = "http://127.0.0.1/cb"
-    authorize_url = f"{provider}/oauth2/authorize?" + urlencode(
-        {
-            "client_id": client_id,
-            "response_type": "code",
-            "scope": "openid email",
-            "redirect_uri": redirect,
-            "state": "s",
-            "nonce": nonce,
-        }
+    tokens = provider_tokens(
+        provider, client_id=client_id, sub=sub, nonce=nonce, scope="openid email"
     )
-    got = httpx.post(authorize_url, data={"sub": sub}, follow_redirects=False, timeout=10)
-    code = re.search(r"code=([^&]+)", got.headers["location"]).group(1)  # type: ignore[union-attr]
-    token = httpx.post(
-        f"{provider}/oauth2/token",
-        data={
-            "grant_type": "authorization_code",
-            "code": code,
-            "redirect_uri": redirect,
-            "client_id": client_id,
-            "client_secret": "x",
-        },
-        timeout=10,
-    ).json()
-    return str(token["id_token"])
+    return str(tokens["id_token"])
 
 
 def test_id_token_for_another_audience_is_refused(provider: str, db_url: str) -> None:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from urllib.parse import urlencode
 
 import httpx
 from fastapi import FastAPI
 from sqlalchemy import select, text, update
 
 from app.models import ApiToken, AuditEvent, utcnow
-from tests.auth.conftest import CLIENT_ID, browser, set_user, sign_in
+from tests.auth.conftest import browser, provider_tokens, set_user, sign_in
 from tests.web.conftest import Client
 
 
@@ -76,31 +75,7 @@ def test_expired_and_unknown_tokens_are_refused(oidc_app: FastAPI, provider: str
 
 
 def provider_access_token(provider: str, sub: str) -> str:
-    redirect = "https://portal.test/auth/callback"
-    authorize_url = f"{provider}/oauth2/authorize?" + urlencode(
-        {
-            "client_id": CLIENT_ID,
-            "response_type": "code",
-            "scope": "openid email profile",
-            "redirect_uri": redirect,
-            "state": "s",
-            "nonce": "n",
-        }
-    )
-    got = httpx.post(authorize_url, data={"sub": sub}, follow_redirects=False, timeout=10)
-    code = re.search(r"code=([^&]+)", got.headers["location"]).group(1)  # type: ignore[union-attr]
-    token = httpx.post(
-        f"{provider}/oauth2/token",
-        data={
-            "grant_type": "authorization_code",
-            "code": code,
-            "redirect_uri": redirect,
-            "client_id": CLIENT_ID,
-            "client_secret": "x",
-        },
-        timeout=10,
-    ).json()
-    return str(token["access_token"])
+    return str(provider_tokens(provider, sub=sub)["access_token"])
 
 
 def test_provider_access_tokens_are_accepted(oidc_app: FastAPI, provider: str) -> None:
