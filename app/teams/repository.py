@@ -160,17 +160,6 @@ def get_memberships(session: Session, user_id: int) -> list[TeamMember]:
     return list(session.scalars(select(TeamMember).where(TeamMember.user_id == user_id)))
 
 
-def get_leads(session: Session, team_id: int) -> list[User]:
-    return list(
-        session.scalars(
-            select(User)
-            .join(TeamMember, TeamMember.user_id == User.id)
-            .where(TeamMember.team_id == team_id)
-            .order_by(User.email)
-        )
-    )
-
-
 def get_user_by_email(session: Session, email: str) -> User | None:
     return session.scalars(select(User).where(User.email == email)).first()
 

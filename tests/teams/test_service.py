@@ -9,8 +9,8 @@ from sqlalchemy.orm import Session
 
 from app.errors import Conflict, InvalidInput
 from app.models import AuditEvent, ProvisioningStep, RequestStatus, TeamStatus
+from app.teams import members, service
 from app.teams import repository as repo
-from app.teams import service
 from tests.factories import make_org, make_user, request_values, submit
 
 
@@ -30,7 +30,8 @@ def test_submit_creates_team_lead_and_audit(session: Session, people: dict) -> N
     assert team.status == TeamStatus.SUBMITTED
     assert (request.gpu_quota_centi, request.gpu_limit_centi) == (33, 100)
     assert team.gpu_quota_centi == 0, "nothing is committed before approval"
-    assert [u.email for u in repo.get_leads(session, team.id)] == ["lead@example.org"]
+    people = members.get_all(session, team)
+    assert [(u.email, m.role) for u, m in people] == [("lead@example.org", "lead")]
     actions = session.scalars(select(AuditEvent.action)).all()
     assert actions == ["request.submitted"]
 
