@@ -177,3 +177,25 @@ def prometheus_server(scrape_target: str) -> Iterator[str]:
         process.wait(20)
         log.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def portal_process(folder: Path, port: int, env: dict[str, str]) -> Iterator[None]:
+    """`gpu-portal serve --seed` in its own process, as `make run` starts it."""
+    import sys
+
+    log = (folder / "portal.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--seed", "--port", str(port)],
+        env={**os.environ, **env},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/login", timeout=60)
+        yield
+    finally:
+        process.terminate()
+        process.wait(20)
+        log.close()

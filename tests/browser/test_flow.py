@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.servers import free_port, wait_http
+from tests.servers import free_port, portal_process
 
 pytestmark = pytest.mark.browser
 
@@ -34,7 +31,6 @@ def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("portal")
     port = free_port()
     env = {
-        **os.environ,
         "PORTAL_DEVELOPMENT": "true",
         "PORTAL_DATABASE_URL": f"sqlite:///{folder / 'portal.db'}",
         "PORTAL_SIMULATED_STEP_SECONDS": "0.4",
@@ -42,21 +38,8 @@ def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         # Long enough that the page and the API below read the same cluster sample.
         "PORTAL_USAGE_CACHE_SECONDS": "60",
     }
-    log = (folder / "portal.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--seed", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    try:
-        wait_http(f"http://127.0.0.1:{port}/login", timeout=60)
+    with portal_process(folder, port, env):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(20)
-        log.close()
 
 
 @pytest.fixture(scope="module")

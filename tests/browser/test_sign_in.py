@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.browser.test_flow import CHROMIUM, CHROMIUM_ARGS
-from tests.servers import free_port, oidc_provider, wait_http
+from tests.servers import free_port, oidc_provider, portal_process
 
 pytestmark = pytest.mark.browser
 
@@ -25,7 +21,6 @@ def sso_portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         port = free_port()
         base = f"http://localhost:{port}"
         env = {
-            **os.environ,
             "PORTAL_SECRET_KEY": "browser-test-secret-key-0123456789",
             "PORTAL_DATABASE_URL": f"sqlite:///{folder / 'portal.db'}",
             "PORTAL_PUBLIC_URL": base,
@@ -35,21 +30,8 @@ def sso_portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
             "PORTAL_OIDC_PROVIDER_NAME": "Mock IdP",
             "AUTHLIB_INSECURE_TRANSPORT": "1",
         }
-        log = (folder / "portal.log").open("w")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--seed", "--port", str(port)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=Path(__file__).resolve().parents[2],
-        )
-        try:
-            wait_http(base + "/login", timeout=60)
+        with portal_process(folder, port, env):
             yield base, provider
-        finally:
-            process.terminate()
-            process.wait(20)
-            log.close()
 
 
 def test_sign_in_through_the_provider_and_out(sso_portal: tuple[str, str]) -> None:
