@@ -9,10 +9,9 @@ import time
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import text
 
-from app.config import PROJECT_ROOT, Settings, get_settings
-from app.db import make_engine, make_session_factory, unit_of_work
+from app.core.config import PROJECT_ROOT, Settings, get_settings
+from app.core.db import make_engine, make_session_factory, ping, unit_of_work
 
 log = logging.getLogger("gpu_portal")
 
@@ -30,8 +29,7 @@ def wait_for_database(settings: Settings, timeout: float = 60.0) -> None:
     try:
         while True:
             try:
-                with engine.connect() as conn:
-                    conn.execute(text("SELECT 1"))
+                ping(engine)
                 return
             except Exception as exc:
                 if time.monotonic() > deadline:
@@ -48,7 +46,7 @@ def migrate(settings: Settings, revision: str = "head") -> None:
 
 
 def seed(settings: Settings) -> bool:
-    from app.seed import seed_example
+    from app.teams.seed import seed_example
 
     engine = make_engine(settings.database_url)
     try:

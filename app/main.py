@@ -14,24 +14,29 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import logs
-from app.audit.pages import router as audit_pages
-from app.auth.oidc import OidcClient
-from app.auth.pages import router as auth_pages
-from app.auth.token_pages import api as token_api
-from app.auth.token_pages import pages as token_pages
-from app.config import PROJECT_ROOT, Settings, get_settings
-from app.db import make_engine, make_session_factory
-from app.errors import DomainError, InvalidInput
-from app.provisioning.factory import make_backend
+from app.adapters.factory import make_backend
+from app.adapters.oidc import OidcClient
+from app.adapters.prometheus import PrometheusSource
+from app.core import logs
+from app.core.config import PROJECT_ROOT, Settings, get_settings
+from app.core.db import Effect, make_engine, make_session_factory
+from app.core.errors import DomainError, InvalidInput
 from app.provisioning.reconciler import Reconciler, Worker
-from app.teams.admin_pages import router as admin_pages
-from app.teams.api import router as api_router
-from app.teams.pages import router as team_pages
 from app.usage.history import Collector, CollectorThread, RecentHistory
-from app.usage.prometheus import PrometheusSource
 from app.usage.service import UsageCache
+from app.web.api import audit as audit_api
+from app.web.api import me as me_api
+from app.web.api import pool as pool_api
+from app.web.api import requests as requests_api
+from app.web.api import teams as teams_api
+from app.web.api import tokens as tokens_api
+from app.web.api import usage as usage_api
 from app.web.deps import NotAuthenticated, csrf_protect
+from app.web.pages import admin as admin_pages
+from app.web.pages import audit as audit_pages
+from app.web.pages import auth as auth_pages
+from app.web.pages import teams as team_pages
+from app.web.pages import tokens as token_pages
 from app.web.templating import is_htmx, render
 
 log = logging.getLogger(__name__)
@@ -80,7 +85,23 @@ class SecurityHeaders:
 
 
 # The app's route table: every router the portal serves.
-ROUTERS = (auth_pages, token_pages, team_pages, admin_pages, audit_pages, api_router, token_api)
+ROUTERS = tuple(
+    module.router
+    for module in (
+        auth_pages,
+        token_pages,
+        team_pages,
+        admin_pages,
+        audit_pages,
+        pool_api,
+        teams_api,
+        requests_api,
+        audit_api,
+        me_api,
+        usage_api,
+        tokens_api,
+    )
+)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -91,7 +112,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         logs.install()
         engine = make_engine(settings.database_url)
         app.state.engine = engine
-        app.state.session_factory = make_session_factory(engine)
+        # What services' post-commit effects do in this process (the objects are made below).
+        app.state.session_factory = make_session_factory(
+            engine,
+            effects={
+                Effect.PROVISIONING_DUE: lambda: app.state.reconciler.wake.set(),
+                Effect.QUOTAS_CHANGED: lambda: app.state.usage_cache.forget_quotas(),
+            },
+        )
         app.state.backend = make_backend(settings)
         app.state.usage_cache = UsageCache(
             app.state.backend,

@@ -25,11 +25,11 @@ from sqlalchemy import func, select, update
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.adapters.k8s.backend import KubernetesBackend  # noqa: E402
 from app.cli import migrate  # noqa: E402
-from app.config import Settings  # noqa: E402
-from app.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
-from app.k8s.backend import KubernetesBackend  # noqa: E402
-from app.models import Org, Team, TeamStatus, User, utcnow  # noqa: E402
+from app.core.config import Settings  # noqa: E402
+from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
+from app.core.models import Org, Team, TeamStatus, User, utcnow  # noqa: E402
 from app.provisioning.reconciler import Reconciler  # noqa: E402
 from app.teams import service  # noqa: E402
 from tests.k8s.conftest import apply_manifests  # noqa: E402

@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.cli import migrate  # noqa: E402
-from app.config import Settings  # noqa: E402
-from app.db import make_engine  # noqa: E402
-from app.models import (  # noqa: E402
+from app.core.config import Settings  # noqa: E402
+from app.core.db import make_engine  # noqa: E402
+from app.core.models import (  # noqa: E402
     AuditEvent,
     ClusterRequest,
     Decision,
@@ -122,7 +122,7 @@ def seed(url: str, teams: int, events: int) -> None:
                 for i in range(teams)
             ],
         )
-        users = dict(conn.execute(text("SELECT email, id FROM users")).all())
+        users: dict[str, int] = dict(conn.execute(text("SELECT email, id FROM users")).all())
         rows = []
         for i in range(teams):
             rows.append(
@@ -145,7 +145,7 @@ def seed(url: str, teams: int, events: int) -> None:
                 }
             )
         conn.execute(insert(Team), rows)
-        team_ids = dict(conn.execute(text("SELECT name, id FROM teams")).all())
+        team_ids: dict[str, int] = dict(conn.execute(text("SELECT name, id FROM teams")).all())
         conn.execute(
             insert(TeamMember),
             [
@@ -219,9 +219,9 @@ def sign_in(base: str, email: str, admin: bool) -> httpx.Client:
         data={"csrf_token": token.group(1), "email": email, "role": "admin" if admin else "lead"},
     )
     page = client.get("/teams/new").text
-    client.headers["X-CSRF-Token"] = re.search(r'name="csrf-token" content="([^"]+)"', page).group(
-        1
-    )  # type: ignore[union-attr]
+    found = re.search(r'name="csrf-token" content="([^"]+)"', page)
+    assert found is not None, "the page carries its CSRF token"
+    client.headers["X-CSRF-Token"] = found.group(1)
     return client
 
 

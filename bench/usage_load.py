@@ -23,10 +23,10 @@ from sqlalchemy import text
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.adapters.simulated import SimulatedBackend  # noqa: E402
 from app.cli import migrate  # noqa: E402
-from app.config import Settings  # noqa: E402
-from app.db import make_engine, make_session_factory  # noqa: E402
-from app.provisioning.simulated import SimulatedBackend  # noqa: E402
+from app.core.config import Settings  # noqa: E402
+from app.core.db import make_engine, make_session_factory  # noqa: E402
 from app.usage.history import Collector  # noqa: E402
 from app.usage.service import UsageCache  # noqa: E402
 from bench.portal_load import measure, running_portal, seed, sign_in  # noqa: E402
@@ -180,7 +180,7 @@ def main() -> None:
             with factory() as session:
                 org = repo.get_org(session)
                 for team in repo.get_teams(session, statuses=["ready"]):
-                    from app.models import Step
+                    from app.core.models import Step
 
                     backend.apply(Step.QUEUE, spec_for(team, org))
             collector = Collector(factory, UsageCache(backend, ttl=0), interval=args.interval)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from alembic import context
 
-from app import models  # noqa: F401 - registers the tables
-from app.config import get_settings
-from app.db import Base, make_engine
+from app.core import models  # noqa: F401 - registers the tables
+from app.core.config import get_settings
+from app.core.db import Base, make_engine
 
 config = context.config
 url = config.attributes.get("database_url") or get_settings().database_url

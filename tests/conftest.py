@@ -13,8 +13,8 @@ from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.cli import migrate
-from app.config import Settings
-from app.db import make_engine, make_session_factory
+from app.core.config import Settings
+from app.core.db import make_engine, make_session_factory
 from tests.servers import postgres_server
 
 TABLES = (

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.models import ClusterRequest, Org, User
+from app.core.models import ClusterRequest, Org, User
 from app.teams import service
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.config import Settings
+from app.core.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(

@@ -9,7 +9,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
 
 from app.cli import alembic_config
-from app.db import Base
+from app.core.db import Base
 from tests.conftest import settings_for
 
 
@@ -31,7 +31,7 @@ def test_down_and_up_again(engine: Engine, db_url: str) -> None:
     command.upgrade(config, "head")
     assert tables(engine) == set(Base.metadata.tables)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0003"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0004"
 
 
 def test_offline_sql_for_postgresql(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,7 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from app.config import DEFAULT_SECRET_KEY, ClusterBackendKind, Settings
+from app.core.config import DEFAULT_SECRET_KEY, ClusterBackendKind, Settings
 
 
 def test_default_secret_refused_outside_development() -> None:
@@ -47,3 +47,11 @@ def test_cli_refuses_to_serve_with_the_default_secret(tmp_path: object) -> None:
     assert result.returncode != 0
     assert "refusing to start" in result.stderr
     assert "PORTAL_SECRET_KEY" in result.stderr
+
+
+@pytest.mark.parametrize("account", ["gpu-portal", "gpu-portal/", "/gpu-portal", "a/b/c", " / "])
+def test_service_account_must_be_namespace_slash_name(account: str) -> None:
+    """Without a name the portal would bind its role to a subject with an empty name."""
+    with pytest.raises(ValidationError, match=r"namespace/name, e\.g\. gpu-portal/gpu-portal"):
+        Settings(development=True, kube_service_account=account)
+    assert Settings(development=True, kube_service_account="ops/portal").kube_service_account

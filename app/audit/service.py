@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.models import AuditEvent, User
+from app.core.models import AuditEvent, User
 
 SYSTEM_ACTOR = "portal"
 
@@ -33,25 +31,3 @@ def record(
     )
     session.add(event)
     return event
-
-
-def get_all(
-    session: Session,
-    *,
-    team_ids: Sequence[int] | None = None,
-    team_id: int | None = None,
-    action_prefix: str | None = None,
-    before_id: int | None = None,
-    limit: int = 100,
-) -> list[AuditEvent]:
-    """Newest first; ``team_ids`` restricts to those teams (None means all)."""
-    query = select(AuditEvent).order_by(AuditEvent.id.desc()).limit(limit)
-    if team_ids is not None:
-        query = query.where(AuditEvent.team_id.in_(team_ids))
-    if team_id is not None:
-        query = query.where(AuditEvent.team_id == team_id)
-    if action_prefix:
-        query = query.where(AuditEvent.action.startswith(action_prefix))
-    if before_id is not None:
-        query = query.where(AuditEvent.id < before_id)
-    return list(session.scalars(query))

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.errors import Forbidden, NotFound
-from app.models import MemberRole, Team, User
+from app.core.errors import Forbidden, NotFound
+from app.core.models import MemberRole, Team, User
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,11 @@ class Principal:
     @property
     def team_ids(self) -> frozenset[int]:
         return self.lead_of | self.member_of
+
+    @property
+    def visible_team_ids(self) -> list[int] | None:
+        """The teams this principal may see, or None for every team (admins)."""
+        return None if self.is_admin else sorted(self.team_ids)
 
     def can_view(self, team: Team) -> bool:
         return self.is_admin or team.id in self.team_ids
@@ -43,7 +49,7 @@ class Principal:
             raise Forbidden("only a portal admin may do this")
 
 
-def principal_for(user: User, memberships: list[tuple[int, str]]) -> Principal:
+def principal_for(user: User, memberships: Sequence[tuple[int, str]]) -> Principal:
     lead = frozenset(t for t, role in memberships if role == MemberRole.LEAD)
     member = frozenset(t for t, role in memberships if role != MemberRole.LEAD)
     return Principal(user=user, lead_of=lead, member_of=member)

@@ -7,14 +7,13 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
-from app.config import Settings
-from app.errors import InvalidInput
-from app.models import LIVE_STATUSES, MemberRole, Team, TeamMember, User, utcnow
-from app.teams import repository as repo
+from app.auth import repository as repo
+from app.core.config import Settings
+from app.core.errors import InvalidInput
+from app.core.models import MemberRole, MemberSource, TeamMember, User, utcnow
 
 BEARER_AUDIT_EVERY = timedelta(hours=1)
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -79,12 +78,10 @@ def sign_in_oidc(
     subject = str(claims["sub"])
     email = str(claims.get("email") or "").strip().lower()
     name = str(claims.get("name") or claims.get("preferred_username") or email or subject)
-    user = session.scalars(select(User).where(User.subject == subject)).first()
+    user = repo.get_user_by_subject(session, subject)
     if user is None and email and claims.get("email_verified", True) is not False:
         # A lead may have added this person by e-mail before their first sign-in.
-        user = session.scalars(
-            select(User).where(User.email == email, User.subject.is_(None))
-        ).first()
+        user = repo.get_unlinked_user_by_email(session, email)
     if user is None:
         user = User(email=email or f"{subject}@users.invalid", display_name=name[:120])
         session.add(user)
@@ -119,31 +116,21 @@ def sign_in_oidc(
 
 
 def sync_group_memberships(session: Session, *, user: User, team_names: list[str]) -> None:
-    teams = (
-        list(
-            session.scalars(
-                select(Team).where(Team.name.in_(team_names), Team.status.in_(LIVE_STATUSES))
-            )
-        )
-        if team_names
-        else []
-    )
-    wanted = {t.id for t in teams}
-    current = {
-        m.team_id: m
-        for m in session.scalars(select(TeamMember).where(TeamMember.user_id == user.id))
-    }
+    wanted = {t.id for t in repo.get_live_teams_named(session, team_names)}
+    current = {m.team_id: m for m in repo.get_memberships(session, user.id)}
     for team_id in wanted - set(current):
         session.add(
-            TeamMember(team_id=team_id, user_id=user.id, role=MemberRole.LEAD, source="groups")
+            TeamMember(
+                team_id=team_id, user_id=user.id, role=MemberRole.LEAD, source=MemberSource.GROUPS
+            )
         )
     stale = [
-        team_id for team_id, m in current.items() if m.source == "groups" and team_id not in wanted
+        team_id
+        for team_id, m in current.items()
+        if m.source == MemberSource.GROUPS and team_id not in wanted
     ]
     if stale:
-        session.execute(
-            delete(TeamMember).where(TeamMember.user_id == user.id, TeamMember.team_id.in_(stale))
-        )
+        repo.delete_memberships(session, user_id=user.id, team_ids=stale)
     session.flush()
 
 

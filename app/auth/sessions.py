@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from app.auth import repository as repo
 from app.auth.secrets import digest, new_secret
-from app.config import Settings
-from app.models import User, WebSession, utcnow
+from app.core.config import Settings
+from app.core.models import User, WebSession, utcnow
 
 TOUCH_EVERY = timedelta(seconds=60)
 
@@ -34,7 +34,7 @@ def start(session: Session, *, user: User, method: str, settings: Settings) -> s
 
 def resolve(session: Session, raw: str, *, settings: Settings) -> User | None:
     """The session's user, or None when it is unknown, revoked, idle too long or too old."""
-    found = session.scalars(select(WebSession).where(WebSession.token_hash == digest(raw))).first()
+    found = repo.get_web_session(session, digest(raw))
     now = utcnow()
     if found is None or found.revoked_at is not None or found.expires_at <= now:
         return None
@@ -42,12 +42,8 @@ def resolve(session: Session, raw: str, *, settings: Settings) -> User | None:
         return None
     if now - found.last_seen_at > TOUCH_EVERY:
         found.last_seen_at = now
-    return session.get(User, found.user_id)
+    return repo.get_user(session, found.user_id)
 
 
 def end(session: Session, raw: str) -> None:
-    session.execute(
-        update(WebSession)
-        .where(WebSession.token_hash == digest(raw), WebSession.revoked_at.is_(None))
-        .values(revoked_at=utcnow())
-    )
+    repo.revoke_web_session(session, digest(raw))

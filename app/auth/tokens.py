@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
+from app.auth import repository as repo
 from app.auth.secrets import digest, new_secret
-from app.errors import InvalidInput, NotFound
-from app.models import ApiToken, User, utcnow
+from app.core.errors import InvalidInput, NotFound
+from app.core.models import ApiToken, User, utcnow
 
 PREFIX = "gpp_"
 USE_AUDIT_EVERY = timedelta(hours=1)
@@ -53,15 +53,11 @@ def create(session: Session, *, user: User, name: str, days: int, max_days: int)
 
 
 def get_all(session: Session, *, user: User) -> list[ApiToken]:
-    return list(
-        session.scalars(
-            select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id.desc())
-        )
-    )
+    return repo.get_tokens(session, user.id)
 
 
 def revoke(session: Session, *, user: User, token_id: int) -> ApiToken:
-    token = session.get(ApiToken, token_id)
+    token = repo.get_token(session, token_id)
     if token is None or token.user_id != user.id:
         raise NotFound(f"no API token with id {token_id}")
     if token.revoked_at is None:
@@ -78,11 +74,11 @@ def revoke(session: Session, *, user: User, token_id: int) -> ApiToken:
 
 def authenticate(session: Session, raw: str) -> User | None:
     """The token's owner, or None when the token is unknown, revoked or expired."""
-    token = session.scalars(select(ApiToken).where(ApiToken.token_hash == digest(raw))).first()
+    token = repo.get_token_by_hash(session, digest(raw))
     now = utcnow()
     if token is None or token.revoked_at is not None or token.expires_at <= now:
         return None
-    user = session.get(User, token.user_id)
+    user = repo.get_user(session, token.user_id)
     if user is None:
         return None
     if token.last_used_at is None or now - token.last_used_at > USE_AUDIT_EVERY:

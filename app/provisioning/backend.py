@@ -6,10 +6,10 @@ team, applies it (idempotently) or removes it, hands out the kubeconfig and read
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
-from app.models import Org, Step, Team
+from app.core.models import Org, Step, Team
 
 
 class BackendError(Exception):
@@ -80,21 +80,19 @@ PROGRESSING = "progressing"
 MISSING = "missing"
 
 
-@dataclass(frozen=True)
-class QueueUsage:
-    """A queue's current allocation and pending demand, in GPUs."""
-
-    allocated_gpu: float
-    requested_gpu: float
-    sampled_at: float = 0.0
-    extra: dict[str, float] = field(default_factory=dict)
-
-
 class ClusterBackend(Protocol):
-    """What the reconciler, the pages and the API need from a cluster."""
+    """What the reconciler and the kubeconfig download need from a cluster. (Usage is read
+    through the usage domain's ``UsageReader``, which the same adapters implement.)"""
 
     kind: str
     simulated: bool
+
+    def begin_pass(self) -> None:
+        """A reconcile pass starts: a backend may read the cluster once here instead of
+        once per team. Raises BackendError when the cluster cannot be read."""
+        ...
+
+    def end_pass(self) -> None: ...
 
     def observe(self, step: Step, spec: TeamSpec) -> Observation: ...
 
@@ -105,5 +103,3 @@ class ClusterBackend(Protocol):
         ...
 
     def kubeconfig(self, spec: TeamSpec, *, server: str | None = None) -> str: ...
-
-    def usage(self, queue_names: list[str]) -> dict[str, QueueUsage]: ...

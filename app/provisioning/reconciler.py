@@ -16,22 +16,22 @@ import threading
 import uuid
 from datetime import timedelta
 
-from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit import service as audit
-from app.config import Settings
-from app.models import (
-    ClusterRequest,
+from app.core.config import Settings
+from app.core.db import unit_of_work
+from app.core.models import (
+    STEP_ORDER,
     ProvisioningStep,
     RequestKind,
     RequestStatus,
     Step,
-    StepStatus,
     Team,
     TeamStatus,
     utcnow,
 )
+from app.provisioning import repository as repo
 from app.provisioning.backend import (
     DONE,
     PROGRESSING,
@@ -40,23 +40,20 @@ from app.provisioning.backend import (
     Observation,
     spec_for,
 )
-from app.teams import repository as repo
-from app.teams.service import STEP_ORDER
+from app.provisioning.decide import (
+    POLL_SECONDS,
+    PassResult,
+    TeamNow,
+    Timing,
+    Verdict,
+    backoff_seconds,
+    decide,
+)
+from app.teams import repository as teams
+
+__all__ = ["POLL_SECONDS", "Reconciler", "Worker", "backoff_seconds"]
 
 log = logging.getLogger(__name__)
-
-WORK_STATUSES = (
-    TeamStatus.APPROVED,
-    TeamStatus.PROVISIONING,
-    TeamStatus.FAILED,
-    TeamStatus.READY,
-    TeamStatus.DECOMMISSIONING,
-)
-POLL_SECONDS = 1.0
-
-
-def backoff_seconds(attempts: int, *, base: float, cap: float) -> float:
-    return float(min(cap, base * (2 ** max(0, attempts - 1))))
 
 
 class Reconciler:
@@ -73,48 +70,25 @@ class Reconciler:
         self.settings = settings
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.wake = threading.Event()
+        self.timing = Timing(
+            retry_base_seconds=settings.retry_base_seconds,
+            retry_max_seconds=settings.retry_max_seconds,
+            resync_seconds=settings.worker_resync_seconds,
+        )
 
     # --- claiming ------------------------------------------------------------------------
 
     def claim(self, limit: int = 20, *, exclude: frozenset[int] = frozenset()) -> list[int]:
         """Lease up to ``limit`` due teams to this worker; others skip them."""
         now = utcnow()
-        lease_until = now + timedelta(seconds=self.settings.worker_lease_seconds)
-        claimed: list[int] = []
-        with self.session_factory() as session, session.begin():
-            query = (
-                select(Team.id)
-                .where(
-                    Team.status.in_(WORK_STATUSES),
-                    or_(Team.next_attempt_at.is_(None), Team.next_attempt_at <= now),
-                    or_(Team.lease_until.is_(None), Team.lease_until < now),
-                )
-                .order_by(Team.next_attempt_at)
-                .limit(limit)
+        until = now + timedelta(seconds=self.settings.worker_lease_seconds)
+        with unit_of_work(self.session_factory) as session:
+            return repo.claim_due(
+                session, owner=self.owner, now=now, until=until, limit=limit, exclude=exclude
             )
-            if exclude:
-                query = query.where(Team.id.not_in(exclude))
-            if session.bind is not None and session.bind.dialect.name == "postgresql":
-                query = query.with_for_update(skip_locked=True)
-            for team_id in session.scalars(query).all():
-                result = session.execute(
-                    update(Team)
-                    .where(
-                        Team.id == team_id,
-                        or_(Team.lease_until.is_(None), Team.lease_until < now),
-                    )
-                    .values(lease_owner=self.owner, lease_until=lease_until)
-                    .execution_options(synchronize_session=False)
-                )
-                if getattr(result, "rowcount", 0) == 1:
-                    claimed.append(team_id)
-        return claimed
 
     def run_once(self) -> int:
         """One pass over every due team; returns how many were reconciled."""
-        # A backend may read the cluster once per pass instead of once per team.
-        begin = getattr(self.backend, "begin_pass", None)
-        end = getattr(self.backend, "end_pass", None)
         handled = 0
         seen: set[int] = set()
         try:
@@ -124,9 +98,10 @@ class Reconciler:
                 if not team_ids:
                     break
                 seen.update(team_ids)
-                if begin is not None and handled == 0:
-                    with contextlib.suppress(BackendError):  # each team reports an outage
-                        begin()
+                if handled == 0:
+                    # On failure each team's own calls fail and report the outage.
+                    with contextlib.suppress(BackendError):
+                        self.backend.begin_pass()
                 for team_id in team_ids:
                     try:
                         self.reconcile(team_id)
@@ -135,25 +110,20 @@ class Reconciler:
                         self._release(team_id)
                 handled += len(team_ids)
         finally:
-            if end is not None and handled:
-                end()
+            if handled:
+                self.backend.end_pass()
         return handled
 
     def _release(self, team_id: int) -> None:
-        with self.session_factory() as session, session.begin():
-            session.execute(
-                update(Team)
-                .where(Team.id == team_id, Team.lease_owner == self.owner)
-                .values(lease_owner=None, lease_until=None)
-            )
+        with unit_of_work(self.session_factory) as session:
+            repo.release(session, team_id=team_id, owner=self.owner)
 
     # --- one team ------------------------------------------------------------------------
 
     def reconcile(self, team_id: int) -> None:
         with self.session_factory() as session:
-            team = repo.get_team(session, team_id)
-            org = repo.get_org(session)
-            spec = spec_for(team, org)
+            team = teams.get_team(session, team_id)
+            spec = spec_for(team, teams.get_org(session))
             status = TeamStatus(team.status)
             generation = team.desired_generation
             attempts = team.attempts
@@ -185,161 +155,95 @@ class Reconciler:
         except Exception as exc:  # a bug or an unexpected client error: shown, retried
             log.exception("backend call failed for team %s", spec.team)
             error = f"{type(exc).__name__}: {exc}"
-        self._record(team_id, status, generation, attempts, results, failed_step, error, repaired)
+        self._record(
+            team_id,
+            PassResult(status, generation, attempts, results, failed_step, error, repaired),
+        )
 
-    def _record(
-        self,
-        team_id: int,
-        status: TeamStatus,
-        generation: int,
-        attempts: int,
-        results: dict[Step, Observation],
-        failed_step: Step | None,
-        error: str | None,
-        repaired: list[str],
-    ) -> None:
+    def _record(self, team_id: int, result: PassResult) -> None:
+        """Write what the pass means (``decide``) unless the team moved on meanwhile."""
         now = utcnow()
-        settings = self.settings
-        with self.session_factory() as session, session.begin():
-            team = repo.get_team(session, team_id)
+        with unit_of_work(self.session_factory) as session:
+            team = teams.get_team(session, team_id)
             if team.lease_owner != self.owner:
                 log.warning("lost the lease on team %s; dropping this pass", team.name)
                 return
-            if team.status != status:
+            team.lease_owner = team.lease_until = None
+            if team.status != result.status:
                 # Someone changed the team during the pass (e.g. decommission): redo now.
                 team.next_attempt_at = now
-                team.lease_owner = team.lease_until = None
                 return
-            steps = {s.step: s for s in repo.get_steps(session, team.id)}
-            for position, step in enumerate(STEP_ORDER):
-                row = steps.get(step)
-                if row is None:
-                    row = ProvisioningStep(team_id=team.id, step=step, position=position)
-                    session.add(row)
-                    steps[step] = row
-                observed = results.get(step)
-                new_status: str | None = None
-                message = row.message
-                if step == failed_step and error is not None:
-                    new_status, message = StepStatus.FAILED, error
-                elif observed is not None:
-                    if status == TeamStatus.DECOMMISSIONING:
-                        new_status = StepStatus.REMOVED if observed.done else StepStatus.PROGRESSING
-                    else:
-                        new_status = StepStatus.DONE if observed.done else StepStatus.PROGRESSING
-                    message = observed.message
-                if new_status is not None and (new_status != row.status or message != row.message):
-                    row.status, row.message, row.updated_at = new_status, message, now
+            rows = {row.step: row for row in teams.get_steps(session, team.id)}
+            verdict = decide(result, _now(team, rows), self.timing)
+            _write(session, team, rows, verdict)
 
-            team.lease_owner = None
-            team.lease_until = None
-            team.last_reconciled_at = now
-            if error is not None:
-                self._failed(session, team, status, attempts, failed_step, error)
-                return
-            if status == TeamStatus.DECOMMISSIONING:
-                if all(results.get(s) is not None and results[s].done for s in STEP_ORDER):
-                    team.status = TeamStatus.DECOMMISSIONED
-                    team.next_attempt_at = None
-                    team.last_error = None
-                    audit.record(
-                        session,
-                        actor=None,
-                        action="team.decommissioned",
-                        team_id=team.id,
-                        summary=f"{team.name} decommissioned: vCluster, namespace, policy and "
-                        "queue deleted; the guarantee returned to the pool",
-                    )
-                else:
-                    team.next_attempt_at = now + timedelta(seconds=POLL_SECONDS)
-                return
-            all_done = all(results.get(s) is not None and results[s].done for s in STEP_ORDER)
-            if repaired:
-                audit.record(
-                    session,
-                    actor=None,
-                    action="provisioning.drift_repaired",
-                    team_id=team.id,
-                    summary=f"restored {team.name}: " + "; ".join(repaired),
-                    details={"repaired": repaired},
-                )
-            if all_done:
-                was = team.status
-                team.status = TeamStatus.READY
-                team.attempts = 0
-                team.last_error = None
-                team.next_attempt_at = now + timedelta(seconds=settings.worker_resync_seconds)
-                if team.desired_generation == generation:
-                    team.observed_generation = generation
-                    self._mark_applied(session, team)
-                else:
-                    team.next_attempt_at = now
-                if was != TeamStatus.READY:
-                    team.ready_at = team.ready_at or now
-                    audit.record(
-                        session,
-                        actor=None,
-                        action="team.ready" if was != TeamStatus.FAILED else "team.recovered",
-                        team_id=team.id,
-                        summary=f"{team.name} is ready: queue {team.queue_name}, namespace "
-                        f"{team.namespace}, vCluster {team.vcluster_name}",
-                    )
-            else:
-                if team.status != TeamStatus.READY:
-                    team.status = TeamStatus.PROVISIONING
-                team.last_error = None
-                team.next_attempt_at = now + timedelta(seconds=POLL_SECONDS)
 
-    def _failed(
-        self,
-        session: Session,
-        team: Team,
-        status: TeamStatus,
-        attempts: int,
-        failed_step: Step | None,
-        error: str,
-    ) -> None:
-        now = utcnow()
-        team.attempts = attempts + 1
-        team.last_error = error
-        delay = backoff_seconds(
-            team.attempts,
-            base=self.settings.retry_base_seconds,
-            cap=self.settings.retry_max_seconds,
+def _now(team: Team, rows: dict[Step, ProvisioningStep]) -> TeamNow:
+    return TeamNow(
+        name=team.name,
+        status=TeamStatus(team.status),
+        desired_generation=team.desired_generation,
+        queue_name=team.queue_name,
+        namespace=team.namespace,
+        vcluster_name=team.vcluster_name,
+        steps={step: (row.status, row.message) for step, row in rows.items()},
+    )
+
+
+def _write(
+    session: Session, team: Team, rows: dict[Step, ProvisioningStep], verdict: Verdict
+) -> None:
+    now = utcnow()
+    for position, step in enumerate(STEP_ORDER):
+        row = rows.get(step)
+        if row is None:
+            row = ProvisioningStep(team_id=team.id, step=step, position=position, message="")
+            session.add(row)
+        if step in verdict.steps:
+            row.status, row.message = verdict.steps[step]
+            row.updated_at = now
+    team.last_reconciled_at = now
+    if verdict.status is not None:
+        team.status = verdict.status
+    if verdict.attempts is not None:
+        team.attempts = verdict.attempts
+    if verdict.error is not None:
+        team.last_error = verdict.error
+    elif verdict.clear_error:
+        team.last_error = None
+    if verdict.idle:
+        team.next_attempt_at = None
+    elif verdict.next_attempt_in is not None:
+        team.next_attempt_at = now + timedelta(seconds=verdict.next_attempt_in)
+    if verdict.became_ready:
+        team.ready_at = team.ready_at or now
+    if verdict.observed_generation is not None:
+        team.observed_generation = verdict.observed_generation
+        _mark_applied(session, team)
+    for entry in verdict.audits:
+        audit.record(
+            session,
+            actor=None,
+            action=entry.action,
+            team_id=team.id,
+            summary=entry.summary,
+            details=entry.details or None,
         )
-        team.next_attempt_at = now + timedelta(seconds=delay)
-        if status != TeamStatus.DECOMMISSIONING:
-            team.status = TeamStatus.FAILED
-        step = failed_step.value if failed_step else "provisioning"
-        # One audit entry per streak of failures and per changed error, not per retry.
-        if team.attempts == 1 or team.attempts % 10 == 0:
+
+
+def _mark_applied(session: Session, team: Team) -> None:
+    """The approved requests of a team are now in the cluster."""
+    for request in teams.get_requests(session, status=RequestStatus.APPROVED, team_ids=[team.id]):
+        request.status = RequestStatus.APPLIED
+        if request.kind == RequestKind.QUOTA_CHANGE:
             audit.record(
                 session,
                 actor=None,
-                action="provisioning.failed",
+                action="quota_change.applied",
                 team_id=team.id,
-                summary=f"{step} failed for {team.name} (attempt {team.attempts}, next try in "
-                f"{delay:.0f}s): {error}",
-                details={"step": step, "attempt": team.attempts, "error": error},
+                summary=f"quota of {team.name} applied to queue {team.queue_name}",
+                details={"request_id": request.id},
             )
-
-    def _mark_applied(self, session: Session, team: Team) -> None:
-        for request in session.scalars(
-            select(ClusterRequest).where(
-                ClusterRequest.team_id == team.id,
-                ClusterRequest.status == RequestStatus.APPROVED,
-            )
-        ):
-            request.status = RequestStatus.APPLIED
-            if request.kind == RequestKind.QUOTA_CHANGE:
-                audit.record(
-                    session,
-                    actor=None,
-                    action="quota_change.applied",
-                    team_id=team.id,
-                    summary=f"quota of {team.name} applied to queue {team.queue_name}",
-                    details={"request_id": request.id},
-                )
 
 
 class Worker:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
-from app.errors import Conflict
-from app.models import Team, TeamStatus, User
+from app.core.errors import Conflict
+from app.core.models import Team, TeamStatus, User
 from app.provisioning.backend import BackendError, ClusterBackend, spec_for
 from app.teams import repository as repo
 

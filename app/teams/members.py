@@ -2,42 +2,38 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
+from app.auth import repository as users
 from app.auth.service import valid_email
-from app.errors import Conflict, InvalidInput, NotFound
-from app.models import MemberRole, Team, TeamMember, User
+from app.core.errors import Conflict, InvalidInput, NotFound
+from app.core.models import MemberRole, MemberSource, Team, TeamMember, User
 from app.teams import repository as repo
 
 
 def get_all(session: Session, team: Team) -> list[tuple[User, TeamMember]]:
-    rows = session.execute(
-        select(User, TeamMember)
-        .join(TeamMember, TeamMember.user_id == User.id)
-        .where(TeamMember.team_id == team.id)
-        .order_by(TeamMember.role, User.email)
-    ).all()
-    return [(u, m) for u, m in rows]
+    return repo.get_members(session, team.id)
 
 
 def add(session: Session, *, actor: User, team: Team, email: str, role: str) -> TeamMember:
     email = valid_email(email)
     if role not in (MemberRole.LEAD, MemberRole.MEMBER):
         raise InvalidInput({"role": "choose lead or member"})
-    user = repo.get_user_by_email(session, email)
+    user = users.get_user_by_email(session, email)
     if user is None:
         user = User(email=email, display_name=email.split("@")[0])
         session.add(user)
         session.flush()
-    member = session.get(TeamMember, (team.id, user.id))
+    member = repo.get_member(session, team.id, user.id)
     if member is None:
-        member = TeamMember(team_id=team.id, user_id=user.id, role=role, source="portal")
+        member = TeamMember(
+            team_id=team.id, user_id=user.id, role=MemberRole(role), source=MemberSource.PORTAL
+        )
         session.add(member)
     else:
-        member.role = role
-        member.source = "portal"
+        member.role = MemberRole(role)
+        member.source = MemberSource.PORTAL
     session.flush()
     audit.record(
         session,
@@ -51,18 +47,12 @@ def add(session: Session, *, actor: User, team: Team, email: str, role: str) -> 
 
 
 def remove(session: Session, *, actor: User, team: Team, user_id: int) -> None:
-    member = session.get(TeamMember, (team.id, user_id))
+    member = repo.get_member(session, team.id, user_id)
     if member is None:
         raise NotFound(f"user {user_id} is not a member of {team.name}")
-    if member.role == MemberRole.LEAD:
-        leads = session.scalar(
-            select(func.count())
-            .select_from(TeamMember)
-            .where(TeamMember.team_id == team.id, TeamMember.role == MemberRole.LEAD)
-        )
-        if (leads or 0) <= 1:
-            raise Conflict(f"{team.name} needs at least one lead: add another lead first")
-    user = session.get(User, user_id)
+    if member.role == MemberRole.LEAD and repo.count_leads(session, team.id) <= 1:
+        raise Conflict(f"{team.name} needs at least one lead: add another lead first")
+    user = users.get_user(session, user_id)
     session.delete(member)
     session.flush()
     audit.record(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.models import Team
-from app.quantities import format_hundredths
+from app.core.models import Team
+from app.core.quantities import format_hundredths
 
 
 def example_pod(team: Team) -> str:

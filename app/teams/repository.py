@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from app.errors import NotFound
-from app.models import (
+from app.core.errors import NotFound
+from app.core.models import (
     COMMITTED_STATUSES,
     LIVE_STATUSES,
     ClusterRequest,
     Decision,
+    MemberRole,
     Org,
     ProvisioningStep,
     RequestStatus,
@@ -21,7 +22,6 @@ from app.models import (
     TeamMember,
     User,
 )
-from app.usage.service import TeamQuota
 
 
 def get_org(session: Session) -> Org:
@@ -156,29 +156,33 @@ def count_pending(session: Session) -> int:
     )
 
 
-def get_memberships(session: Session, user_id: int) -> list[TeamMember]:
-    return list(session.scalars(select(TeamMember).where(TeamMember.user_id == user_id)))
-
-
-def get_user_by_email(session: Session, email: str) -> User | None:
-    return session.scalars(select(User).where(User.email == email)).first()
-
-
-def get_quota_rows(session: Session, org_id: int) -> list[TeamQuota]:
-    """The quotas of every team holding a queue: what fair share is computed over."""
+def get_members(session: Session, team_id: int) -> list[tuple[User, TeamMember]]:
     rows = session.execute(
-        select(
-            Team.id,
-            Team.name,
-            Team.gpu_quota_centi,
-            Team.gpu_limit_centi,
-            Team.weight_centi,
-            Team.priority,
-        )
-        .where(Team.org_id == org_id, Team.status.in_(COMMITTED_STATUSES))
-        .order_by(Team.id)
+        select(User, TeamMember)
+        .join(TeamMember, TeamMember.user_id == User.id)
+        .where(TeamMember.team_id == team_id)
+        .order_by(TeamMember.role, User.email)
     ).all()
-    return [TeamQuota(*row) for row in rows]
+    return [(u, m) for u, m in rows]
+
+
+def get_member(session: Session, team_id: int, user_id: int) -> TeamMember | None:
+    return session.get(TeamMember, (team_id, user_id))
+
+
+def count_leads(session: Session, team_id: int) -> int:
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(TeamMember)
+            .where(TeamMember.team_id == team_id, TeamMember.role == MemberRole.LEAD)
+        )
+        or 0
+    )
+
+
+def has_org(session: Session) -> bool:
+    return session.scalars(select(Org.id).limit(1)).first() is not None
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from app.errors import InvalidInput
-from app.models import Org
-from app.quantities import format_hundredths, parse_hundredths
+from app.core.errors import InvalidInput
+from app.core.models import Org
+from app.core.quantities import format_hundredths, parse_hundredths
 
 # `vcluster-<name>` must stay a valid namespace (63), and the Helm release and the
 # StatefulSet that vCluster names after the team must stay under 53 and 52 characters

@@ -10,16 +10,18 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
-from app.errors import Conflict, InvalidInput
-from app.models import (
+from app.core.db import Effect, request_effect
+from app.core.errors import Conflict, InvalidInput
+from app.core.models import (
+    STEP_ORDER,
     ClusterRequest,
     Decision,
     MemberRole,
     Org,
+    Outcome,
     ProvisioningStep,
     RequestKind,
     RequestStatus,
-    Step,
     StepStatus,
     Team,
     TeamMember,
@@ -27,11 +29,9 @@ from app.models import (
     User,
     utcnow,
 )
-from app.quantities import format_hundredths, parse_hundredths
+from app.core.quantities import format_hundredths, parse_hundredths
 from app.teams import repository as repo
 from app.teams.rules import QuotaValues, parse_purpose, parse_quota, team_name_error
-
-STEP_ORDER = (Step.QUEUE, Step.NAMESPACE, Step.VCLUSTER, Step.ADMISSION_POLICY, Step.KUBECONFIG)
 
 
 @dataclass(frozen=True)
@@ -206,7 +206,7 @@ def approve(
     decision = Decision(
         request_id=request.id,
         actor_id=actor.id,
-        outcome="approved",
+        outcome=Outcome.APPROVED,
         reason=reason.strip(),
         changes=changes,
     )
@@ -236,6 +236,7 @@ def approve(
         summary=f"approved request #{request.id} for {team.name}{adjusted_text}",
         details={"request_id": request.id, "changes": changes, **approved},
     )
+    _quotas_changed(session)
     return decision
 
 
@@ -249,7 +250,9 @@ def reject(session: Session, *, actor: User, request_id: int, reason: str) -> De
     _require_open(request)
     team = request.team
     session.refresh(team)
-    decision = Decision(request_id=request.id, actor_id=actor.id, outcome="rejected", reason=reason)
+    decision = Decision(
+        request_id=request.id, actor_id=actor.id, outcome=Outcome.REJECTED, reason=reason
+    )
     session.add(decision)
     request.status = RequestStatus.REJECTED
     if request.kind == RequestKind.CREATE:
@@ -288,6 +291,7 @@ def decommission(session: Session, *, actor: User, team: Team) -> None:
         team_id=team.id,
         summary=f"decommissioning {team.name}: its vCluster, namespace, policy and queue go",
     )
+    _quotas_changed(session)
 
 
 def retry_now(session: Session, *, actor: User, team: Team) -> None:
@@ -303,6 +307,7 @@ def retry_now(session: Session, *, actor: User, team: Team) -> None:
         team_id=team.id,
         summary=f"asked to retry provisioning of {team.name} now",
     )
+    request_effect(session, Effect.PROVISIONING_DUE)
 
 
 def update_pool(session: Session, *, actor: User, data: Mapping[str, Any]) -> Org:
@@ -355,7 +360,14 @@ def update_pool(session: Session, *, actor: User, data: Mapping[str, Any]) -> Or
         + ", ".join(f"{k} {before[k]}→{after[k]}" for k in before if before[k] != after[k]),
         details={"before": before, "after": after},
     )
+    _quotas_changed(session)
     return org
+
+
+def _quotas_changed(session: Session) -> None:
+    """Teams have new desired quotas: the reconciler has work, cached shares are stale."""
+    request_effect(session, Effect.PROVISIONING_DUE)
+    request_effect(session, Effect.QUOTAS_CHANGED)
 
 
 def _require_open(request: ClusterRequest) -> None:

@@ -15,15 +15,14 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
-from sqlalchemy import delete, func, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.models import Team, UsageSample, utcnow
-from app.teams import repository as repo
+from app.core.db import unit_of_work
+from app.core.models import UsageSample, utcnow
+from app.teams import repository as teams
+from app.usage import repository as repo
 from app.usage.service import UsageCache
 
 log = logging.getLogger(__name__)
@@ -31,14 +30,6 @@ log = logging.getLogger(__name__)
 RAW_KEEP = timedelta(days=1)
 HOURLY_KEEP = timedelta(days=8)
 DAILY_KEEP = timedelta(days=400)
-
-
-def _insert_ignoring_duplicates(session: Session, rows: list[dict[str, object]]) -> None:
-    if not rows:
-        return
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    session.execute(insert(UsageSample).on_conflict_do_nothing(), rows)
 
 
 def _period_start(now: datetime, seconds: int) -> datetime:
@@ -65,13 +56,13 @@ class Collector:
     def collect_once(self, now: datetime | None = None) -> PassResult:
         started = time.perf_counter()
         now = now or utcnow()
-        with self.session_factory() as session, session.begin():
-            org = repo.get_org(session)
-            teams = repo.get_quota_rows(session, org.id)
-            shares = self.usage.shares(teams, pool_centi=org.gpus_centi, parent=org.parent_queue)
+        with unit_of_work(self.session_factory) as session:
+            org = teams.get_org(session)
+            quotas = repo.get_quota_rows(session, org.id)
+            shares = self.usage.shares(quotas, pool_centi=org.gpus_centi, parent=org.parent_queue)
             at = _period_start(now, self.interval)
             rows: list[dict[str, object]] = []
-            for team in teams:
+            for team in quotas:
                 share = shares.get(team.id)
                 if share is None or share.allocated is None:
                     continue
@@ -89,7 +80,7 @@ class Collector:
                         "borrowed_gpu_s": (share.allocated - inside) * self.interval,
                     }
                 )
-            _insert_ignoring_duplicates(session, rows)
+            repo.add_samples(session, rows)
             rolled, deleted = self.downsample(session, now)
         return PassResult(len(rows), rolled, deleted, time.perf_counter() - started)
 
@@ -102,19 +93,15 @@ class Collector:
         more, gone = _roll_up(
             session, source="hour", target="day", period=86400, before=now - HOURLY_KEEP
         )
-        expired = delete(UsageSample).where(
-            UsageSample.resolution == "day", UsageSample.at < now - DAILY_KEEP
-        )
-        return rolled + more, deleted + gone + _count(session.execute(expired))
+        expired = repo.delete_samples_before(session, resolution="day", before=now - DAILY_KEEP)
+        return rolled + more, deleted + gone + expired
 
 
 def _roll_up(
     session: Session, *, source: str, target: str, period: int, before: datetime
 ) -> tuple[int, int]:
     cutoff = _period_start(before, period)
-    old = session.scalars(
-        select(UsageSample).where(UsageSample.resolution == source, UsageSample.at < cutoff)
-    ).all()
+    old = repo.get_samples_before(session, resolution=source, before=cutoff)
     if not old:
         return 0, 0
     buckets: dict[tuple[int, datetime], list[UsageSample]] = defaultdict(list)
@@ -136,13 +123,8 @@ def _roll_up(
                 "borrowed_gpu_s": sum(s.borrowed_gpu_s for s in samples),
             }
         )
-    _insert_ignoring_duplicates(session, rows)
-    removed = delete(UsageSample).where(UsageSample.resolution == source, UsageSample.at < cutoff)
-    return len(rows), _count(session.execute(removed))
-
-
-def _count(result: object) -> int:
-    return int(getattr(result, "rowcount", 0) or 0)
+    repo.add_samples(session, rows)
+    return len(rows), repo.delete_samples_before(session, resolution=source, before=cutoff)
 
 
 class CollectorThread:
@@ -177,48 +159,16 @@ class Point:
     quota: float
 
 
-def _hour_of(session: Session) -> Any:
-    if session.get_bind().dialect.name == "postgresql":
-        return func.date_trunc("hour", func.timezone("UTC", UsageSample.at))
-    return func.strftime("%Y-%m-%d %H:00:00", UsageSample.at)
-
-
 def last_days(
     session: Session, team_id: int, *, days: int = 7, now: datetime | None = None
 ) -> list[Point]:
     """Hourly points for the sparkline; raw samples are averaged per hour in SQL."""
     now = now or utcnow()
     since = now - timedelta(days=days)
-    hour = _hour_of(session)
-    weight = func.sum(UsageSample.seconds)
-    rows = session.execute(
-        select(
-            hour.label("hour"),
-            func.sum(UsageSample.allocated_gpu * UsageSample.seconds) / weight,
-            func.sum(UsageSample.requested_gpu * UsageSample.seconds) / weight,
-            func.max(UsageSample.quota_gpu),
-        )
-        .where(
-            UsageSample.team_id == team_id,
-            UsageSample.resolution.in_(("raw", "hour")),
-            UsageSample.at >= since,
-        )
-        .group_by(hour)
-        .order_by(hour)
-    ).all()
-    points = []
-    for at, allocated, requested, quota in rows:
-        if isinstance(at, str):
-            at = datetime.fromisoformat(at)
-        points.append(
-            Point(
-                at=at.replace(tzinfo=UTC),
-                allocated=float(allocated),
-                requested=float(requested),
-                quota=float(quota),
-            )
-        )
-    return points
+    return [
+        Point(at=at, allocated=allocated, requested=requested, quota=quota)
+        for at, allocated, requested, quota in repo.hourly_points(session, team_id, since=since)
+    ]
 
 
 class RecentHistory:
@@ -258,29 +208,9 @@ class ShowbackRow:
 
 def showback(session: Session, *, month: str | None = None) -> list[ShowbackRow]:
     """GPU-hours per team and month, within the guarantee and borrowed above it."""
-    dialect = session.get_bind().dialect.name
-    month_of = (
-        func.to_char(func.timezone("UTC", UsageSample.at), "YYYY-MM")
-        if dialect == "postgresql"
-        else func.strftime("%Y-%m", UsageSample.at)
-    )
-    query = (
-        select(
-            Team.name,
-            Team.id,
-            month_of.label("month"),
-            func.sum(UsageSample.guaranteed_gpu_s),
-            func.sum(UsageSample.borrowed_gpu_s),
-        )
-        .join(Team, Team.id == UsageSample.team_id)
-        .group_by(Team.name, Team.id, month_of)
-        .order_by(month_of, Team.name, Team.id)
-    )
-    if month:
-        query = query.where(month_of == month)
     return [
         ShowbackRow(name, m, round(g / 3600, 3), round(b / 3600, 3))
-        for name, _id, m, g, b in session.execute(query).all()
+        for name, m, g, b in repo.gpu_seconds_by_month(session, month=month)
     ]
 
 

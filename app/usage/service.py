@@ -8,10 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from app.models import Team
-from app.provisioning.backend import ClusterBackend, QueueUsage
+from app.core.models import Team
 from app.usage.fairshare import UNLIMITED, QueueInput, fair_shares, usable
-from app.usage.prometheus import PrometheusError, PrometheusSource
+from app.usage.sources import KaiMetricsSource, MetricsError, QueueUsage, UsageReader
 
 
 @dataclass(frozen=True)
@@ -76,10 +75,10 @@ class UsageCache:
 
     def __init__(
         self,
-        backend: ClusterBackend,
+        backend: UsageReader,
         *,
         ttl: float = 5.0,
-        prometheus: PrometheusSource | None = None,
+        prometheus: KaiMetricsSource | None = None,
     ) -> None:
         self.backend = backend
         self.prometheus = prometheus
@@ -119,7 +118,7 @@ class UsageCache:
         assert self.prometheus is not None
         try:
             kai = self.prometheus.read()
-        except PrometheusError as exc:
+        except MetricsError as exc:
             self.error = str(exc)
             self.fair_override = None
             return

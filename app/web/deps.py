@@ -10,15 +10,16 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
+from app.auth import repository as auth_repo
 from app.auth import service as auth_service
 from app.auth import sessions
 from app.auth import tokens as api_tokens
-from app.auth.oidc import OidcClient, OidcError
 from app.auth.principal import Principal, principal_for
-from app.config import Settings
-from app.db import unit_of_work
-from app.errors import Forbidden
-from app.models import User
+from app.auth.provider import IdentityProvider, ProviderError
+from app.core.config import Settings
+from app.core.db import unit_of_work
+from app.core.errors import Forbidden, Unavailable
+from app.core.models import Team, User
 from app.provisioning.backend import ClusterBackend
 from app.teams import repository as team_repo
 from app.usage.service import UsageCache
@@ -123,7 +124,7 @@ def get_principal_optional(
         if user is None:
             request.session.clear()
             return None
-    memberships = [(m.team_id, m.role) for m in team_repo.get_memberships(session, user.id)]
+    memberships = [(m.team_id, m.role) for m in auth_repo.get_memberships(session, user.id)]
     return principal_for(user, memberships)
 
 
@@ -133,12 +134,14 @@ def _bearer_user(request: Request, session: Session, settings: Settings, token: 
         if user is None:
             raise NotAuthenticated("the API token is unknown, revoked or expired")
         return user
-    client: OidcClient | None = request.app.state.oidc
+    client: IdentityProvider | None = request.app.state.oidc
     if client is None:
         raise NotAuthenticated("bearer tokens need an API token (gpp_…) or single sign-on")
     try:
         claims = client.verify_access_token(token)
-    except OidcError as exc:
+    except ProviderError as exc:
+        if exc.unavailable:
+            raise Unavailable(f"the access token could not be checked: {exc}") from exc
         raise NotAuthenticated(f"the access token was refused: {exc}") from exc
     return auth_service.sign_in_oidc(session, claims=claims, settings=settings, method="bearer")
 
@@ -159,6 +162,24 @@ def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Princi
 MaybePrincipal = Annotated[Principal | None, Depends(get_principal_optional)]
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 AdminPrincipal = Annotated[Principal, Depends(get_admin)]
+
+
+def team_for_viewer(team_id: int, session: SessionDep, principal: CurrentPrincipal) -> Team:
+    """The team in the path, if the caller may see it (else 404, as for a missing team)."""
+    team = team_repo.get_team(session, team_id)
+    principal.require_view(team)
+    return team
+
+
+def team_for_lead(team_id: int, session: SessionDep, principal: CurrentPrincipal) -> Team:
+    """The team in the path, if the caller leads it or is an admin (403 for its members)."""
+    team = team_repo.get_team(session, team_id)
+    principal.require_lead(team)
+    return team
+
+
+TeamForViewer = Annotated[Team, Depends(team_for_viewer)]
+TeamForLead = Annotated[Team, Depends(team_for_lead)]
 
 
 async def read_form(request: Request) -> dict[str, str]:

@@ -9,8 +9,8 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from app.config import PROJECT_ROOT
-from app.quantities import format_hundredths
+from app.core.config import PROJECT_ROOT
+from app.core.quantities import format_hundredths
 from app.web.deps import csrf_token
 
 templates = Jinja2Templates(directory=str(PROJECT_ROOT / "templates"))

@@ -11,9 +11,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.db import unit_of_work
+from app.core.db import unit_of_work
 from app.main import create_app
-from app.seed import seed_example
+from app.teams.seed import seed_example
 from tests.conftest import settings_for
 from tests.servers import oidc_provider
 from tests.web.conftest import Client
@@ -88,7 +88,8 @@ def authorize(authorize_url: str, sub: str) -> dict[str, str]:
 def sign_in(client: Client, sub: str, next_path: str = "/") -> httpx.Response:
     url, _ = start(client, next_path)
     callback = authorize(url, sub)
-    return client.get("/auth/callback", params=callback, follow_redirects=False)
+    response: httpx.Response = client.get("/auth/callback", params=callback, follow_redirects=False)
+    return response
 
 
 def provider_tokens(

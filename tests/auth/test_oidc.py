@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import threading
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlencode, urlsplit
 
 import pytest
@@ -10,9 +14,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
-from app.auth.oidc import OidcClient, OidcError
+from app.adapters.oidc import OidcClient, OidcError
+from app.core.models import AuditEvent, WebSession, utcnow
 from app.main import create_app
-from app.models import AuditEvent, WebSession, utcnow
 from tests.auth.conftest import (
     CLIENT_ID,
     PORTAL,
@@ -246,3 +250,72 @@ def test_development_sign_in_is_off_outside_development(oidc_app: FastAPI) -> No
 def test_sign_out_redirect_is_allowed_by_the_csp(oidc_app: FastAPI, provider: str) -> None:
     csp = browser(oidc_app).get("/login").headers["content-security-policy"]
     assert f"form-action 'self' {provider}" in csp
+
+
+def _with_header(token: str, **header: str) -> str:
+    """The same token with its header's fields replaced (the signature no longer matches)."""
+    head, payload, signature = token.split(".")
+    fields = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    fields.update(header)
+    encoded = base64.urlsafe_b64encode(json.dumps(fields).encode()).rstrip(b"=").decode()
+    return f"{encoded}.{payload}.{signature}"
+
+
+def test_bad_bearer_tokens_do_not_make_the_portal_download_keys(
+    oidc_app: FastAPI, provider: str
+) -> None:
+    """Anyone can send tokens without signing in: a bad signature never refetches the
+    provider's keys, and a token with an unknown key id refetches them once per interval."""
+    good = provider_id_token(provider, client_id=CLIENT_ID, sub="u1", nonce="n1")
+    client = oidc_app.state.oidc
+    anonymous = browser(oidc_app)
+    bad_signature = good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB")
+    for _ in range(5):
+        response = anonymous.get("/api/v1/me", headers={"Authorization": f"Bearer {bad_signature}"})
+        assert response.status_code == 401
+        assert "signature" in response.json()["detail"]
+    assert client.key_downloads == 1
+    unknown_key = _with_header(good, kid="rotated-away")
+    for _ in range(5):
+        response = anonymous.get("/api/v1/me", headers={"Authorization": f"Bearer {unknown_key}"})
+        assert response.status_code == 401
+    assert client.key_downloads == 2
+
+
+class _NotJsonProvider(BaseHTTPRequestHandler):
+    """A provider whose userinfo answers with an HTML error page."""
+
+    def do_GET(self) -> None:
+        assert isinstance(self.server, ThreadingHTTPServer)
+        issuer = f"http://127.0.0.1:{self.server.server_port}"
+        if self.path == "/.well-known/openid-configuration":
+            body = json.dumps({"issuer": issuer, "userinfo_endpoint": issuer + "/userinfo"})
+            kind = "application/json"
+        else:
+            body, kind = "<html><body>Bad gateway</body></html>", "text/html"
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_userinfo_that_is_not_json_is_a_clear_502(db_url: str) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotJsonProvider)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        app = create_app(oidc_settings(db_url, f"http://127.0.0.1:{server.server_port}"))
+        with TestClient(app):
+            response = browser(app).get(
+                "/api/v1/me", headers={"Authorization": "Bearer an-opaque-token"}
+            )
+        assert response.status_code == 502
+        assert response.json()["detail"] == (
+            "the access token could not be checked: "
+            "the identity provider's userinfo answer is not JSON"
+        )
+    finally:
+        server.shutdown()

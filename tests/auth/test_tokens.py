@@ -9,7 +9,7 @@ import httpx
 from fastapi import FastAPI
 from sqlalchemy import select, text, update
 
-from app.models import ApiToken, AuditEvent, utcnow
+from app.core.models import ApiToken, AuditEvent, utcnow
 from tests.auth.conftest import browser, provider_tokens, set_user, sign_in
 from tests.web.conftest import Client
 

@@ -15,9 +15,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from kubernetes import client, config
 
-from app.db import unit_of_work
+from app.core.db import unit_of_work
 from app.main import create_app
-from app.seed import seed_example
+from app.teams.seed import seed_example
 from tests.conftest import settings_for
 from tests.k8s.control_plane import ControlPlane, control_plane
 from tests.k8s.queue_crd import kai_queue_crd
@@ -151,7 +151,7 @@ def reconcile_until(app: FastAPI, done: Any, timeout: float = 30.0) -> None:
     """Run reconciler passes (as the worker would) until ``done()`` holds."""
     from sqlalchemy import update
 
-    from app.models import Team, utcnow
+    from app.core.models import Team, utcnow
 
     deadline = time.monotonic() + timeout
     while not done():

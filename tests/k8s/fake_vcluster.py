@@ -38,7 +38,7 @@ def cluster_side() -> client.ApiClient:
 
 def _ignore_conflict(call: object) -> None:
     try:
-        call()  # type: ignore[operator]
+        call()  # type: ignore[operator, unused-ignore]
     except ApiException as exc:
         if exc.status != 409:
             raise

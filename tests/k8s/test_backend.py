@@ -9,7 +9,7 @@ import yaml
 from fastapi import FastAPI
 from kubernetes import client
 
-from app.models import TeamStatus
+from app.core.models import TeamStatus
 from app.teams import repository as repo
 from tests.k8s.conftest import reconcile_until
 
@@ -112,9 +112,9 @@ def test_a_foreign_queue_with_the_same_name_is_left_alone(
 ) -> None:
     from fastapi.testclient import TestClient
 
-    from app.db import unit_of_work
+    from app.core.db import unit_of_work
     from app.main import create_app
-    from app.seed import seed_example
+    from app.teams.seed import seed_example
 
     custom = client.CustomObjectsApi(admin_api)
     foreign = {
@@ -140,7 +140,7 @@ def test_a_foreign_queue_with_the_same_name_is_left_alone(
 def test_drift_is_repaired(kube_app: FastAPI, admin_api: Any) -> None:
     from sqlalchemy import select
 
-    from app.models import AuditEvent
+    from app.core.models import AuditEvent
 
     reconcile_until(kube_app, lambda: all_ready(kube_app))
     custom = client.CustomObjectsApi(admin_api)
@@ -221,11 +221,11 @@ def test_a_portal_killed_mid_provisioning_resumes_without_duplicates(
     from fastapi.testclient import TestClient
     from sqlalchemy import update
 
-    from app.db import unit_of_work
+    from app.core.db import unit_of_work
+    from app.core.models import Team, utcnow
     from app.main import create_app
-    from app.models import Team, utcnow
     from app.provisioning.backend import spec_for
-    from app.seed import seed_example
+    from app.teams.seed import seed_example
 
     first = create_app(kube_settings)
     with TestClient(first):
@@ -236,7 +236,7 @@ def test_a_portal_killed_mid_provisioning_resumes_without_duplicates(
         # It got as far as the queue and the namespace of nlp, then the process died.
         with first.state.session_factory() as session:
             spec = spec_for(repo.get_team(session, 1), repo.get_org(session))
-        from app.models import Step
+        from app.core.models import Step
 
         first.state.backend.apply(Step.QUEUE, spec)
         first.state.backend.apply(Step.NAMESPACE, spec)
@@ -365,9 +365,9 @@ def test_the_helm_installer_does_the_same(
 ) -> None:
     from fastapi.testclient import TestClient
 
-    from app.db import unit_of_work
+    from app.core.db import unit_of_work
     from app.main import create_app
-    from app.seed import seed_example
+    from app.teams.seed import seed_example
 
     settings = kube_settings.model_copy(
         update={"vcluster_installer": "helm", "helm_cli": str(fake_vcluster)}

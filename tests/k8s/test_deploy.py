@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from app.config import Settings
+from app.core.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

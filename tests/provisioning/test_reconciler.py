@@ -10,8 +10,9 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import unit_of_work
-from app.models import (
+from app.adapters.simulated import SimulatedBackend
+from app.core.db import unit_of_work
+from app.core.models import (
     AuditEvent,
     ClusterRequest,
     RequestStatus,
@@ -23,7 +24,6 @@ from app.models import (
 )
 from app.provisioning.backend import spec_for
 from app.provisioning.reconciler import Reconciler, backoff_seconds
-from app.provisioning.simulated import SimulatedBackend
 from app.teams import repository as repo
 from app.teams import service
 from tests.conftest import settings_for
@@ -101,9 +101,10 @@ def test_steps_wait_for_a_slow_control_plane(
     reconciler = Reconciler(session_factory, slow, settings_for(db_url), owner="w")
     team_id = approved_team(session_factory)
     reconciler.run_once()
-    team = team_of(session_factory, team_id)
-    assert team.status == TeamStatus.PROVISIONING
-    assert [s.status for s in team.steps][:2] == ["progressing", "pending"]
+    first = team_of(session_factory, team_id)
+    assert first.status == TeamStatus.PROVISIONING
+    assert [s.status for s in first.steps][:2] == ["progressing", "pending"]
+    team = first
     deadline = time.monotonic() + 10
     while team.status != TeamStatus.READY and time.monotonic() < deadline:
         with unit_of_work(session_factory) as session:
@@ -125,9 +126,9 @@ def test_failures_are_recorded_retried_and_recovered(
     assert team.attempts == 1
     assert team.last_error == "simulated: helm timed out"
     steps = {s.step: s for s in team.steps}
-    assert steps["vcluster"].status == "failed"
-    assert steps["vcluster"].message == "simulated: helm timed out"
-    assert steps["namespace"].status == "done"
+    assert steps[Step.VCLUSTER].status == "failed"
+    assert steps[Step.VCLUSTER].message == "simulated: helm timed out"
+    assert steps[Step.NAMESPACE].status == "done"
     reconciler.run_once()
     assert team_of(session_factory, team_id).attempts == 2
     reconciler.run_once()

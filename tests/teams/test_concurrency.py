@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import unit_of_work
-from app.errors import Conflict
-from app.models import User
+from app.core.db import unit_of_work
+from app.core.errors import Conflict
+from app.core.models import User
 from app.teams import repository as repo
 from app.teams import service
 from tests.factories import make_org, make_user, submit

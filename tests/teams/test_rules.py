@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.errors import InvalidInput
-from app.models import Org
-from app.quantities import format_hundredths, parse_hundredths
+from app.core.errors import InvalidInput
+from app.core.models import Org
+from app.core.quantities import format_hundredths, parse_hundredths
 from app.teams.rules import QuotaValues, parse_quota, team_name_error
 
 POOL = Org(

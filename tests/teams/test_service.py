@@ -7,8 +7,8 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from app.errors import Conflict, InvalidInput
-from app.models import AuditEvent, ProvisioningStep, RequestStatus, TeamStatus
+from app.core.errors import Conflict, InvalidInput
+from app.core.models import AuditEvent, ProvisioningStep, RequestStatus, TeamStatus, User
 from app.teams import members, service
 from app.teams import repository as repo
 from tests.factories import make_org, make_user, request_values, submit
@@ -24,26 +24,26 @@ def people(session: Session) -> dict[str, object]:
     }
 
 
-def test_submit_creates_team_lead_and_audit(session: Session, people: dict) -> None:
+def test_submit_creates_team_lead_and_audit(session: Session, people: dict[str, User]) -> None:
     request = submit(session, people["lead"], "nlp")
     team = request.team
     assert team.status == TeamStatus.SUBMITTED
     assert (request.gpu_quota_centi, request.gpu_limit_centi) == (33, 100)
     assert team.gpu_quota_centi == 0, "nothing is committed before approval"
-    people = members.get_all(session, team)
-    assert [(u.email, m.role) for u, m in people] == [("lead@example.org", "lead")]
+    listed = members.get_all(session, team)
+    assert [(u.email, m.role) for u, m in listed] == [("lead@example.org", "lead")]
     actions = session.scalars(select(AuditEvent.action)).all()
     assert actions == ["request.submitted"]
 
 
-def test_name_must_be_free_among_live_teams(session: Session, people: dict) -> None:
+def test_name_must_be_free_among_live_teams(session: Session, people: dict[str, User]) -> None:
     submit(session, people["lead"], "nlp")
     with pytest.raises(InvalidInput) as caught:
         submit(session, people["other"], "nlp")
     assert "already has a cluster or a pending request" in caught.value.errors["name"]
 
 
-def test_rejected_name_can_be_requested_again(session: Session, people: dict) -> None:
+def test_rejected_name_can_be_requested_again(session: Session, people: dict[str, User]) -> None:
     first = submit(session, people["lead"], "nlp")
     service.reject(session, actor=people["admin"], request_id=first.id, reason="too big")
     assert first.team.status == TeamStatus.REJECTED
@@ -51,14 +51,16 @@ def test_rejected_name_can_be_requested_again(session: Session, people: dict) ->
     assert again.team_id != first.team_id
 
 
-def test_reject_needs_a_reason(session: Session, people: dict) -> None:
+def test_reject_needs_a_reason(session: Session, people: dict[str, User]) -> None:
     request = submit(session, people["lead"], "nlp")
     with pytest.raises(InvalidInput) as caught:
         service.reject(session, actor=people["admin"], request_id=request.id, reason="  ")
     assert "say why" in caught.value.errors["reason"]
 
 
-def test_approve_as_asked_commits_quota_and_plans_steps(session: Session, people: dict) -> None:
+def test_approve_as_asked_commits_quota_and_plans_steps(
+    session: Session, people: dict[str, User]
+) -> None:
     request = submit(session, people["lead"], "nlp")
     decision = service.approve(session, actor=people["admin"], request_id=request.id)
     team = request.team
@@ -76,7 +78,9 @@ def test_approve_as_asked_commits_quota_and_plans_steps(session: Session, people
     assert repo.committed_gpu_centi(session, team.org_id) == 33
 
 
-def test_approve_with_adjusted_values_records_changes(session: Session, people: dict) -> None:
+def test_approve_with_adjusted_values_records_changes(
+    session: Session, people: dict[str, User]
+) -> None:
     request = submit(session, people["lead"], "nlp", gpu_quota="0.5")
     decision = service.approve(
         session,
@@ -95,7 +99,7 @@ def test_approve_with_adjusted_values_records_changes(session: Session, people: 
 
 
 def test_approval_past_the_pool_is_refused_with_what_is_free(
-    session: Session, people: dict
+    session: Session, people: dict[str, User]
 ) -> None:
     for name in ("nlp", "vision", "recommender"):
         r = submit(session, people["lead"], name)
@@ -115,14 +119,14 @@ def test_approval_past_the_pool_is_refused_with_what_is_free(
     assert repo.committed_gpu_centi(session, extra.team.org_id) == 100
 
 
-def test_a_request_is_decided_once(session: Session, people: dict) -> None:
+def test_a_request_is_decided_once(session: Session, people: dict[str, User]) -> None:
     request = submit(session, people["lead"], "nlp")
     service.approve(session, actor=people["admin"], request_id=request.id)
     with pytest.raises(Conflict, match="already approved"):
         service.reject(session, actor=people["admin"], request_id=request.id, reason="no")
 
 
-def test_quota_change_goes_through_approval(session: Session, people: dict) -> None:
+def test_quota_change_goes_through_approval(session: Session, people: dict[str, User]) -> None:
     request = submit(session, people["lead"], "nlp")
     service.approve(session, actor=people["admin"], request_id=request.id)
     team = request.team
@@ -149,7 +153,7 @@ def test_quota_change_goes_through_approval(session: Session, people: dict) -> N
     assert team.desired_generation == 2
 
 
-def test_quota_change_cannot_overcommit(session: Session, people: dict) -> None:
+def test_quota_change_cannot_overcommit(session: Session, people: dict[str, User]) -> None:
     a = submit(session, people["lead"], "nlp", gpu_quota="0.5")
     b = submit(session, people["other"], "vision", gpu_quota="0.5")
     for r in (a, b):
@@ -162,7 +166,9 @@ def test_quota_change_cannot_overcommit(session: Session, people: dict) -> None:
         service.approve(session, actor=people["admin"], request_id=change.id)
 
 
-def test_decommission_returns_the_guarantee_only_when_done(session: Session, people: dict) -> None:
+def test_decommission_returns_the_guarantee_only_when_done(
+    session: Session, people: dict[str, User]
+) -> None:
     request = submit(session, people["lead"], "nlp")
     service.approve(session, actor=people["admin"], request_id=request.id)
     team = request.team
@@ -173,7 +179,7 @@ def test_decommission_returns_the_guarantee_only_when_done(session: Session, peo
         service.decommission(session, actor=people["lead"], team=team)
 
 
-def test_pool_cannot_shrink_below_guarantees(session: Session, people: dict) -> None:
+def test_pool_cannot_shrink_below_guarantees(session: Session, people: dict[str, User]) -> None:
     request = submit(session, people["lead"], "nlp", gpu_quota="0.5")
     service.approve(session, actor=people["admin"], request_id=request.id)
     with pytest.raises(InvalidInput) as caught:
@@ -187,7 +193,7 @@ def test_pool_cannot_shrink_below_guarantees(session: Session, people: dict) -> 
     assert (org.gpus_centi, org.cpu_millicores, org.memory_mb) == (400, 64_000, 512_000)
 
 
-def test_audit_trail_is_append_only(session: Session, people: dict) -> None:
+def test_audit_trail_is_append_only(session: Session, people: dict[str, User]) -> None:
     submit(session, people["lead"], "nlp")
     session.commit()
     with pytest.raises(DBAPIError, match="append-only"):

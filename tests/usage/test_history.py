@@ -8,13 +8,13 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import unit_of_work
-from app.models import Team, UsageSample
-from app.provisioning.backend import QueueUsage
-from app.provisioning.simulated import SimulatedBackend
-from app.seed import seed_example
+from app.adapters.simulated import SimulatedBackend
+from app.core.db import unit_of_work
+from app.core.models import Team, UsageSample
+from app.teams.seed import seed_example
 from app.usage import history
 from app.usage.service import UsageCache
+from app.usage.sources import QueueUsage
 
 NOW = datetime(2026, 11, 29, 12, 0, 30, tzinfo=UTC)
 

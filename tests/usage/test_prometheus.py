@@ -16,8 +16,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from app.adapters.prometheus import PrometheusError, PrometheusSource
 from app.main import create_app
-from app.usage.prometheus import PrometheusError, PrometheusSource
 from tests.conftest import settings_for
 from tests.servers import free_port, prometheus_server
 from tests.web.conftest import client_for
@@ -74,8 +74,8 @@ def test_reads_kai_numbers_from_prometheus(prometheus: str) -> None:
 def test_pages_show_prometheus_figures_instead_of_computed_ones(
     prometheus: str, db_url: str
 ) -> None:
-    from app.db import unit_of_work
-    from app.seed import seed_example
+    from app.core.db import unit_of_work
+    from app.teams.seed import seed_example
 
     app: FastAPI = create_app(settings_for(db_url, prometheus_url=prometheus))
     with TestClient(app):

@@ -11,12 +11,13 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from app.auth import repository as users
 from app.auth import tokens
-from app.db import unit_of_work
+from app.core.db import unit_of_work
 from app.main import create_app
-from app.seed import seed_example
 from app.teams import members
 from app.teams import repository as repo
+from app.teams.seed import seed_example
 from tests.conftest import settings_for
 
 META_CSRF = re.compile(r'<meta name="csrf-token" content="([^"]+)">')
@@ -45,10 +46,16 @@ class Client(TestClient):
         return self
 
     def form(self, url: str, data: dict[str, str] | None = None, **kw: Any) -> httpx.Response:
-        return self.post(url, data={"csrf_token": self.csrf, **(data or {})}, **kw)
+        response: httpx.Response = self.post(
+            url, data={"csrf_token": self.csrf, **(data or {})}, **kw
+        )
+        return response
 
     def api(self, method: str, url: str, json: Any = None) -> httpx.Response:
-        return self.request(method, url, json=json, headers={"X-CSRF-Token": self.csrf})
+        response: httpx.Response = self.request(
+            method, url, json=json, headers={"X-CSRF-Token": self.csrf}
+        )
+        return response
 
 
 @pytest.fixture
@@ -58,7 +65,7 @@ def app(db_url: str) -> Iterator[FastAPI]:
         with unit_of_work(application.state.session_factory) as session:
             seed_example(session)
             nlp = repo.get_team(session, 1)
-            lead = repo.get_user_by_email(session, "lead-nlp@example.org")
+            lead = users.get_user_by_email(session, "lead-nlp@example.org")
             assert nlp.name == "nlp"
             assert lead is not None
             member = members.add(

@@ -7,7 +7,7 @@ import re
 import pytest
 from fastapi import FastAPI
 
-from app.models import Step
+from app.core.models import Step
 from tests.web.conftest import Client, client_for
 
 NLP, VISION = 1, 2
@@ -295,7 +295,7 @@ def test_security_headers_and_cookie(anonymous: Client) -> None:
 def test_admin_overview_pages_through_many_teams(
     admin: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("app.teams.admin_pages.PAGE_SIZE", 2)
+    monkeypatch.setattr("app.web.pages.admin.PAGE_SIZE", 2)
     first = admin.get("/admin").text
     assert re.findall(r'<a href="/teams/\d+"><b>(\w+)</b>', first) == ["nlp", "recommender"]
     assert "3 teams · page 1 of 2" in first
@@ -308,7 +308,7 @@ def test_admin_overview_pages_through_many_teams(
 def fix_usage(
     app: FastAPI, monkeypatch: pytest.MonkeyPatch, values: dict[str, tuple[float, float]]
 ) -> None:
-    from app.provisioning.backend import QueueUsage
+    from app.usage.sources import QueueUsage
 
     def usage(names: list[str]) -> dict[str, QueueUsage]:
         return {n: QueueUsage(*values[n]) for n in names if n in values}
@@ -358,7 +358,10 @@ def test_admin_filters_borrowing_and_waiting_teams(
     app: FastAPI, admin: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fix_usage(app, monkeypatch, {**FIXED, "team-vision": (0.1, 0.3)})
-    names = lambda html: re.findall(r'<a href="/teams/\d+"><b>(\w+)</b>', html)  # noqa: E731
+
+    def names(html: str) -> list[str]:
+        return re.findall(r'<a href="/teams/\d+"><b>(\w+)</b>', html)
+
     assert names(admin.get("/admin?status=borrowing").text) == ["nlp"]
     assert names(admin.get("/admin?status=waiting").text) == ["nlp", "vision"]
     page = admin.get("/admin").text
@@ -369,8 +372,8 @@ def test_admin_filters_borrowing_and_waiting_teams(
 def test_showback_csv(app: FastAPI, admin: Client) -> None:
     from datetime import UTC, datetime
 
-    from app.db import unit_of_work
-    from app.models import UsageSample
+    from app.core.db import unit_of_work
+    from app.core.models import UsageSample
 
     with unit_of_work(app.state.session_factory) as session:
         session.add(
@@ -395,3 +398,13 @@ def test_showback_csv(app: FastAPI, admin: Client) -> None:
     bad = admin.get("/admin/showback.csv?month=November")
     assert bad.status_code == 422
     assert "YYYY-MM" in bad.text
+
+
+@pytest.mark.parametrize("path", ["/admin", "/teams", f"/teams/{NLP}"])
+def test_ids_are_unique_on_pages_with_many_gauges(admin: Client, path: str) -> None:
+    """Every gauge draws borrowed GPUs with one shared pattern, defined once per page."""
+    page = admin.get(path).text
+    ids = re.findall(r'\sid="([^"]+)"', page)
+    assert len(page.split("<svg")) > 2, "the page shows gauges"
+    assert sorted(ids) == sorted(set(ids)), [i for i in set(ids) if ids.count(i) > 1]
+    assert ids.count("gauge-hatch") == 1

@@ -1,0 +1,23 @@
+"""Choose the cluster backend from settings."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from app.adapters.simulated import SimulatedBackend
+from app.core.config import ClusterBackendKind, Settings
+from app.provisioning.backend import ClusterBackend
+from app.usage.sources import UsageReader
+
+
+class Cluster(ClusterBackend, UsageReader, Protocol):
+    """A backend provisions teams (the provisioning domain's protocol) and reads their
+    queues' usage (the usage domain's)."""
+
+
+def make_backend(settings: Settings) -> Cluster:
+    if settings.cluster_backend == ClusterBackendKind.SIMULATED:
+        return SimulatedBackend(step_seconds=settings.simulated_step_seconds)
+    from app.adapters.k8s.backend import KubernetesBackend
+
+    return KubernetesBackend(settings)

@@ -1,0 +1,135 @@
+"""The `kubernetes` cluster backend: KAI queues, namespaces, admission policies, vClusters.
+
+Only this package imports the `kubernetes` client; everything else speaks in the portal's
+terms (TeamSpec, Step, Observation). The work is split into parts over one connection
+(``client.Kube``): cluster-scoped objects and the namespace (``objects``), the vCluster
+installer (``vcluster``) and the kubeconfig hand-over (``kubeconfig``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from decimal import Decimal
+from typing import Any
+
+from kubernetes import client
+from kubernetes.utils import parse_quantity
+
+from app.adapters.k8s import manifests as m
+from app.adapters.k8s.client import Kube
+from app.adapters.k8s.kubeconfig import Kubeconfigs, rewrite_kubeconfig
+from app.adapters.k8s.objects import ClusterObjects
+from app.adapters.k8s.vcluster import VClusterInstaller
+from app.core.config import Settings
+from app.core.models import Step
+from app.provisioning.backend import DONE, Observation, TeamSpec
+from app.usage.sources import QueueUsage
+
+__all__ = ["KubernetesBackend", "rewrite_kubeconfig"]
+
+# Slow namespaced checks that an apply of a step makes stale.
+DEEP_CHECKS_OF = {
+    Step.NAMESPACE: ("role binding",),
+    Step.VCLUSTER: ("vCluster", "kubeconfig"),
+}
+GPU = "nvidia.com/gpu"
+
+
+class KubernetesBackend:
+    kind = "kubernetes"
+    simulated = False
+
+    def __init__(self, settings: Settings, api: client.ApiClient | None = None) -> None:
+        self.kube = Kube(settings, api)
+        self.objects = ClusterObjects(self.kube)
+        self.vclusters = VClusterInstaller(self.kube)
+        self.kubeconfigs = Kubeconfigs(self.kube)
+
+    @property
+    def settings(self) -> Settings:
+        return self.kube.settings
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        self.kube.settings = value
+
+    @property
+    def requests(self) -> int:
+        return self.kube.requests
+
+    @property
+    def calls(self) -> Counter[str]:
+        return self.kube.calls
+
+    # --- passes ---------------------------------------------------------------------
+
+    def begin_pass(self) -> None:
+        self.objects.begin_pass()
+
+    def end_pass(self) -> None:
+        self.objects.end_pass()
+
+    # --- steps ----------------------------------------------------------------------
+
+    def observe(self, step: Step, spec: TeamSpec) -> Observation:
+        return {
+            Step.QUEUE: self.objects.observe_queue,
+            Step.NAMESPACE: self.objects.observe_namespace,
+            Step.VCLUSTER: self.vclusters.observe,
+            Step.ADMISSION_POLICY: self.objects.observe_policy,
+            Step.KUBECONFIG: self.kubeconfigs.observe,
+        }[step](spec)
+
+    def apply(self, step: Step, spec: TeamSpec) -> Observation:
+        self.kube.forget(spec.team, DEEP_CHECKS_OF.get(step, ()))
+        {
+            Step.QUEUE: self.objects.apply_queues,
+            Step.NAMESPACE: self.objects.apply_namespace,
+            Step.VCLUSTER: self.vclusters.install,
+            Step.ADMISSION_POLICY: self.objects.apply_policy,
+            Step.KUBECONFIG: lambda _spec: None,
+        }[step](spec)
+        return self.observe(step, spec)
+
+    def remove(self, step: Step, spec: TeamSpec) -> Observation:
+        self.kube.forget(spec.team, ("role binding", "vCluster", "kubeconfig"))
+        return {
+            Step.QUEUE: self.objects.remove_queue,
+            Step.NAMESPACE: self.objects.remove_namespace,
+            Step.VCLUSTER: self.vclusters.remove,
+            Step.ADMISSION_POLICY: self.objects.remove_policy,
+            Step.KUBECONFIG: lambda _spec: Observation(DONE, "goes with the vCluster"),
+        }[step](spec)
+
+    def kubeconfig(self, spec: TeamSpec, *, server: str | None = None) -> str:
+        return self.kubeconfigs.read(spec, server=server)
+
+    # --- usage ----------------------------------------------------------------------
+
+    def usage(self, queue_names: list[str]) -> dict[str, QueueUsage]:
+        """One list call for every queue's status.allocated and status.requested."""
+        listed: Any = self.kube.call(
+            "listing queues",
+            lambda: self.kube.custom.list_cluster_custom_object(
+                m.QUEUE_GROUP, m.QUEUE_VERSION, m.QUEUE_PLURAL
+            ),
+        )
+        wanted = set(queue_names)
+        result: dict[str, QueueUsage] = {}
+        for item in (listed or {}).get("items", []):
+            name = item.get("metadata", {}).get("name")
+            if name not in wanted:
+                continue
+            status = item.get("status") or {}
+            result[name] = QueueUsage(
+                allocated_gpu=_gpus(status.get("allocated")),
+                requested_gpu=_gpus(status.get("requested")),
+            )
+        return result
+
+
+def _gpus(resources: dict[str, Any] | None) -> float:
+    if not resources or GPU not in resources:
+        return 0.0
+    value: Decimal = parse_quantity(resources[GPU])
+    return float(value)

@@ -1,0 +1,78 @@
+"""The kubeconfig users download: read from the vCluster's secret, pointed at the address
+users reach, named after the team."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import yaml
+
+from app.adapters.k8s.client import Part
+from app.provisioning.backend import DONE, PROGRESSING, BackendError, Observation, TeamSpec
+
+
+class Kubeconfigs(Part):
+    def _secret(self, spec: TeamSpec) -> Any:
+        name = f"vc-{spec.vcluster_name}"
+        return self._call(
+            f"reading secret {name}",
+            lambda: self.kube.core.read_namespaced_secret(name, spec.namespace),
+            missing_ok=True,
+        )
+
+    def observe(self, spec: TeamSpec) -> Observation:
+        return self.kube.deep(spec.team, "kubeconfig", lambda: self._check(spec))
+
+    def _check(self, spec: TeamSpec) -> Observation:
+        if self._secret(spec) is None:
+            return Observation(PROGRESSING, f"waiting for secret vc-{spec.vcluster_name}")
+        return Observation(DONE, f"kubeconfig secret vc-{spec.vcluster_name} exists")
+
+    def read(self, spec: TeamSpec, *, server: str | None = None) -> str:
+        secret = self._secret(spec)
+        if secret is None or not secret.data or "config" not in secret.data:
+            raise BackendError(f"secret vc-{spec.vcluster_name} has no kubeconfig yet")
+        raw = yaml.safe_load(base64.b64decode(secret.data["config"]))
+        return yaml.safe_dump(
+            rewrite_kubeconfig(raw, team=spec.team, server=server or self._server(spec)),
+            sort_keys=False,
+        )
+
+    def _server(self, spec: TeamSpec) -> str:
+        expose = self.settings.vcluster_expose
+        if expose == "Ingress":
+            return "https://" + self.settings.vcluster_ingress_host.replace("{team}", spec.team)
+        service: Any = self._call(
+            f"reading service {spec.vcluster_name}",
+            lambda: self.kube.core.read_namespaced_service(spec.vcluster_name, spec.namespace),
+            missing_ok=True,
+        )
+        if service is None:
+            raise BackendError(f"service {spec.vcluster_name} in {spec.namespace} does not exist")
+        if expose == "NodePort":
+            if not self.settings.vcluster_node_address:
+                raise BackendError("set PORTAL_VCLUSTER_NODE_ADDRESS for NodePort exposure")
+            port = next((p.node_port for p in service.spec.ports or [] if p.node_port), None)
+            if port is None:
+                raise BackendError(f"service {spec.vcluster_name} has no node port yet")
+            return f"https://{self.settings.vcluster_node_address}:{port}"
+        ingress = (service.status.load_balancer.ingress or []) if service.status else []
+        if not ingress:
+            raise BackendError(f"the load balancer of {spec.vcluster_name} has no address yet")
+        address = ingress[0].ip or ingress[0].hostname
+        return f"https://{address}"
+
+
+def rewrite_kubeconfig(raw: dict[str, Any], *, team: str, server: str) -> dict[str, Any]:
+    """Point the kubeconfig at the exposed address and name everything after the team."""
+    cluster = (raw.get("clusters") or [{}])[0].get("cluster", {})
+    user = (raw.get("users") or [{}])[0].get("user", {})
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": team, "cluster": {**cluster, "server": server}}],
+        "users": [{"name": f"{team}-admin", "user": user}],
+        "contexts": [{"name": team, "context": {"cluster": team, "user": f"{team}-admin"}}],
+        "current-context": team,
+    }

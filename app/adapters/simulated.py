@@ -1,0 +1,220 @@
+"""An in-process stand-in for demos and first contact. It never pretends to be a cluster.
+
+Objects live in this process's memory. Each step becomes ready some seconds after it is
+applied, failures can be injected per step, and usage moves believably over time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+from app.core.models import Step
+from app.provisioning.backend import (
+    DONE,
+    MISSING,
+    PROGRESSING,
+    BackendError,
+    Observation,
+    TeamSpec,
+)
+from app.usage.sources import QueueUsage
+
+SIMULATED_NOTICE = "SIMULATED cluster backend: nothing was created in any real cluster."
+
+
+@dataclass
+class _Object:
+    spec: TeamSpec
+    ready_at: float
+
+
+@dataclass
+class _Fault:
+    step: Step
+    team: str | None
+    remaining: int
+    message: str
+
+
+class SimulatedBackend:
+    kind = "simulated"
+    simulated = True
+
+    def __init__(self, *, step_seconds: float = 1.5) -> None:
+        self.step_seconds = step_seconds
+        self._objects: dict[tuple[Step, str], _Object] = {}
+        self._faults: list[_Fault] = []
+        self._lock = threading.Lock()
+        self.calls = 0
+
+    # --- failure injection -------------------------------------------------------------
+
+    def inject_failure(
+        self, step: Step, *, team: str | None = None, times: int = 1, message: str = ""
+    ) -> None:
+        """Make the next ``times`` applies of ``step`` (for ``team`` or any team) fail."""
+        text = message or f"injected failure while applying {step.value}"
+        with self._lock:
+            self._faults.append(_Fault(step, team, times, text))
+
+    def _maybe_fail(self, step: Step, team: str) -> None:
+        for fault in self._faults:
+            if fault.step == step and fault.team in (None, team) and fault.remaining > 0:
+                fault.remaining -= 1
+                raise BackendError(f"simulated: {fault.message}")
+
+    # --- steps -------------------------------------------------------------------------
+
+    def _delay(self, step: Step) -> float:
+        # The vCluster control plane takes longest, as it does in a real cluster.
+        return self.step_seconds * (2 if step == Step.VCLUSTER else 1)
+
+    def begin_pass(self) -> None:
+        """Objects live in memory: nothing to read ahead of a pass."""
+
+    def end_pass(self) -> None:
+        """Nothing was read ahead of the pass."""
+
+    def observe(self, step: Step, spec: TeamSpec) -> Observation:
+        with self._lock:
+            self.calls += 1
+            if step == Step.KUBECONFIG:
+                vcluster = self._objects.get((Step.VCLUSTER, spec.team))
+                if vcluster is None or vcluster.ready_at > time.monotonic():
+                    return Observation(PROGRESSING, "waiting for the vCluster to become ready")
+                return Observation(DONE, f"kubeconfig secret vc-{spec.team} is available")
+            obj = self._objects.get((step, spec.team))
+            if obj is None:
+                return Observation(MISSING, f"{_describe(step, spec)} does not exist")
+            if step == Step.QUEUE and obj.spec != spec:
+                return Observation(
+                    MISSING, f"queue {spec.queue_name} differs from the approved quota"
+                )
+            if obj.ready_at > time.monotonic():
+                return Observation(PROGRESSING, f"{_describe(step, spec)} is starting")
+            return Observation(DONE, f"{_describe(step, spec)} is ready (simulated)")
+
+    def apply(self, step: Step, spec: TeamSpec) -> Observation:
+        with self._lock:
+            self.calls += 1
+            self._maybe_fail(step, spec.team)
+            if step != Step.KUBECONFIG:
+                existing = self._objects.get((step, spec.team))
+                ready_at = (
+                    existing.ready_at
+                    if existing is not None and step != Step.QUEUE
+                    else time.monotonic() + self._delay(step)
+                )
+                self._objects[(step, spec.team)] = _Object(spec, ready_at)
+        return self.observe(step, spec)
+
+    def remove(self, step: Step, spec: TeamSpec) -> Observation:
+        with self._lock:
+            self.calls += 1
+            self._maybe_fail(step, spec.team)
+            self._objects.pop((step, spec.team), None)
+        return Observation(DONE, f"{_describe(step, spec)} deleted (simulated)")
+
+    def delete_object(self, step: Step, team: str) -> None:
+        """Play an operator deleting something by hand (drift)."""
+        with self._lock:
+            self._objects.pop((step, team), None)
+
+    def kubeconfig(self, spec: TeamSpec, *, server: str | None = None) -> str:
+        if (Step.VCLUSTER, spec.team) not in self._objects:
+            raise BackendError(f"vCluster {spec.vcluster_name} does not exist")
+        token = hashlib.sha256(f"simulated:{spec.team}".encode()).hexdigest()[:16]
+        address = server or f"https://{spec.team}.vcluster.simulated.invalid"
+        return (
+            f"# {SIMULATED_NOTICE}\n"
+            "# This kubeconfig points at an address that does not exist.\n"
+            "apiVersion: v1\n"
+            "kind: Config\n"
+            "clusters:\n"
+            f"- name: {spec.team}\n"
+            "  cluster:\n"
+            f"    server: {address}\n"
+            "    insecure-skip-tls-verify: true\n"
+            "users:\n"
+            f"- name: {spec.team}-admin\n"
+            "  user:\n"
+            f"    token: simulated-{token}\n"
+            "contexts:\n"
+            f"- name: {spec.team}\n"
+            "  context:\n"
+            f"    cluster: {spec.team}\n"
+            f"    user: {spec.team}-admin\n"
+            f"current-context: {spec.team}\n"
+        )
+
+    # --- usage -------------------------------------------------------------------------
+
+    def usage(self, queue_names: list[str]) -> dict[str, QueueUsage]:
+        """Believable, changing usage: each queue's demand follows its own slow wave, and
+        the pool is shared as a scheduler would (guarantees first, then idle GPUs by
+        weight up to each limit), so allocations never add up to more than the pool."""
+        now = time.time()
+        with self._lock:
+            specs = {
+                obj.spec.queue_name: obj.spec
+                for (step, _), obj in self._objects.items()
+                if step == Step.QUEUE
+            }
+        if not specs:
+            return {}
+        pool = max(spec.org_gpu.quota for spec in specs.values())
+        demand = {name: _demand(spec, now) for name, spec in specs.items()}
+        allocated = _share(specs, demand, pool)
+        return {
+            name: QueueUsage(
+                # Rounded down so that the sum never exceeds the pool.
+                allocated_gpu=math.floor(allocated[name] * 100 + 1e-6) / 100,
+                requested_gpu=round(demand[name], 2),
+                sampled_at=now,
+            )
+            for name in queue_names
+            if name in specs
+        }
+
+
+def _demand(spec: TeamSpec, now: float) -> float:
+    """A queue's demand in GPUs: a slow wave between idle and 1.2 x its limit."""
+    seed = int(hashlib.sha256(spec.queue_name.encode()).hexdigest()[:8], 16)
+    phase = (seed % 1000) / 1000 * 2 * math.pi
+    period = 240 + seed % 180
+    wave = 0.5 + 0.5 * math.sin(2 * math.pi * now / period + phase)
+    return max(0.0, spec.gpu.limit) * 1.2 * wave
+
+
+def _share(specs: dict[str, TeamSpec], demand: dict[str, float], pool: float) -> dict[str, float]:
+    """Guarantees first, then what is left by weight, never above demand or limit."""
+    want = {n: min(demand[n], max(0.0, specs[n].gpu.limit)) for n in specs}
+    got = {n: min(want[n], specs[n].gpu.quota) for n in specs}
+    left = pool - sum(got.values())
+    for _ in range(len(specs) + 1):
+        hungry = [
+            n for n in specs if want[n] - got[n] > 1e-9 and specs[n].gpu.over_quota_weight > 0
+        ]
+        if left <= 1e-9 or not hungry:
+            break
+        total_weight = sum(specs[n].gpu.over_quota_weight for n in hungry)
+        offered = {n: left * specs[n].gpu.over_quota_weight / total_weight for n in hungry}
+        for n in hungry:
+            take = min(offered[n], want[n] - got[n])
+            got[n] += take
+            left -= take
+    return got
+
+
+def _describe(step: Step, spec: TeamSpec) -> str:
+    return {
+        Step.QUEUE: f"queue {spec.queue_name} under {spec.parent_queue}",
+        Step.NAMESPACE: f"namespace {spec.namespace}",
+        Step.VCLUSTER: f"vCluster {spec.vcluster_name}",
+        Step.ADMISSION_POLICY: f"admission policy pinning {spec.namespace} to {spec.queue_name}",
+        Step.KUBECONFIG: f"kubeconfig secret vc-{spec.vcluster_name}",
+    }[step]

@@ -1,0 +1,88 @@
+"""Every query of users, their memberships, sign-in sessions and API tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from app.core.models import (
+    LIVE_STATUSES,
+    ApiToken,
+    Team,
+    TeamMember,
+    User,
+    WebSession,
+    utcnow,
+)
+
+
+def get_user(session: Session, user_id: int) -> User | None:
+    return session.get(User, user_id)
+
+
+def get_user_by_email(session: Session, email: str) -> User | None:
+    return session.scalars(select(User).where(User.email == email)).first()
+
+
+def get_user_by_subject(session: Session, subject: str) -> User | None:
+    return session.scalars(select(User).where(User.subject == subject)).first()
+
+
+def get_unlinked_user_by_email(session: Session, email: str) -> User | None:
+    """A user added by e-mail who has not signed in through the provider yet."""
+    return session.scalars(select(User).where(User.email == email, User.subject.is_(None))).first()
+
+
+def get_sign_in_choices(session: Session, *, limit: int = 20) -> list[User]:
+    """Known users for the development sign-in page, admins first."""
+    return list(
+        session.scalars(select(User).order_by(User.is_admin.desc(), User.email).limit(limit))
+    )
+
+
+def get_memberships(session: Session, user_id: int) -> list[TeamMember]:
+    return list(session.scalars(select(TeamMember).where(TeamMember.user_id == user_id)))
+
+
+def get_live_teams_named(session: Session, names: Sequence[str]) -> list[Team]:
+    if not names:
+        return []
+    return list(
+        session.scalars(select(Team).where(Team.name.in_(names), Team.status.in_(LIVE_STATUSES)))
+    )
+
+
+def delete_memberships(session: Session, *, user_id: int, team_ids: Sequence[int]) -> None:
+    session.execute(
+        delete(TeamMember).where(TeamMember.user_id == user_id, TeamMember.team_id.in_(team_ids))
+    )
+
+
+def get_web_session(session: Session, token_hash: str) -> WebSession | None:
+    return session.scalars(select(WebSession).where(WebSession.token_hash == token_hash)).first()
+
+
+def revoke_web_session(session: Session, token_hash: str) -> None:
+    session.execute(
+        update(WebSession)
+        .where(WebSession.token_hash == token_hash, WebSession.revoked_at.is_(None))
+        .values(revoked_at=utcnow())
+    )
+
+
+def get_token(session: Session, token_id: int) -> ApiToken | None:
+    return session.get(ApiToken, token_id)
+
+
+def get_token_by_hash(session: Session, token_hash: str) -> ApiToken | None:
+    return session.scalars(select(ApiToken).where(ApiToken.token_hash == token_hash)).first()
+
+
+def get_tokens(session: Session, user_id: int) -> list[ApiToken]:
+    return list(
+        session.scalars(
+            select(ApiToken).where(ApiToken.user_id == user_id).order_by(ApiToken.id.desc())
+        )
+    )

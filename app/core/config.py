@@ -1,0 +1,186 @@
+"""One settings class for the whole portal (environment prefix ``PORTAL_``)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_SECRET_KEY = "development-secret-key-change-me"  # noqa: S105 - refused outside development
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ClusterBackendKind(StrEnum):
+    SIMULATED = "simulated"
+    KUBERNETES = "kubernetes"
+
+
+class Settings(BaseSettings):
+    """Everything the portal reads from its environment."""
+
+    model_config = SettingsConfigDict(env_prefix="PORTAL_", env_file=".env", extra="ignore")
+
+    development: bool = Field(
+        default=False,
+        description="Development mode: enables the development sign-in and allows the default key.",
+    )
+    secret_key: str = Field(
+        default=DEFAULT_SECRET_KEY, description="Signs session cookies and CSRF tokens."
+    )
+    database_url: str = Field(
+        default="sqlite:///./gpu-portal.db", description="SQLAlchemy URL: SQLite or PostgreSQL."
+    )
+    cluster_backend: ClusterBackendKind = Field(
+        default=ClusterBackendKind.SIMULATED, description="`simulated` or `kubernetes`."
+    )
+    kubeconfig: str | None = Field(
+        default=None,
+        description="Kubeconfig for the host cluster (in a pod the in-cluster config is used).",
+    )
+    kube_context: str | None = Field(default=None, description="Context in that kubeconfig.")
+    kube_service_account: str | None = Field(
+        default=None,
+        description="The portal's own ServiceAccount as namespace/name; bound to the "
+        "gpu-portal-team-namespace role in each team namespace it creates.",
+    )
+    vcluster_installer: str = Field(
+        default="cli", description="Install vClusters with the `cli` (vcluster) or `helm`."
+    )
+    vcluster_cli: str = Field(default="vcluster", description="The vcluster executable.")
+    helm_cli: str = Field(default="helm", description="The helm executable (helm installer).")
+    vcluster_chart_repo: str = Field(
+        default="https://charts.loft.sh", description="Helm installer: the vCluster chart's repo."
+    )
+    vcluster_chart_version: str = Field(
+        default="0.26.1", description="vCluster chart version to install (>= 0.21)."
+    )
+    vcluster_expose: str = Field(
+        default="LoadBalancer",
+        description="How users reach a vCluster: LoadBalancer, NodePort or Ingress.",
+    )
+    vcluster_ingress_host: str = Field(
+        default="{team}.vcluster.example.org",
+        description="Ingress mode: the host of a team's API server ({team} is replaced).",
+    )
+    vcluster_node_address: str | None = Field(
+        default=None, description="NodePort mode: the node address users connect to."
+    )
+    vcluster_timeout_seconds: float = Field(
+        default=300.0, description="Time-out for one vcluster CLI call."
+    )
+    simulated_step_seconds: float = Field(
+        default=1.5, description="Simulated backend: seconds each provisioning step takes."
+    )
+    worker_enabled: bool = Field(default=True, description="Run the provisioning worker.")
+    worker_interval_seconds: float = Field(
+        default=2.0, description="How often the worker looks for work when nothing wakes it."
+    )
+    worker_resync_seconds: float = Field(
+        default=300.0, description="How often a ready team is re-checked for drift."
+    )
+    worker_lease_seconds: float = Field(
+        default=60.0, description="How long one worker may hold a team before another may take it."
+    )
+    usage_sample_seconds: int = Field(
+        default=60, description="How often the collector samples every team's GPU use."
+    )
+    usage_collector_enabled: bool = Field(default=True, description="Run the usage collector.")
+    usage_cache_seconds: float = Field(
+        default=5.0, description="One cluster read of usage serves every viewer this long."
+    )
+    prometheus_url: str | None = Field(
+        default=None,
+        description="Read kai_queue_allocated_gpus and kai_queue_fair_share_gpu from this "
+        "Prometheus instead of computing them.",
+    )
+    retry_base_seconds: float = Field(default=2.0, description="First retry delay after a failure.")
+    retry_max_seconds: float = Field(default=300.0, description="Longest retry delay.")
+    session_idle_seconds: int = Field(
+        default=3600, description="A session unused this long must sign in again."
+    )
+    session_absolute_seconds: int = Field(
+        default=12 * 3600, description="A session ends this long after sign-in, used or not."
+    )
+    api_token_max_days: int = Field(default=90, description="Longest lifetime of an API token.")
+    public_url: str | None = Field(
+        default=None,
+        description="The portal's address as users reach it (for the OIDC redirect URI); "
+        "taken from the request when unset.",
+    )
+    oidc_issuer: str | None = Field(
+        default=None, description="OIDC issuer URL; enables single sign-on."
+    )
+    oidc_discovery_url: str | None = Field(
+        default=None,
+        description="Where the portal fetches the discovery document when the issuer URL is "
+        "not reachable from the portal itself (e.g. inside docker compose).",
+    )
+    oidc_client_id: str = Field(default="", description="OIDC client id.")
+    oidc_client_secret: str = Field(default="", description="OIDC client secret.")
+    oidc_scopes: str = Field(default="openid email profile", description="Scopes to ask for.")
+    oidc_provider_name: str = Field(
+        default="single sign-on", description="Shown on the sign-in button."
+    )
+    oidc_groups_claim: str = Field(default="groups", description="Claim that lists groups.")
+    oidc_admin_group: str = Field(
+        default="gpu-portal-admins", description="Members of this group are portal admins."
+    )
+    oidc_team_group_pattern: str = Field(
+        default="gpu-team-{team}",
+        description="Groups of this form make their members leads of team {team}; "
+        "empty turns group-based membership off.",
+    )
+    oidc_audience: str | None = Field(
+        default=None,
+        description="Audience required in JWT bearer access tokens (default: the client id).",
+    )
+    oidc_timeout_seconds: float = Field(default=10.0, description="Time-out for provider calls.")
+
+    @model_validator(mode="after")
+    def _refuse_default_secret(self) -> Settings:
+        if not self.development and self.secret_key == DEFAULT_SECRET_KEY:
+            raise ValueError(
+                "PORTAL_SECRET_KEY is the built-in default: set a random value "
+                "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`) "
+                "or set PORTAL_DEVELOPMENT=true for a local run."
+            )
+        if self.oidc_issuer and not (self.oidc_client_id and self.oidc_client_secret):
+            raise ValueError(
+                "PORTAL_OIDC_ISSUER is set: also set PORTAL_OIDC_CLIENT_ID and "
+                "PORTAL_OIDC_CLIENT_SECRET from your identity provider's client registration"
+            )
+        if self.vcluster_installer not in ("cli", "helm"):
+            raise ValueError("PORTAL_VCLUSTER_INSTALLER must be cli or helm")
+        if self.vcluster_expose not in ("LoadBalancer", "NodePort", "Ingress"):
+            raise ValueError("PORTAL_VCLUSTER_EXPOSE must be LoadBalancer, NodePort or Ingress")
+        if self.oidc_team_group_pattern and "{team}" not in self.oidc_team_group_pattern:
+            raise ValueError(
+                "PORTAL_OIDC_TEAM_GROUP_PATTERN must contain {team}, e.g. gpu-team-{team}"
+            )
+        if self.kube_service_account is not None:
+            namespace, slash, name = self.kube_service_account.partition("/")
+            if not (slash and namespace.strip() and name.strip()) or "/" in name:
+                raise ValueError(
+                    "PORTAL_KUBE_SERVICE_ACCOUNT must be the portal's ServiceAccount as "
+                    "namespace/name, e.g. gpu-portal/gpu-portal "
+                    f"(got {self.kube_service_account!r})"
+                )
+        if len(self.secret_key) < 16:
+            raise ValueError("PORTAL_SECRET_KEY must be at least 16 characters long.")
+        return self
+
+    @property
+    def oidc_enabled(self) -> bool:
+        return bool(self.oidc_issuer)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,118 @@
+"""Engine, sessions and the declarative base."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import MetaData, create_engine, event, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    """Create an engine; SQLite gets WAL, foreign keys and a busy timeout."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA busy_timeout=10000")
+            cursor.close()
+
+        return engine
+    kwargs.setdefault("pool_size", 10)
+    kwargs.setdefault("max_overflow", 10)
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_engine(url, **kwargs)
+
+
+class Effect(StrEnum):
+    """Something that must happen once a change is committed. Services ask for effects;
+    the application decides what each one does (``make_session_factory(effects=...)``)."""
+
+    PROVISIONING_DUE = "provisioning_due"  # wake the reconciler: a team has work now
+    QUOTAS_CHANGED = "quotas_changed"  # forget cached quota rows and fair shares
+
+
+def make_session_factory(
+    engine: Engine, *, effects: Mapping[Effect, Callable[[], None]] | None = None
+) -> sessionmaker[Session]:
+    """Sessions whose ``request_effect`` calls run ``effects`` after their commit."""
+    return sessionmaker(
+        bind=engine, expire_on_commit=False, autoflush=True, info={"effects": dict(effects or {})}
+    )
+
+
+def request_effect(session: Session, effect: Effect) -> None:
+    """Run the application's handler for ``effect`` once this transaction commits.
+
+    Asked for by the service that causes the change, so a page and an API call that use
+    the service behave the same. Asking twice in one transaction runs it once."""
+    handler = session.info.get("effects", {}).get(effect)
+    asked: set[Effect] = session.info.setdefault("effects_asked", set())
+    if handler is None or effect in asked:
+        return
+    asked.add(effect)
+    after_commit(session, handler)
+
+
+def discard_changes(session: Session) -> None:
+    """Undo this request's unflushed and flushed changes (a refused action shown as a notice
+    instead of an error page); the unit of work then commits nothing of it."""
+    session.rollback()
+
+
+@contextmanager
+def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One transaction: commit when the block ends, roll back when it raises."""
+    session = factory()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def after_commit(session: Session, callback: Callable[[], None]) -> None:
+    """Run ``callback`` once this session's transaction has committed (never on rollback)."""
+    session.info.setdefault("after_commit", []).append(callback)
+
+
+@event.listens_for(Session, "after_commit")
+def _run_after_commit(session: Session) -> None:
+    session.info.pop("effects_asked", None)
+    for callback in session.info.pop("after_commit", []):
+        callback()
+
+
+@event.listens_for(Session, "after_rollback")
+def _drop_after_commit(session: Session) -> None:
+    session.info.pop("after_commit", None)
+    session.info.pop("effects_asked", None)
+
+
+def ping(engine: Engine) -> None:
+    """One round trip to the database; raises when it cannot be reached."""
+    with engine.connect() as conn:
+        conn.execute(text("SELECT 1"))

@@ -1,0 +1,362 @@
+"""The portal's tables.
+
+GPU amounts and weights are stored as integer hundredths (0.33 GPU -> 33) so that sums
+are exact on every database; CPU is stored in millicores and memory in megabytes, which
+are also KAI's units.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    REAL,
+    Boolean,
+    DateTime,
+    Enum,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    text,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+from app.core.db import Base
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware datetimes on every database (SQLite drops the zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime")
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+class TeamStatus(StrEnum):
+    SUBMITTED = "submitted"
+    REJECTED = "rejected"
+    APPROVED = "approved"
+    PROVISIONING = "provisioning"
+    READY = "ready"
+    FAILED = "failed"
+    DECOMMISSIONING = "decommissioning"
+    DECOMMISSIONED = "decommissioned"
+
+
+# Teams in these states hold their guarantee in the pool.
+COMMITTED_STATUSES = (
+    TeamStatus.APPROVED,
+    TeamStatus.PROVISIONING,
+    TeamStatus.READY,
+    TeamStatus.FAILED,
+    TeamStatus.DECOMMISSIONING,
+)
+# Teams whose name is taken.
+LIVE_STATUSES = (TeamStatus.SUBMITTED, *COMMITTED_STATUSES)
+
+
+class RequestKind(StrEnum):
+    CREATE = "create"
+    QUOTA_CHANGE = "quota_change"
+
+
+class RequestStatus(StrEnum):
+    SUBMITTED = "submitted"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    APPLIED = "applied"
+    CANCELLED = "cancelled"
+
+
+class MemberRole(StrEnum):
+    LEAD = "lead"
+    MEMBER = "member"
+
+
+class MemberSource(StrEnum):
+    PORTAL = "portal"  # added by a lead, or by requesting the cluster
+    GROUPS = "groups"  # from the provider's group claim, re-synchronised at every sign-in
+
+
+class Outcome(StrEnum):
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class Step(StrEnum):
+    QUEUE = "queue"
+    NAMESPACE = "namespace"
+    VCLUSTER = "vcluster"
+    ADMISSION_POLICY = "admission_policy"
+    KUBECONFIG = "kubeconfig"
+
+
+# The order in which a team's steps are applied (and, reversed, removed).
+STEP_ORDER = (Step.QUEUE, Step.NAMESPACE, Step.VCLUSTER, Step.ADMISSION_POLICY, Step.KUBECONFIG)
+
+
+class StepStatus(StrEnum):
+    PENDING = "pending"
+    PROGRESSING = "progressing"
+    DONE = "done"
+    FAILED = "failed"
+    REMOVED = "removed"
+
+
+def choice(enum: type[StrEnum], length: int) -> Enum:
+    """A column holding one of ``enum``'s values, stored as text and refused otherwise:
+    by a CHECK constraint on PostgreSQL and by triggers on SQLite (migration 0004)."""
+    return Enum(
+        enum,
+        name=f"{enum.__name__.lower()}_values",
+        native_enum=False,
+        create_constraint=True,
+        length=length,
+        validate_strings=True,
+        values_callable=lambda e: [m.value for m in e],
+    )
+
+
+class Org(Base):
+    """The organisation's GPU pool and its KAI parent queue."""
+
+    __tablename__ = "orgs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    parent_queue: Mapped[str] = mapped_column(String(63), unique=True)
+    gpus_centi: Mapped[int] = mapped_column(Integer)
+    cpu_millicores: Mapped[int] = mapped_column(Integer, default=0)
+    memory_mb: Mapped[int] = mapped_column(Integer, default=0)
+    # Bumped by every approval: the row lock it takes serialises pool decisions.
+    lock_version: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str] = mapped_column(String(254), unique=True)
+    # The identity provider's subject; None for users known only by e-mail so far.
+    subject: Mapped[str | None] = mapped_column(String(255), unique=True, nullable=True)
+    display_name: Mapped[str] = mapped_column(String(120))
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_sign_in_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class Team(Base):
+    """A team's cluster: its lifecycle and the quota the portal wants in the cluster."""
+
+    __tablename__ = "teams"
+    __table_args__ = (
+        Index(
+            "uq_teams_live_name",
+            "name",
+            unique=True,
+            sqlite_where=text("status NOT IN ('rejected', 'decommissioned')"),
+            postgresql_where=text("status NOT IN ('rejected', 'decommissioned')"),
+        ),
+        Index("ix_teams_work", "status", "next_attempt_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id"))
+    name: Mapped[str] = mapped_column(String(63))
+    status: Mapped[TeamStatus] = mapped_column(choice(TeamStatus, 20), default=TeamStatus.SUBMITTED)
+    purpose: Mapped[str] = mapped_column(Text, default="")
+    # The approved, desired quota (zero until approved).
+    gpu_quota_centi: Mapped[int] = mapped_column(Integer, default=0)
+    gpu_limit_centi: Mapped[int] = mapped_column(Integer, default=0)
+    weight_centi: Mapped[int] = mapped_column(Integer, default=100)
+    priority: Mapped[int] = mapped_column(Integer, default=100)
+    cpu_quota_millicores: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    memory_quota_mb: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    ready_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # Reconciler bookkeeping.
+    desired_generation: Mapped[int] = mapped_column(Integer, default=0)
+    observed_generation: Mapped[int] = mapped_column(Integer, default=0)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_reconciled_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    org: Mapped[Org] = relationship(lazy="raise")
+    steps: Mapped[list[ProvisioningStep]] = relationship(
+        lazy="raise", order_by="ProvisioningStep.position"
+    )
+
+    @property
+    def vcluster_name(self) -> str:
+        return self.name
+
+    @property
+    def namespace(self) -> str:
+        return f"vcluster-{self.name}"
+
+    @property
+    def queue_name(self) -> str:
+        return f"team-{self.name}"
+
+
+class TeamMember(Base):
+    __tablename__ = "team_members"
+
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), primary_key=True)
+    role: Mapped[MemberRole] = mapped_column(choice(MemberRole, 10), default=MemberRole.LEAD)
+    source: Mapped[MemberSource] = mapped_column(
+        choice(MemberSource, 10), default=MemberSource.PORTAL, server_default="portal"
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ClusterRequest(Base):
+    """A request for a new cluster or for a quota change, with the values asked for."""
+
+    __tablename__ = "cluster_requests"
+    __table_args__ = (Index("ix_cluster_requests_status", "status", "created_at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), index=True)
+    kind: Mapped[RequestKind] = mapped_column(choice(RequestKind, 20))
+    status: Mapped[RequestStatus] = mapped_column(
+        choice(RequestStatus, 20), default=RequestStatus.SUBMITTED
+    )
+    purpose: Mapped[str] = mapped_column(Text, default="")
+    requested_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    gpu_quota_centi: Mapped[int] = mapped_column(Integer)
+    gpu_limit_centi: Mapped[int] = mapped_column(Integer)
+    weight_centi: Mapped[int] = mapped_column(Integer)
+    priority: Mapped[int] = mapped_column(Integer)
+    cpu_quota_millicores: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    memory_quota_mb: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+    team: Mapped[Team] = relationship(lazy="raise")
+
+
+class Decision(Base):
+    """An admin's decision on a request: the approved values or the reason for rejecting."""
+
+    __tablename__ = "decisions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    request_id: Mapped[int] = mapped_column(ForeignKey("cluster_requests.id"), unique=True)
+    actor_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    outcome: Mapped[Outcome] = mapped_column(choice(Outcome, 20))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    decided_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    gpu_quota_centi: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    gpu_limit_centi: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    weight_centi: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    priority: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    cpu_quota_millicores: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    memory_quota_mb: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Field -> [asked, approved] for every value the admin changed.
+    changes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class ProvisioningStep(Base):
+    """One condition per provisioning step of a team."""
+
+    __tablename__ = "provisioning_steps"
+
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), primary_key=True)
+    step: Mapped[Step] = mapped_column(choice(Step, 30), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+    status: Mapped[StepStatus] = mapped_column(choice(StepStatus, 20), default=StepStatus.PENDING)
+    message: Mapped[str] = mapped_column(Text, default="")
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AuditEvent(Base):
+    """Append-only record of who did what, when."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (Index("ix_audit_events_team_at", "team_id", "at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    actor_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    actor: Mapped[str] = mapped_column(String(254))
+    action: Mapped[str] = mapped_column(String(60), index=True)
+    team_id: Mapped[int | None] = mapped_column(ForeignKey("teams.id"), nullable=True)
+    summary: Mapped[str] = mapped_column(Text, default="")
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class WebSession(Base):
+    """A signed-in browser. The cookie holds a random id; only its hash is stored."""
+
+    __tablename__ = "web_sessions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    method: Mapped[str] = mapped_column(String(20))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class ApiToken(Base):
+    """A personal API token: shown once, stored only as a hash, acting with its owner's rights."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    prefix: Mapped[str] = mapped_column(String(16))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class UsageSample(Base):
+    """A team's GPU use over one period: raw samples for a day, hourly roll-ups for a
+    week (the sparkline), daily roll-ups after that (showback)."""
+
+    __tablename__ = "usage_samples"
+
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), primary_key=True)
+    resolution: Mapped[str] = mapped_column(String(4), primary_key=True)  # raw | hour | day
+    at: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)  # period start
+    seconds: Mapped[int] = mapped_column(Integer)
+    # Averages over the period, in GPUs (single precision: 0.01 GPU is far above its error).
+    allocated_gpu: Mapped[float] = mapped_column(REAL)
+    requested_gpu: Mapped[float] = mapped_column(REAL)
+    quota_gpu: Mapped[float] = mapped_column(REAL)
+    # GPU-seconds within the guarantee and above it (borrowed), summed on roll-up.
+    guaranteed_gpu_s: Mapped[float] = mapped_column(Float)
+    borrowed_gpu_s: Mapped[float] = mapped_column(Float)

@@ -1,0 +1,188 @@
+"""What one reconcile pass means for a team: a pure function, no database, no cluster.
+
+The reconciler observes and applies steps, then asks ``decide`` what to record: each
+step's new condition, the team's new status, when to look again and what to audit. The
+writer in ``reconciler`` only copies the verdict onto the rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.models import STEP_ORDER, Step, StepStatus, TeamStatus
+from app.provisioning.backend import Observation
+
+POLL_SECONDS = 1.0
+
+
+def backoff_seconds(attempts: int, *, base: float, cap: float) -> float:
+    return float(min(cap, base * (2 ** max(0, attempts - 1))))
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What a pass over one team saw and did."""
+
+    status: TeamStatus  # the team's status when the pass began
+    generation: int  # the desired generation the pass worked towards
+    attempts: int  # failures in a row before the pass
+    results: dict[Step, Observation] = field(default_factory=dict)
+    failed_step: Step | None = None
+    error: str | None = None
+    repaired: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TeamNow:
+    """The team as the database holds it when the pass is recorded."""
+
+    name: str
+    status: TeamStatus
+    desired_generation: int
+    queue_name: str
+    namespace: str
+    vcluster_name: str
+    steps: dict[Step, tuple[StepStatus, str]]  # condition and message per existing step row
+
+
+@dataclass(frozen=True)
+class Audit:
+    action: str
+    summary: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Timing:
+    retry_base_seconds: float
+    retry_max_seconds: float
+    resync_seconds: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What to write. ``None`` in a field means: leave it as it is."""
+
+    steps: dict[Step, tuple[StepStatus, str]]  # only the steps whose condition changed
+    status: TeamStatus | None = None
+    attempts: int | None = None
+    clear_error: bool = False
+    error: str | None = None
+    next_attempt_in: float | None = None  # seconds from now; None with ``idle`` clears it
+    idle: bool = False  # nothing more to do: no next attempt
+    observed_generation: int | None = None  # the desired quota is in the cluster
+    became_ready: bool = False
+    audits: list[Audit] = field(default_factory=list)
+
+
+def decide(result: PassResult, team: TeamNow, timing: Timing) -> Verdict:
+    steps = _step_conditions(result, team)
+    if result.error is not None:
+        return _failed(result, team, steps, timing)
+    if result.status == TeamStatus.DECOMMISSIONING:
+        if _all_done(result):
+            return Verdict(
+                steps,
+                status=TeamStatus.DECOMMISSIONED,
+                clear_error=True,
+                idle=True,
+                audits=[
+                    Audit(
+                        "team.decommissioned",
+                        f"{team.name} decommissioned: vCluster, namespace, policy and queue "
+                        "deleted; the guarantee returned to the pool",
+                    )
+                ],
+            )
+        return Verdict(steps, next_attempt_in=POLL_SECONDS)
+    audits = []
+    if result.repaired:
+        audits.append(
+            Audit(
+                "provisioning.drift_repaired",
+                f"restored {team.name}: " + "; ".join(result.repaired),
+                {"repaired": result.repaired},
+            )
+        )
+    if not _all_done(result):
+        return Verdict(
+            steps,
+            status=None if team.status == TeamStatus.READY else TeamStatus.PROVISIONING,
+            clear_error=True,
+            next_attempt_in=POLL_SECONDS,
+            audits=audits,
+        )
+    caught_up = team.desired_generation == result.generation
+    became_ready = team.status != TeamStatus.READY
+    if became_ready:
+        audits.append(
+            Audit(
+                "team.ready" if team.status != TeamStatus.FAILED else "team.recovered",
+                f"{team.name} is ready: queue {team.queue_name}, namespace "
+                f"{team.namespace}, vCluster {team.vcluster_name}",
+            )
+        )
+    return Verdict(
+        steps,
+        status=TeamStatus.READY,
+        attempts=0,
+        clear_error=True,
+        # A decision made during the pass wants another pass at once.
+        next_attempt_in=timing.resync_seconds if caught_up else 0.0,
+        observed_generation=result.generation if caught_up else None,
+        became_ready=became_ready,
+        audits=audits,
+    )
+
+
+def _all_done(result: PassResult) -> bool:
+    return all(
+        result.results.get(step) is not None and result.results[step].done for step in STEP_ORDER
+    )
+
+
+def _step_conditions(result: PassResult, team: TeamNow) -> dict[Step, tuple[StepStatus, str]]:
+    changed: dict[Step, tuple[StepStatus, str]] = {}
+    removing = result.status == TeamStatus.DECOMMISSIONING
+    for step in STEP_ORDER:
+        current_status, current_message = team.steps.get(step, (StepStatus.PENDING, ""))
+        observed = result.results.get(step)
+        if step == result.failed_step and result.error is not None:
+            wanted = (StepStatus.FAILED, result.error)
+        elif observed is not None:
+            done = StepStatus.REMOVED if removing else StepStatus.DONE
+            wanted = (done if observed.done else StepStatus.PROGRESSING, observed.message)
+        else:
+            continue
+        if step not in team.steps or wanted != (current_status, current_message):
+            changed[step] = wanted
+    return changed
+
+
+def _failed(
+    result: PassResult, team: TeamNow, steps: dict[Step, tuple[StepStatus, str]], timing: Timing
+) -> Verdict:
+    assert result.error is not None
+    attempts = result.attempts + 1
+    delay = backoff_seconds(attempts, base=timing.retry_base_seconds, cap=timing.retry_max_seconds)
+    step = result.failed_step.value if result.failed_step else "provisioning"
+    audits = []
+    # One audit entry per streak of failures (and every tenth retry), not per retry.
+    if attempts == 1 or attempts % 10 == 0:
+        audits.append(
+            Audit(
+                "provisioning.failed",
+                f"{step} failed for {team.name} (attempt {attempts}, next try in {delay:.0f}s): "
+                f"{result.error}",
+                {"step": step, "attempt": attempts, "error": result.error},
+            )
+        )
+    return Verdict(
+        steps,
+        status=None if result.status == TeamStatus.DECOMMISSIONING else TeamStatus.FAILED,
+        attempts=attempts,
+        error=result.error,
+        next_attempt_in=delay,
+        audits=audits,
+    )

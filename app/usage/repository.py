@@ -1,0 +1,118 @@
+"""Every query of the usage domain: the quotas fair share is computed over, and the
+bounded usage history."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from app.core.models import COMMITTED_STATUSES, Team, UsageSample
+from app.usage.service import TeamQuota
+
+
+def get_quota_rows(session: Session, org_id: int) -> list[TeamQuota]:
+    """The quotas of every team holding a queue: what fair share is computed over."""
+    rows = session.execute(
+        select(
+            Team.id,
+            Team.name,
+            Team.gpu_quota_centi,
+            Team.gpu_limit_centi,
+            Team.weight_centi,
+            Team.priority,
+        )
+        .where(Team.org_id == org_id, Team.status.in_(COMMITTED_STATUSES))
+        .order_by(Team.id)
+    ).all()
+    return [TeamQuota(*row) for row in rows]
+
+
+def add_samples(session: Session, rows: list[dict[str, object]]) -> None:
+    """Insert samples; a period another process already wrote is left as it is."""
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    session.execute(insert(UsageSample).on_conflict_do_nothing(), rows)
+
+
+def get_samples_before(session: Session, *, resolution: str, before: datetime) -> list[UsageSample]:
+    return list(
+        session.scalars(
+            select(UsageSample).where(UsageSample.resolution == resolution, UsageSample.at < before)
+        )
+    )
+
+
+def delete_samples_before(session: Session, *, resolution: str, before: datetime) -> int:
+    result = session.execute(
+        delete(UsageSample).where(UsageSample.resolution == resolution, UsageSample.at < before)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def _hour_of(session: Session) -> Any:
+    if session.get_bind().dialect.name == "postgresql":
+        return func.date_trunc("hour", func.timezone("UTC", UsageSample.at))
+    return func.strftime("%Y-%m-%d %H:00:00", UsageSample.at)
+
+
+def hourly_points(
+    session: Session, team_id: int, *, since: datetime
+) -> list[tuple[datetime, float, float, float]]:
+    """(hour, allocated, requested, quota) per hour since ``since``; raw samples are
+    averaged per hour in SQL, weighted by the seconds each covers."""
+    hour = _hour_of(session)
+    weight = func.sum(UsageSample.seconds)
+    rows = session.execute(
+        select(
+            hour.label("hour"),
+            func.sum(UsageSample.allocated_gpu * UsageSample.seconds) / weight,
+            func.sum(UsageSample.requested_gpu * UsageSample.seconds) / weight,
+            func.max(UsageSample.quota_gpu),
+        )
+        .where(
+            UsageSample.team_id == team_id,
+            UsageSample.resolution.in_(("raw", "hour")),
+            UsageSample.at >= since,
+        )
+        .group_by(hour)
+        .order_by(hour)
+    ).all()
+    points = []
+    for at, allocated, requested, quota in rows:
+        if isinstance(at, str):
+            at = datetime.fromisoformat(at)
+        points.append((at.replace(tzinfo=UTC), float(allocated), float(requested), float(quota)))
+    return points
+
+
+def gpu_seconds_by_month(
+    session: Session, *, month: str | None = None
+) -> list[tuple[str, str, float, float]]:
+    """(team, YYYY-MM, GPU-seconds within the guarantee, borrowed GPU-seconds)."""
+    dialect = session.get_bind().dialect.name
+    month_of = (
+        func.to_char(func.timezone("UTC", UsageSample.at), "YYYY-MM")
+        if dialect == "postgresql"
+        else func.strftime("%Y-%m", UsageSample.at)
+    )
+    query = (
+        select(
+            Team.name,
+            Team.id,
+            month_of.label("month"),
+            func.sum(UsageSample.guaranteed_gpu_s),
+            func.sum(UsageSample.borrowed_gpu_s),
+        )
+        .join(Team, Team.id == UsageSample.team_id)
+        .group_by(Team.name, Team.id, month_of)
+        .order_by(month_of, Team.name, Team.id)
+    )
+    if month:
+        query = query.where(month_of == month)
+    return [(name, m, float(g), float(b)) for name, _id, m, g, b in session.execute(query).all()]

@@ -1,0 +1,39 @@
+"""Where usage comes from: protocols the usage domain owns, implemented by adapters
+(the cluster backends read queue status; a Prometheus adapter reads KAI's own metrics)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class QueueUsage:
+    """A queue's current allocation and pending demand, in GPUs."""
+
+    allocated_gpu: float
+    requested_gpu: float
+    sampled_at: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class UsageReader(Protocol):
+    """Reads every named queue's usage in one call."""
+
+    def usage(self, queue_names: list[str]) -> dict[str, QueueUsage]: ...
+
+
+class MetricsError(Exception):
+    """KAI's metrics could not be read; shown on the page, not hidden behind zeros."""
+
+
+@dataclass(frozen=True)
+class KaiQueueMetrics:
+    """KAI's own figures per queue name, in GPUs."""
+
+    allocated: dict[str, float]
+    fair_share: dict[str, float]
+
+
+class KaiMetricsSource(Protocol):
+    def read(self) -> KaiQueueMetrics: ...

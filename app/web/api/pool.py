@@ -1,0 +1,38 @@
+"""API: the org's GPU pool."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.core.quantities import format_hundredths
+from app.teams import repository as repo
+from app.teams import service
+from app.web.deps import AdminPrincipal, CurrentPrincipal, SessionDep
+from app.web.schemas import PROBLEMS, PoolIn, PoolOut
+
+router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["pool"])
+
+
+@router.get("/pool", response_model=PoolOut)
+def get_pool(session: SessionDep, principal: CurrentPrincipal) -> PoolOut:
+    """The org's GPU pool and how much of it is guaranteed to teams."""
+    org = repo.get_org(session)
+    committed = repo.committed_gpu_centi(session, org.id)
+    return PoolOut(
+        name=org.name,
+        parent_queue=org.parent_queue,
+        gpus=format_hundredths(org.gpus_centi),
+        cpu_cores=format_hundredths(org.cpu_millicores // 10),
+        memory_gb=format_hundredths(org.memory_mb // 10),
+        committed_gpus=format_hundredths(committed),
+        free_gpus=format_hundredths(max(0, org.gpus_centi - committed)),
+    )
+
+
+@router.put("/pool", response_model=PoolOut)
+def put_pool(body: PoolIn, session: SessionDep, principal: AdminPrincipal) -> PoolOut:
+    """Change the pool (admin); never below the guarantees already approved."""
+    service.update_pool(
+        session, actor=principal.user, data={k: str(v) for k, v in body.model_dump().items()}
+    )
+    return get_pool(session, principal)

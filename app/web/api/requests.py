@@ -1,0 +1,67 @@
+"""API: cluster and quota-change requests and their decisions."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.core.errors import NotFound
+from app.core.models import RequestStatus
+from app.teams import repository as repo
+from app.teams import service
+from app.web.deps import AdminPrincipal, CurrentPrincipal, SessionDep
+from app.web.schemas import PROBLEMS, ClusterRequestIn, DecisionIn, RejectIn, RequestOut
+from app.web.views import request_out
+
+router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["requests"])
+
+
+@router.post("/requests", response_model=RequestOut, status_code=201)
+def create_request(
+    body: ClusterRequestIn, session: SessionDep, principal: CurrentPrincipal
+) -> RequestOut:
+    """Request a cluster for a new team; you become its lead."""
+    created = service.submit_cluster_request(session, actor=principal.user, data=body.form())
+    return request_out(created)
+
+
+@router.get("/requests", response_model=list[RequestOut])
+def list_requests(
+    session: SessionDep, principal: CurrentPrincipal, status: RequestStatus | None = None
+) -> list[RequestOut]:
+    """Requests of your teams (admins: all), oldest first."""
+    rows = repo.get_requests(session, status=status, team_ids=principal.visible_team_ids)
+    decisions = repo.get_decisions(session, [r.id for r in rows])
+    return [request_out(r, decisions.get(r.id)) for r in rows]
+
+
+@router.get("/requests/{request_id}", response_model=RequestOut)
+def get_request(request_id: int, session: SessionDep, principal: CurrentPrincipal) -> RequestOut:
+    found = repo.get_request(session, request_id)
+    if not principal.can_view(found.team):
+        raise NotFound(f"no request with id {request_id}")
+    return request_out(found, repo.get_decisions(session, [found.id]).get(found.id))
+
+
+@router.post("/requests/{request_id}/approve", response_model=RequestOut)
+def approve_request(
+    request_id: int, body: DecisionIn, session: SessionDep, principal: AdminPrincipal
+) -> RequestOut:
+    """Approve as asked, or with `adjusted` values; refused past the pool (409)."""
+    decision = service.approve(
+        session,
+        actor=principal.user,
+        request_id=request_id,
+        adjusted=body.adjusted.form() if body.adjusted else None,
+        reason=body.reason,
+    )
+    return request_out(repo.get_request(session, request_id), decision)
+
+
+@router.post("/requests/{request_id}/reject", response_model=RequestOut)
+def reject_request(
+    request_id: int, body: RejectIn, session: SessionDep, principal: AdminPrincipal
+) -> RequestOut:
+    decision = service.reject(
+        session, actor=principal.user, request_id=request_id, reason=body.reason
+    )
+    return request_out(repo.get_request(session, request_id), decision)

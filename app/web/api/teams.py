@@ -1,0 +1,105 @@
+"""API: teams, their kubeconfig, quota changes, members and decommissioning."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from fastapi.responses import PlainTextResponse
+
+from app.auth import repository as users
+from app.provisioning.service import download_kubeconfig
+from app.teams import members, service
+from app.teams import repository as repo
+from app.web.deps import (
+    AdminPrincipal,
+    BackendDep,
+    CurrentPrincipal,
+    SessionDep,
+    TeamForLead,
+    TeamForViewer,
+    UsageDep,
+)
+from app.web.schemas import PROBLEMS, MemberIn, MemberOut, QuotaIn, RequestOut, TeamOut
+from app.web.views import cards, member_out, request_out, team_out
+
+router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["teams"])
+
+
+@router.get("/teams", response_model=list[TeamOut])
+def list_teams(session: SessionDep, principal: CurrentPrincipal, usage: UsageDep) -> list[TeamOut]:
+    """Teams you lead or belong to (admins: all)."""
+    teams = repo.get_teams(session, team_ids=principal.visible_team_ids)
+    team_cards = cards(session, teams, usage, repo.get_org(session))
+    return [team_out(t, c.share) for t, c in zip(teams, team_cards, strict=True)]
+
+
+@router.get("/teams/{team_id}", response_model=TeamOut)
+def get_team(team: TeamForViewer, session: SessionDep, usage: UsageDep) -> TeamOut:
+    card = cards(session, [team], usage, repo.get_org(session))[0]
+    return team_out(team, card.share, repo.get_steps(session, team.id))
+
+
+@router.get(
+    "/teams/{team_id}/kubeconfig",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"application/yaml": {}}}},
+)
+def get_kubeconfig(
+    team: TeamForViewer, session: SessionDep, principal: CurrentPrincipal, backend: BackendDep
+) -> Response:
+    """The team's kubeconfig, read from the cluster now; every download is audited."""
+    text = download_kubeconfig(session, backend=backend, actor=principal.user, team=team)
+    return PlainTextResponse(
+        text, media_type="application/yaml", headers={"Cache-Control": "no-store"}
+    )
+
+
+@router.post("/teams/{team_id}/quota-requests", response_model=RequestOut, status_code=201)
+def request_quota_change(
+    team: TeamForLead, body: QuotaIn, session: SessionDep, principal: CurrentPrincipal
+) -> RequestOut:
+    """Ask for new quota values; an admin decides as for a new cluster."""
+    created = service.submit_quota_change(
+        session, actor=principal.user, team=team, data=body.form()
+    )
+    return request_out(created)
+
+
+@router.post("/teams/{team_id}/decommission", response_model=TeamOut)
+def decommission_team(
+    team: TeamForLead, session: SessionDep, principal: CurrentPrincipal
+) -> TeamOut:
+    """Delete the team's vCluster, namespace, policy and queue; the audit trail stays."""
+    service.decommission(session, actor=principal.user, team=team)
+    return team_out(team)
+
+
+@router.post("/teams/{team_id}/retry", response_model=TeamOut)
+def retry_team(team_id: int, session: SessionDep, principal: AdminPrincipal) -> TeamOut:
+    """Retry failed provisioning now instead of at the next back-off (admin)."""
+    team = repo.get_team(session, team_id)
+    service.retry_now(session, actor=principal.user, team=team)
+    return team_out(team)
+
+
+@router.get("/teams/{team_id}/members", response_model=list[MemberOut])
+def list_members(team: TeamForViewer, session: SessionDep) -> list[MemberOut]:
+    return [member_out(u, m) for u, m in members.get_all(session, team)]
+
+
+@router.post("/teams/{team_id}/members", response_model=MemberOut, status_code=201)
+def add_member(
+    team: TeamForLead, body: MemberIn, session: SessionDep, principal: CurrentPrincipal
+) -> MemberOut:
+    """Add someone by e-mail as a lead or a member (leads and admins)."""
+    member = members.add(session, actor=principal.user, team=team, email=body.email, role=body.role)
+    user = users.get_user(session, member.user_id)
+    assert user is not None
+    return member_out(user, member)
+
+
+@router.delete("/teams/{team_id}/members/{user_id}", status_code=204)
+def remove_member(
+    team: TeamForLead, user_id: int, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    members.remove(session, actor=principal.user, team=team, user_id=user_id)
+    return Response(status_code=204)

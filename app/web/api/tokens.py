@@ -1,0 +1,38 @@
+"""API: personal API tokens."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.auth import tokens
+from app.web.deps import CurrentPrincipal, SessionDep, SettingsDep
+from app.web.schemas import PROBLEMS, NewTokenOut, TokenIn, TokenOut
+from app.web.views import token_out
+
+router = APIRouter(prefix="/api/v1", tags=["tokens"], responses=PROBLEMS)
+
+
+@router.get("/tokens", response_model=list[TokenOut])
+def list_tokens(session: SessionDep, principal: CurrentPrincipal) -> list[TokenOut]:
+    """Your API tokens (never their secrets)."""
+    return [token_out(t) for t in tokens.get_all(session, user=principal.user)]
+
+
+@router.post("/tokens", response_model=NewTokenOut, status_code=201)
+def create_token(
+    body: TokenIn, session: SessionDep, principal: CurrentPrincipal, settings: SettingsDep
+) -> NewTokenOut:
+    """Create a token that acts with your rights; the secret is in this answer only."""
+    created = tokens.create(
+        session,
+        user=principal.user,
+        name=body.name,
+        days=body.days,
+        max_days=settings.api_token_max_days,
+    )
+    return NewTokenOut(**token_out(created.token).model_dump(), token=created.raw)
+
+
+@router.delete("/tokens/{token_id}", response_model=TokenOut)
+def revoke_token(token_id: int, session: SessionDep, principal: CurrentPrincipal) -> TokenOut:
+    return token_out(tokens.revoke(session, user=principal.user, token_id=token_id))

@@ -1,0 +1,225 @@
+"""Admin pages: the pool, pending requests and their decisions, every team at a glance."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from app.audit import repository as audit_repo
+from app.core.db import discard_changes
+from app.core.errors import DomainError, InvalidInput
+from app.core.models import RequestStatus, Step, TeamStatus
+from app.core.quantities import format_hundredths
+from app.teams import repository as repo
+from app.teams import service
+from app.usage import history
+from app.web.deps import AdminPrincipal, BackendDep, FormDep, SessionDep, UsageDep
+from app.web.templating import flash, redirect, render
+from app.web.views import cards, pool_summary
+
+router = APIRouter(prefix="/admin", include_in_schema=False)
+
+PAGE_SIZE = 50
+SORTS = {
+    "name": lambda c: (c.team.name,),
+    "status": lambda c: (c.team.status, c.team.name),
+    "guarantee": lambda c: (-c.team.gpu_quota_centi, c.team.name),
+    "usage": lambda c: (-(c.share.allocated or 0), c.team.name),
+}
+
+
+@router.get("", response_class=HTMLResponse)
+def overview(
+    request: Request,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    usage: UsageDep,
+    status: str = "live",
+    sort: str = "name",
+    q: str = "",
+    page: int = 1,
+) -> Response:
+    org = repo.get_org(session)
+    statuses: list[str] | None
+    if status in ("live", "borrowing", "waiting"):
+        statuses = [s.value for s in TeamStatus if s not in ("rejected", "decommissioned")]
+    elif status in {s.value for s in TeamStatus}:
+        statuses = [status]
+    else:
+        statuses = None
+    teams = repo.get_team_rows(session, statuses=statuses, name_contains=q)
+    team_cards = cards(session, teams, usage, org)
+    if status == "borrowing":
+        team_cards = [c for c in team_cards if c.share.borrowed > 0]
+    elif status == "waiting":
+        team_cards = [c for c in team_cards if c.share.pending > 0.005]
+    team_cards.sort(key=SORTS.get(sort, SORTS["name"]))
+    summary = pool_summary(session, org, team_cards)
+    pages = max(1, -(-len(team_cards) // PAGE_SIZE))
+    page = min(max(page, 1), pages)
+    shown = team_cards[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+    return render(
+        request,
+        "admin/overview.html",
+        {
+            "principal": principal,
+            "summary": summary,
+            "cards": shown,
+            "total": len(team_cards),
+            "page": page,
+            "pages": pages,
+            "filter_status": status,
+            "sort": sort,
+            "q": q,
+            "statuses": [s.value for s in TeamStatus],
+            "pending_count": repo.count_pending(session),
+            "usage_error": usage.error,
+            "repairs": audit_repo.get_all(
+                session, action_prefix="provisioning.drift_repaired", limit=5
+            ),
+            "steps": [s.value for s in Step],
+        },
+        partial="admin/partials/teams_table.html",
+    )
+
+
+@router.post("/pool")
+def update_pool(
+    request: Request, session: SessionDep, principal: AdminPrincipal, data: FormDep
+) -> Response:
+    try:
+        org = service.update_pool(session, actor=principal.user, data=data)
+    except InvalidInput as exc:
+        flash(request, "Pool not changed: " + "; ".join(exc.errors.values()), "error")
+        return redirect(request, "/admin")
+    flash(request, f"Pool is now {format_hundredths(org.gpus_centi)} GPU.")
+    return redirect(request, "/admin")
+
+
+@router.get("/requests", response_class=HTMLResponse)
+def pending_requests(request: Request, session: SessionDep, principal: AdminPrincipal) -> Response:
+    org = repo.get_org(session)
+    pending = repo.get_requests(session, status=RequestStatus.SUBMITTED)
+    committed = repo.committed_gpu_centi(session, org.id)
+    rows = []
+    for item in pending:
+        others = repo.committed_gpu_centi(session, org.id, exclude_team_id=item.team_id)
+        rows.append(
+            {
+                "request": item,
+                "values": service.values_of(item).display(),
+                "current": service.values_of(item.team).display()
+                if item.kind == "quota_change"
+                else None,
+                "after_centi": others + item.gpu_quota_centi,
+                "fits": others + item.gpu_quota_centi <= org.gpus_centi,
+                "free_centi": max(0, org.gpus_centi - others),
+            }
+        )
+    return render(
+        request,
+        "admin/requests.html",
+        {
+            "principal": principal,
+            "org": org,
+            "rows": rows,
+            "committed_centi": committed,
+            "pending_count": len(pending),
+        },
+    )
+
+
+@router.post("/requests/{request_id}/approve")
+def approve(
+    request: Request, request_id: int, session: SessionDep, principal: AdminPrincipal, data: FormDep
+) -> Response:
+    adjusted = data if data.get("mode") == "adjusted" else None
+    try:
+        decision = service.approve(
+            session,
+            actor=principal.user,
+            request_id=request_id,
+            adjusted=adjusted,
+            reason=data.get("reason", ""),
+        )
+    except DomainError as exc:
+        discard_changes(session)
+        flash(request, f"Request #{request_id} not approved: {exc.message}", "error")
+        return redirect(request, "/admin/requests")
+    team = repo.get_request(session, request_id).team
+    flash(
+        request,
+        f"Approved {team.name}" + (" with adjusted values." if decision.changes else " as asked."),
+    )
+    return redirect(request, "/admin/requests")
+
+
+@router.post("/requests/{request_id}/reject")
+def reject(
+    request: Request, request_id: int, session: SessionDep, principal: AdminPrincipal, data: FormDep
+) -> Response:
+    try:
+        service.reject(
+            session, actor=principal.user, request_id=request_id, reason=data.get("reason", "")
+        )
+    except DomainError as exc:
+        discard_changes(session)
+        flash(request, f"Request #{request_id} not rejected: {exc.message}", "error")
+        return redirect(request, "/admin/requests")
+    flash(request, f"Rejected request #{request_id}.")
+    return redirect(request, "/admin/requests")
+
+
+@router.post("/simulate/failure")
+def inject_failure(
+    request: Request, principal: AdminPrincipal, backend: BackendDep, data: FormDep
+) -> Response:
+    """Simulated backend only: make the next apply of a step fail, to see retries."""
+    inject = getattr(backend, "inject_failure", None)
+    if not backend.simulated or inject is None:
+        flash(request, "Failures can only be injected into the simulated backend.", "error")
+        return redirect(request, "/admin")
+    try:
+        step = Step(data.get("step", ""))
+        times = int(data.get("times", "1"))
+        if not 1 <= times <= 20:
+            raise ValueError
+    except ValueError:
+        flash(request, "Choose a step and a number of failures from 1 to 20.", "error")
+        return redirect(request, "/admin")
+    inject(step, team=data.get("team") or None, times=times)
+    flash(request, f"The next {times} attempt(s) at {step.value} will fail.")
+    return redirect(request, "/admin")
+
+
+@router.get("/showback.csv")
+def showback_csv(session: SessionDep, principal: AdminPrincipal, month: str = "") -> Response:
+    """GPU-hours per team and month, within the guarantee and borrowed, as CSV."""
+    if month and not re.fullmatch(r"\d{4}-\d{2}", month):
+        raise InvalidInput({"month": "use the form YYYY-MM, e.g. 2026-11"})
+    rows = history.showback(session, month=month or None)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(
+        ["team", "month", "guaranteed_gpu_hours", "borrowed_gpu_hours", "total_gpu_hours"]
+    )
+    for row in rows:
+        writer.writerow(
+            [
+                row.team,
+                row.month,
+                f"{row.guaranteed_gpu_hours:.3f}",
+                f"{row.borrowed_gpu_hours:.3f}",
+                f"{row.total:.3f}",
+            ]
+        )
+    name = f"gpu-showback-{month or 'all'}.csv"
+    return Response(
+        out.getvalue(),
+        media_type="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )

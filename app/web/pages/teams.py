@@ -1,0 +1,319 @@
+"""Team lead pages: request a cluster, follow it, use it, change it, end it."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session
+
+from app.core.errors import InvalidInput
+from app.core.quantities import parse_hundredths
+from app.provisioning.service import download_kubeconfig
+from app.teams import members, service
+from app.teams import repository as repo
+from app.teams.podspec import example_pod
+from app.usage import history
+from app.web.deps import (
+    BackendDep,
+    CurrentPrincipal,
+    FormDep,
+    MaybePrincipal,
+    SessionDep,
+    TeamForLead,
+    TeamForViewer,
+    UsageDep,
+)
+from app.web.templating import flash, redirect, render
+from app.web.views import STEP_LABELS, TeamDetail, cards, team_detail
+
+router = APIRouter(include_in_schema=False)
+
+FORM_FIELDS = (
+    "name",
+    "gpu_quota",
+    "gpu_limit",
+    "over_quota_weight",
+    "priority",
+    "cpu_quota",
+    "memory_quota",
+    "purpose",
+)
+
+
+@router.get("/")
+def home(principal: MaybePrincipal) -> Response:
+    if principal is None:
+        return RedirectResponse("/login", status_code=303)
+    return RedirectResponse("/admin" if principal.is_admin else "/teams", status_code=303)
+
+
+@router.get("/teams", response_class=HTMLResponse)
+def my_teams(
+    request: Request, session: SessionDep, principal: CurrentPrincipal, usage: UsageDep
+) -> Response:
+    teams = repo.get_teams(session, team_ids=principal.visible_team_ids)
+    org = repo.get_org(session)
+    return render(
+        request,
+        "teams/list.html",
+        {"principal": principal, "cards": cards(session, teams, usage, org), "org": org},
+    )
+
+
+def _new_form(
+    request: Request,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    values: dict[str, str],
+    errors: dict[str, str],
+    *,
+    status_code: int = 200,
+) -> Response:
+    org = repo.get_org(session)
+    try:
+        requested = parse_hundredths(values.get("gpu_quota") or "0", what="guarantee")
+    except ValueError:
+        requested = 0
+    preview = service.preview(session, requested_centi=requested)
+    return render(
+        request,
+        "teams/new.html",
+        {
+            "principal": principal,
+            "org": org,
+            "values": values,
+            "errors": errors,
+            "preview": preview,
+        },
+        partial="teams/partials/new_feedback.html",
+        status_code=status_code,
+    )
+
+
+@router.get("/teams/new", response_class=HTMLResponse)
+def new_request(request: Request, session: SessionDep, principal: CurrentPrincipal) -> Response:
+    defaults = {"gpu_quota": "0.33", "gpu_limit": "1", "over_quota_weight": "1", "priority": "100"}
+    return _new_form(request, session, principal, defaults, {})
+
+
+@router.post("/teams/new/validate", response_class=HTMLResponse)
+def validate_request(
+    request: Request, session: SessionDep, principal: CurrentPrincipal, values: FormDep
+) -> Response:
+    errors: dict[str, str] = {}
+    try:
+        service.check_cluster_request(session, values)
+    except InvalidInput as exc:
+        errors = exc.errors
+    return _new_form(request, session, principal, values, errors)
+
+
+@router.post("/teams")
+def submit_request(
+    request: Request, session: SessionDep, principal: CurrentPrincipal, values: FormDep
+) -> Response:
+    try:
+        cluster_request = service.submit_cluster_request(session, actor=principal.user, data=values)
+    except InvalidInput as exc:
+        return _new_form(request, session, principal, values, exc.errors, status_code=422)
+    flash(request, f"Request for {cluster_request.team.name} sent to the admins.")
+    return redirect(request, f"/teams/{cluster_request.team_id}")
+
+
+@router.get("/teams/{team_id}", response_class=HTMLResponse)
+def team_page(
+    request: Request,
+    team: TeamForViewer,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    usage: UsageDep,
+) -> Response:
+    detail = team_detail(session, team, usage)
+    return render(
+        request,
+        "teams/detail.html",
+        {
+            "principal": principal,
+            "d": detail,
+            "step_labels": STEP_LABELS,
+            "pod_spec": example_pod(team),
+            **share_context(request, session, detail, last="", same=0),
+        },
+        partial="teams/partials/status.html",
+    )
+
+
+STEADY_POLLS = 6  # a minute without change at one poll every 10 s
+
+
+def share_context(
+    request: Request, session: Session, detail: TeamDetail, *, last: str, same: int
+) -> dict[str, Any]:
+    """Live polling that stops itself once the numbers stop changing."""
+    share = detail.share
+    signature = hashlib.sha256(
+        repr((share.allocated, share.requested, share.fair_now, share.limit)).encode()
+    ).hexdigest()[:12]
+    same = same + 1 if signature == last else 0
+    recent: history.RecentHistory = request.app.state.recent_history
+    points = recent.get(session, detail.team.id)
+    return {
+        "history": history.sparkline(points, limit=share.limit),
+        "signature": signature,
+        "same": same,
+        "live": same < STEADY_POLLS,
+    }
+
+
+@router.get("/teams/{team_id}/share", response_class=HTMLResponse)
+def team_share(
+    request: Request,
+    team: TeamForViewer,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    usage: UsageDep,
+    last: str = "",
+    same: int = 0,
+) -> Response:
+    detail = team_detail(session, team, usage)
+    context = {
+        "principal": principal,
+        "d": detail,
+        **share_context(request, session, detail, last=last, same=same),
+    }
+    return render(request, "teams/partials/share.html", context)
+
+
+@router.get("/teams/{team_id}/status", response_class=HTMLResponse)
+def team_status(
+    request: Request,
+    team: TeamForViewer,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    usage: UsageDep,
+) -> Response:
+    detail = team_detail(session, team, usage)
+    context: dict[str, Any] = {"principal": principal, "d": detail, "step_labels": STEP_LABELS}
+    response = render(request, "teams/partials/status.html", context)
+    if not detail.working and request.headers.get("X-Was-Working") == "true":
+        # Provisioning just ended: reload once so the whole page shows the result.
+        response.headers["HX-Refresh"] = "true"
+    return response
+
+
+@router.get("/teams/{team_id}/kubeconfig")
+def kubeconfig(
+    team: TeamForViewer, session: SessionDep, principal: CurrentPrincipal, backend: BackendDep
+) -> Response:
+    text = download_kubeconfig(session, backend=backend, actor=principal.user, team=team)
+    return PlainTextResponse(
+        text,
+        media_type="application/yaml",
+        headers={
+            "Content-Disposition": f'attachment; filename="kubeconfig-{team.name}.yaml"',
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+@router.get("/teams/{team_id}/quota", response_class=HTMLResponse)
+def quota_form(
+    request: Request, team: TeamForLead, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    values = service.values_of(team).display()
+    return render(
+        request,
+        "teams/quota.html",
+        {
+            "principal": principal,
+            "team": team,
+            "values": values,
+            "errors": {},
+            "org": repo.get_org(session),
+        },
+    )
+
+
+@router.post("/teams/{team_id}/quota")
+def submit_quota(
+    request: Request,
+    team: TeamForLead,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    values: FormDep,
+) -> Response:
+    try:
+        service.submit_quota_change(session, actor=principal.user, team=team, data=values)
+    except InvalidInput as exc:
+        return render(
+            request,
+            "teams/quota.html",
+            {
+                "principal": principal,
+                "team": team,
+                "values": values,
+                "errors": exc.errors,
+                "org": repo.get_org(session),
+            },
+            status_code=422,
+        )
+    flash(request, "Quota change sent to the admins.")
+    return redirect(request, f"/teams/{team.id}")
+
+
+@router.post("/teams/{team_id}/decommission")
+def decommission(
+    request: Request, team: TeamForLead, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    service.decommission(session, actor=principal.user, team=team)
+    flash(request, f"Decommissioning {team.name}.")
+    return redirect(request, f"/teams/{team.id}")
+
+
+@router.post("/teams/{team_id}/retry")
+def retry(
+    request: Request, team: TeamForViewer, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    principal.require_admin()
+    service.retry_now(session, actor=principal.user, team=team)
+    flash(request, f"Retrying {team.name} now.")
+    return redirect(request, f"/teams/{team.id}")
+
+
+@router.post("/teams/{team_id}/members")
+def add_member(
+    request: Request,
+    team: TeamForLead,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    data: FormDep,
+) -> Response:
+    try:
+        members.add(
+            session,
+            actor=principal.user,
+            team=team,
+            email=data.get("email", ""),
+            role=data.get("role", "member"),
+        )
+    except InvalidInput as exc:
+        flash(request, "Not added: " + "; ".join(exc.errors.values()), "error")
+        return redirect(request, f"/teams/{team.id}")
+    flash(request, f"{data.get('email', '').strip().lower()} added to {team.name}.")
+    return redirect(request, f"/teams/{team.id}")
+
+
+@router.post("/teams/{team_id}/members/{user_id}/remove")
+def remove_member(
+    request: Request,
+    team: TeamForLead,
+    user_id: int,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+) -> Response:
+    members.remove(session, actor=principal.user, team=team, user_id=user_id)
+    flash(request, f"Removed from {team.name}.")
+    return redirect(request, f"/teams/{team.id}")

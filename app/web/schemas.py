@@ -1,0 +1,215 @@
+"""JSON API bodies (the OpenAPI document is generated from these)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class QuotaIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    gpu_quota: Decimal = Field(description="Guaranteed GPUs (fractions to two decimals).")
+    gpu_limit: Decimal = Field(description="Most GPUs the team may use, guarantee included.")
+    over_quota_weight: Decimal = Field(
+        default=Decimal(1), description="Share of idle GPUs relative to other teams."
+    )
+    priority: int = Field(default=100, description="KAI queue priority (1-1000).")
+    cpu_quota: Decimal | None = Field(default=None, description="Guaranteed CPU cores.")
+    memory_quota: Decimal | None = Field(default=None, description="Guaranteed memory, GB.")
+    purpose: str = Field(default="", description="What the team will run.")
+
+    def form(self) -> dict[str, str]:
+        return {k: "" if v is None else str(v) for k, v in self.model_dump().items()}
+
+
+class ClusterRequestIn(QuotaIn):
+    name: str = Field(description="Team name: a DNS-1123 label of at most 40 characters.")
+
+
+class DecisionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    adjusted: QuotaIn | None = Field(
+        default=None, description="Approve with these values instead of the requested ones."
+    )
+    reason: str = Field(default="", description="Why (kept in the audit trail).")
+
+
+class RejectIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(min_length=1, description="Why the request is rejected.")
+
+
+class PoolIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    gpus: Decimal
+    cpu_cores: Decimal = Decimal(0)
+    memory_gb: Decimal = Decimal(0)
+
+
+class QuotaOut(BaseModel):
+    gpu_quota: str
+    gpu_limit: str
+    over_quota_weight: str
+    priority: int
+    cpu_quota: str | None
+    memory_quota: str | None
+
+
+class GpuShareOut(BaseModel):
+    guaranteed: float
+    limit: float
+    allocated: float | None
+    requested: float | None
+    borrowed: float
+    pool: float
+    fair_now: float | None = Field(default=None, description="KAI's fair share right now.")
+    usable_now: float | None = Field(
+        default=None, description="What of the fair share the team can use (limit, demand)."
+    )
+    if_all_busy: float | None = Field(
+        default=None, description="Its share if every team were busy."
+    )
+
+
+class StepOut(BaseModel):
+    step: str
+    status: str
+    message: str
+    updated_at: datetime
+
+
+class TeamOut(BaseModel):
+    id: int
+    name: str
+    status: str
+    purpose: str
+    queue: str
+    namespace: str
+    vcluster: str
+    quota: QuotaOut
+    last_error: str | None
+    attempts: int
+    next_attempt_at: datetime | None
+    created_at: datetime
+    ready_at: datetime | None
+    gpu_share: GpuShareOut | None = None
+    steps: list[StepOut] | None = None
+
+
+class DecisionOut(BaseModel):
+    outcome: str
+    reason: str
+    decided_at: datetime
+    changes: dict[str, Any]
+    approved: QuotaOut | None
+
+
+class RequestOut(BaseModel):
+    id: int
+    team_id: int
+    team: str
+    kind: str
+    status: str
+    purpose: str
+    created_at: datetime
+    requested: QuotaOut
+    decision: DecisionOut | None = None
+
+
+class PoolOut(BaseModel):
+    name: str
+    parent_queue: str
+    gpus: str
+    cpu_cores: str
+    memory_gb: str
+    committed_gpus: str
+    free_gpus: str
+
+
+class AuditEventOut(BaseModel):
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    team_id: int | None
+    summary: str
+    details: dict[str, Any]
+
+
+class ProblemOut(BaseModel):
+    detail: str
+    errors: dict[str, str] | None = None
+
+
+class MemberIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    email: str = Field(description="Their e-mail address at the identity provider.")
+    role: str = Field(default="member", description="`lead` or `member`.")
+
+
+class MemberOut(BaseModel):
+    user_id: int
+    email: str
+    name: str
+    role: str
+    source: str = Field(description="`portal` (added here) or `groups` (from the provider).")
+
+
+class MeOut(BaseModel):
+    email: str
+    name: str
+    admin: bool
+    lead_of: list[int]
+    member_of: list[int]
+
+
+PROBLEMS: dict[int | str, dict[str, object]] = {
+    401: {"model": ProblemOut, "description": "Not signed in"},
+    403: {"model": ProblemOut, "description": "Not allowed, or CSRF token missing"},
+    404: {"model": ProblemOut, "description": "No such object (or not yours)"},
+    409: {"model": ProblemOut, "description": "Conflicts with the current state"},
+    422: {"model": ProblemOut, "description": "Invalid input: `errors` says what to change"},
+}
+
+
+class UsagePointOut(BaseModel):
+    at: datetime
+    allocated: float
+    requested: float
+    quota: float
+
+
+class ShowbackOut(BaseModel):
+    team: str
+    month: str
+    guaranteed_gpu_hours: float
+    borrowed_gpu_hours: float
+
+
+class TokenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="What the token is for, e.g. ci-pipeline.")
+    days: int = Field(default=30, description="Lifetime in days.")
+
+
+class TokenOut(BaseModel):
+    id: int
+    name: str
+    prefix: str
+    created_at: datetime
+    expires_at: datetime
+    last_used_at: datetime | None
+    revoked: bool
+
+
+class NewTokenOut(TokenOut):
+    token: str = Field(description="The secret: shown this once, never again.")

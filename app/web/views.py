@@ -1,0 +1,273 @@
+"""What the pages and the API show, built from the domains' repositories and services;
+no rule is decided here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy.orm import Session
+
+from app.audit import repository as audit
+from app.core.models import (
+    COMMITTED_STATUSES,
+    ApiToken,
+    AuditEvent,
+    ClusterRequest,
+    Decision,
+    Org,
+    ProvisioningStep,
+    Team,
+    TeamMember,
+    TeamStatus,
+    User,
+)
+from app.core.quantities import format_hundredths
+from app.teams import members as team_members
+from app.teams import repository as repo
+from app.teams.repository import TeamRow
+from app.usage import repository as usage_repo
+from app.usage.service import GpuShare, TeamQuota, UsageCache, share_of
+from app.web.schemas import (
+    AuditEventOut,
+    DecisionOut,
+    GpuShareOut,
+    MemberOut,
+    QuotaOut,
+    RequestOut,
+    StepOut,
+    TeamOut,
+    TokenOut,
+)
+
+STEP_LABELS = {
+    "queue": "KAI queue",
+    "namespace": "Host namespace",
+    "vcluster": "vCluster",
+    "admission_policy": "Queue pinning policy",
+    "kubeconfig": "Kubeconfig",
+}
+ACTIVITY_SHOWN = 20
+
+
+@dataclass
+class TeamCard:
+    team: Team | TeamRow
+    share: GpuShare
+
+
+@dataclass
+class PoolSummary:
+    org: Org
+    committed_centi: int
+    allocated: float | None
+    live_teams: int
+
+    @property
+    def free_centi(self) -> int:
+        return max(0, self.org.gpus_centi - self.committed_centi)
+
+    @property
+    def committed_pct(self) -> float:
+        return 100 * self.committed_centi / self.org.gpus_centi if self.org.gpus_centi else 0.0
+
+    @property
+    def idle(self) -> float | None:
+        if self.allocated is None:
+            return None
+        return max(0.0, self.org.gpus_centi / 100 - self.allocated)
+
+
+def org_shares(session: Session, usage: UsageCache, org: Org) -> dict[int, GpuShare]:
+    return org_rows_and_shares(session, usage, org)[1]
+
+
+def org_rows_and_shares(
+    session: Session, usage: UsageCache, org: Org
+) -> tuple[list[TeamQuota], dict[int, GpuShare]]:
+    return usage.org_shares(
+        lambda: usage_repo.get_quota_rows(session, org.id),
+        pool_centi=org.gpus_centi,
+        parent=org.parent_queue,
+    )
+
+
+def cards(
+    session: Session, teams: Sequence[Team | TeamRow], usage: UsageCache, org: Org
+) -> list[TeamCard]:
+    shares = org_shares(session, usage, org)
+    return [TeamCard(t, shares.get(t.id) or share_of(t, None, org.gpus_centi)) for t in teams]
+
+
+def pool_summary(session: Session, org: Org, team_cards: list[TeamCard]) -> PoolSummary:
+    committed = repo.committed_gpu_centi(session, org.id)
+    allocated_values = [c.share.allocated for c in team_cards if c.share.allocated is not None]
+    live = sum(1 for c in team_cards if c.team.status in COMMITTED_STATUSES)
+    return PoolSummary(
+        org=org,
+        committed_centi=committed,
+        allocated=round(sum(allocated_values), 2) if allocated_values else None,
+        live_teams=live,
+    )
+
+
+@dataclass
+class TeamDetail:
+    team: Team
+    org: Org
+    share: GpuShare
+    steps: list[ProvisioningStep]
+    leads: list[User]
+    members: list[tuple[User, TeamMember]]
+    requests: list[ClusterRequest]
+    decisions: dict[int, Decision]
+    events: list[AuditEvent]
+    usage_error: str | None
+    borrowers: list[tuple[str, float]] = field(default_factory=list)
+
+    @property
+    def progress(self) -> int:
+        done = sum(1 for s in self.steps if s.status in ("done", "removed"))
+        return int(100 * done / len(self.steps)) if self.steps else 0
+
+    @property
+    def working(self) -> bool:
+        """Whether the page should keep polling."""
+        return self.team.status in (
+            TeamStatus.APPROVED,
+            TeamStatus.PROVISIONING,
+            TeamStatus.FAILED,
+            TeamStatus.DECOMMISSIONING,
+        ) or any(r.status == "approved" for r in self.requests)
+
+
+def team_detail(session: Session, team: Team, usage: UsageCache) -> TeamDetail:
+    org = repo.get_org(session)
+    rows, shares = org_rows_and_shares(session, usage, org)
+    requests = repo.get_team_requests(session, team.id)
+    names = {row.id: row.name for row in rows}
+    people = team_members.get_all(session, team)
+    borrowers = sorted(
+        ((names[tid], s.borrowed) for tid, s in shares.items() if s.borrowed > 0.005),
+        key=lambda b: -b[1],
+    )
+    return TeamDetail(
+        team=team,
+        org=org,
+        share=shares.get(team.id) or share_of(team, None, org.gpus_centi),
+        borrowers=borrowers,
+        steps=repo.get_steps(session, team.id),
+        leads=[u for u, m in people if m.role == "lead"],
+        members=people,
+        requests=requests,
+        decisions=repo.get_decisions(session, [r.id for r in requests]),
+        events=audit.get_all(session, team_id=team.id, limit=ACTIVITY_SHOWN),
+        usage_error=usage.error,
+    )
+
+
+def quota_out(obj: Team | ClusterRequest | Decision) -> QuotaOut:
+    cpu, memory = obj.cpu_quota_millicores, obj.memory_quota_mb
+    return QuotaOut(
+        gpu_quota=format_hundredths(obj.gpu_quota_centi or 0),
+        gpu_limit=format_hundredths(obj.gpu_limit_centi or 0),
+        over_quota_weight=format_hundredths(obj.weight_centi or 0),
+        priority=obj.priority or 0,
+        cpu_quota=None if cpu is None else format_hundredths(cpu // 10),
+        memory_quota=None if memory is None else format_hundredths(memory // 10),
+    )
+
+
+def team_out(
+    team: Team, share: GpuShare | None = None, steps: list[ProvisioningStep] | None = None
+) -> TeamOut:
+    return TeamOut(
+        id=team.id,
+        name=team.name,
+        status=team.status,
+        purpose=team.purpose,
+        queue=team.queue_name,
+        namespace=team.namespace,
+        vcluster=team.vcluster_name,
+        quota=quota_out(team),
+        last_error=team.last_error,
+        attempts=team.attempts,
+        next_attempt_at=team.next_attempt_at,
+        created_at=team.created_at,
+        ready_at=team.ready_at,
+        gpu_share=None
+        if share is None
+        else GpuShareOut(
+            guaranteed=share.guaranteed,
+            limit=share.limit,
+            allocated=share.allocated,
+            requested=share.requested,
+            borrowed=round(share.borrowed, 2),
+            pool=share.pool,
+            fair_now=share.fair_now,
+            usable_now=share.usable_now,
+            if_all_busy=share.if_all_busy,
+        ),
+        steps=None
+        if steps is None
+        else [
+            StepOut(step=s.step, status=s.status, message=s.message, updated_at=s.updated_at)
+            for s in steps
+        ],
+    )
+
+
+def request_out(request: ClusterRequest, decision: Decision | None = None) -> RequestOut:
+    return RequestOut(
+        id=request.id,
+        team_id=request.team_id,
+        team=request.team.name,
+        kind=request.kind,
+        status=request.status,
+        purpose=request.purpose,
+        created_at=request.created_at,
+        requested=quota_out(request),
+        decision=None
+        if decision is None
+        else DecisionOut(
+            outcome=decision.outcome,
+            reason=decision.reason,
+            decided_at=decision.decided_at,
+            changes=decision.changes,
+            approved=quota_out(decision) if decision.outcome == "approved" else None,
+        ),
+    )
+
+
+def event_out(event: AuditEvent) -> AuditEventOut:
+    return AuditEventOut(
+        id=event.id,
+        at=event.at,
+        actor=event.actor,
+        action=event.action,
+        team_id=event.team_id,
+        summary=event.summary,
+        details=event.details,
+    )
+
+
+def member_out(user: User, member: TeamMember) -> MemberOut:
+    return MemberOut(
+        user_id=user.id,
+        email=user.email,
+        name=user.display_name,
+        role=member.role,
+        source=member.source,
+    )
+
+
+def token_out(token: ApiToken) -> TokenOut:
+    return TokenOut(
+        id=token.id,
+        name=token.name,
+        prefix=token.prefix,
+        created_at=token.created_at,
+        expires_at=token.expires_at,
+        last_used_at=token.last_used_at,
+        revoked=token.revoked_at is not None,
+    )

@@ -1,0 +1,133 @@
+"""The objects the portal writes, as plain dicts: no API server, no cluster.
+
+KAI's units and the always-written `limit` matter most: an omitted field is 0, and a
+`limit` of 0 caps a queue at its quota on a real cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.adapters.k8s import manifests as m
+from app.core.models import Org, Team
+from app.provisioning.backend import TeamSpec, spec_for
+
+OWNED = {"app.kubernetes.io/managed-by": "gpu-portal", "gpu-portal.io/team": "nlp"}
+
+
+def design_source_spec(**team_values: Any) -> TeamSpec:
+    org = Org(name="ml-org", parent_queue="ml-org", gpus_centi=100, cpu_millicores=40_000,
+              memory_mb=160_000)  # fmt: skip
+    values: dict[str, Any] = {
+        "name": "nlp",
+        "gpu_quota_centi": 33,
+        "gpu_limit_centi": 100,
+        "weight_centi": 100,
+        "priority": 100,
+        "cpu_quota_millicores": None,
+        "memory_quota_mb": None,
+    }
+    values.update(team_values)
+    return spec_for(Team(**values), org)
+
+
+def test_team_queue_has_all_three_fields_for_every_resource() -> None:
+    assert m.make_queue(design_source_spec()) == {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": "team-nlp", "labels": OWNED},
+        "spec": {
+            "displayName": "nlp",
+            "parentQueue": "ml-org",
+            "priority": 100,
+            "resources": {
+                "gpu": {"quota": 0.33, "limit": 1.0, "overQuotaWeight": 1.0},
+                "cpu": {"quota": 0.0, "limit": -1.0, "overQuotaWeight": 1.0},
+                "memory": {"quota": 0.0, "limit": -1.0, "overQuotaWeight": 1.0},
+            },
+        },
+    }
+
+
+def test_cpu_in_millicpus_and_memory_in_megabytes() -> None:
+    spec = design_source_spec(cpu_quota_millicores=2_500, memory_quota_mb=16_000, weight_centi=250)
+    resources = m.make_queue(spec)["spec"]["resources"]
+    assert resources["cpu"] == {"quota": 2500.0, "limit": -1.0, "overQuotaWeight": 2.5}
+    assert resources["memory"] == {"quota": 16000.0, "limit": -1.0, "overQuotaWeight": 2.5}
+
+
+def test_parent_queue_carries_the_pool_without_a_cap() -> None:
+    assert m.make_parent_queue(design_source_spec()) == {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": "ml-org", "labels": {"app.kubernetes.io/managed-by": "gpu-portal"}},
+        "spec": {
+            "displayName": "ml-org",
+            "resources": {
+                "gpu": {"quota": 1.0, "limit": -1.0, "overQuotaWeight": 1.0},
+                "cpu": {"quota": 40000.0, "limit": -1.0, "overQuotaWeight": 1.0},
+                "memory": {"quota": 160000.0, "limit": -1.0, "overQuotaWeight": 1.0},
+            },
+        },
+    }
+
+
+def test_namespace_and_portal_binding() -> None:
+    spec = design_source_spec()
+    assert m.make_namespace(spec) == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "vcluster-nlp", "labels": OWNED},
+    }
+    binding = m.make_portal_binding(spec, "gpu-portal/portal")
+    assert binding["metadata"] == {"name": "gpu-portal", "namespace": "vcluster-nlp",
+                                   "labels": OWNED}  # fmt: skip
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "portal", "namespace": "gpu-portal"}
+    ]
+    assert binding["roleRef"]["name"] == "gpu-portal-team-namespace"
+
+
+def test_policy_pins_synced_pods_to_kai_and_the_team_queue() -> None:
+    spec = design_source_spec()
+    policy = m.make_policy(spec)
+    assert policy["metadata"]["name"] == "gpu-portal-queue-nlp"
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert [v["expression"] for v in policy["spec"]["validations"]] == [
+        "object.spec.schedulerName == 'kai-scheduler'",
+        "has(object.metadata.labels) && 'kai.scheduler/queue' in object.metadata.labels && "
+        "object.metadata.labels['kai.scheduler/queue'] == 'team-nlp'",
+    ]
+    assert m.make_policy_binding(spec)["spec"] == {
+        "policyName": "gpu-portal-queue-nlp",
+        "validationActions": ["Deny"],
+        "matchResources": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "vcluster-nlp"}},
+            "objectSelector": {
+                "matchExpressions": [{"key": "vcluster.loft.sh/managed-by", "operator": "Exists"}]
+            },
+        },
+    }
+
+
+def test_vcluster_values_per_exposure() -> None:
+    spec = design_source_spec()
+    base = {
+        "experimental": {"syncSettings": {"setOwner": False}},
+        "sync": {"fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}}},
+    }
+    assert m.vcluster_values(spec, expose="LoadBalancer", ingress_host=None, extra_sans=[]) == {
+        **base,
+        "controlPlane": {"service": {"spec": {"type": "LoadBalancer"}}},
+    }
+    assert m.vcluster_values(
+        spec, expose="NodePort", ingress_host=None, extra_sans=["10.0.0.5", ""]
+    ) == {
+        **base,
+        "controlPlane": {
+            "service": {"spec": {"type": "NodePort"}},
+            "proxy": {"extraSANs": ["10.0.0.5"]},
+        },
+    }
+    assert m.vcluster_values(
+        spec, expose="Ingress", ingress_host="nlp.vc.example.org", extra_sans=[]
+    ) == {**base, "controlPlane": {"ingress": {"enabled": True, "host": "nlp.vc.example.org"}}}

@@ -1,0 +1,42 @@
+"""The code's shape, checked: transactions end in one place, the cluster client in one
+package. (The import layers are checked by `lint-imports`, the query ban by ruff.)"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+APP = Path(__file__).resolve().parent.parent / "app"
+
+
+def _modules() -> list[tuple[Path, ast.Module]]:
+    return [(path, ast.parse(path.read_text())) for path in sorted(APP.rglob("*.py"))]
+
+
+def test_only_the_unit_of_work_commits_or_rolls_back() -> None:
+    """Services flush; the request's (or job's) unit of work commits."""
+    found = [
+        f"{path.relative_to(APP)}:{node.lineno} .{node.func.attr}()"
+        for path, tree in _modules()
+        if path.relative_to(APP) != Path("core/db.py")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("commit", "rollback")
+    ]
+    assert found == []
+
+
+def test_only_the_kubernetes_adapter_imports_the_client() -> None:
+    importers = {
+        str(path.relative_to(APP))
+        for path, tree in _modules()
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "kubernetes")
+        or (
+            isinstance(node, ast.Import)
+            and any(a.name.split(".")[0] == "kubernetes" for a in node.names)
+        )
+    }
+    assert importers
+    assert all(name.startswith("adapters/k8s/") for name in importers), importers
