@@ -10,13 +10,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 ARG VCLUSTER_VERSION=v0.26.1
 ADD --chmod=755 https://github.com/loft-sh/vcluster/releases/download/${VCLUSTER_VERSION}/vcluster-linux-amd64 /usr/local/bin/vcluster
 WORKDIR /app
-COPY pyproject.toml README.md alembic.ini ./
+COPY pyproject.toml requirements.lock README.md alembic.ini ./
 COPY app app
 COPY migrations migrations
 COPY templates templates
 COPY static static
 COPY --from=assets /assets/static/vendor static/vendor
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock \
+    && pip install --no-cache-dir --no-deps . \
     && useradd --system --uid 10001 portal
 USER portal
 EXPOSE 8000

@@ -3,19 +3,22 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTHON ?= python3
 
-.PHONY: run test setup setup-test lint typecheck pytest bench clean
+.PHONY: run test setup setup-test lint typecheck layers pytest bench lock clean
 
 run: setup
 	PORTAL_DEVELOPMENT=true $(BIN)/gpu-portal serve --seed --host 127.0.0.1 --port 8000
 
-test: setup setup-test lint typecheck pytest
+test: setup setup-test lint layers typecheck pytest
 
 setup: $(VENV)/.installed static/vendor/htmx.min.js
 
-$(VENV)/.installed: pyproject.toml
+# Exactly the versions in requirements-dev.lock, checked against their hashes; then the
+# portal itself, editable. `make lock` updates the lock files after pyproject.toml changes
+# (keeping other pins); `make lock UPGRADE=--upgrade` moves every pin to the newest release.
+$(VENV)/.installed: pyproject.toml requirements-dev.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements-dev.lock
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
 static/vendor/htmx.min.js: scripts/fetch-assets.sh
@@ -29,14 +32,21 @@ lint:
 	$(BIN)/ruff check app tests bench migrations
 	$(BIN)/ruff format --check app tests bench migrations
 
+layers:
+	$(BIN)/lint-imports
+
 typecheck:
-	$(BIN)/mypy --strict app
+	$(BIN)/mypy --strict app tests bench
 
 pytest:
 	$(BIN)/pytest -q
 
 bench: setup setup-test
 	$(BIN)/python bench/portal_load.py
+
+lock: $(VENV)/.installed
+	$(BIN)/uv pip compile pyproject.toml --python-version 3.11 --generate-hashes $(UPGRADE) --quiet -o requirements.lock
+	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 --generate-hashes $(UPGRADE) --quiet -o requirements-dev.lock
 
 clean:
 	rm -rf $(VENV) static/vendor .pytest_cache .mypy_cache .ruff_cache
