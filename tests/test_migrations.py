@@ -7,6 +7,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
+from sqlalchemy.exc import DatabaseError
 
 from app.cli import alembic_config
 from app.core.db import Base
@@ -42,3 +43,32 @@ def test_offline_sql_for_postgresql(capsys: pytest.CaptureFixture[str]) -> None:
     assert "CREATE TABLE teams" in sql
     assert "CREATE TRIGGER audit_events_append_only" in sql
     assert "CREATE TABLE api_tokens" in sql
+
+
+def test_the_database_refuses_unknown_statuses(engine: Engine) -> None:
+    """A status written past the models (a hand-made UPDATE) is refused by the database."""
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO orgs (name, parent_queue, gpus_centi, cpu_millicores, "
+                          "memory_mb, lock_version, created_at) "
+                          "VALUES ('o', 'o', 100, 0, 0, 0, CURRENT_TIMESTAMP)"))  # fmt: skip
+    insert = (
+        "INSERT INTO teams (org_id, name, status, purpose, gpu_quota_centi, gpu_limit_centi, "
+        "weight_centi, priority, created_at, updated_at, desired_generation, "
+        "observed_generation, attempts) VALUES ((SELECT id FROM orgs), 'nlp', :status, '', "
+        "0, 0, 100, 100, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 0, 0, 0)"
+    )
+    with pytest.raises(DatabaseError, match="ck_teams_teamstatus_values"), engine.begin() as conn:
+        conn.execute(text(insert), {"status": "provisioned"})
+    with engine.begin() as conn:
+        conn.execute(text(insert), {"status": "ready"})
+    with pytest.raises(DatabaseError, match="ck_teams_teamstatus_values"), engine.begin() as conn:
+        conn.execute(text("UPDATE teams SET status = 'READY'"))
+    step = (
+        "INSERT INTO provisioning_steps (team_id, step, position, status, message, updated_at) "
+        "VALUES ((SELECT id FROM teams), 'helm', 0, 'pending', '', CURRENT_TIMESTAMP)"
+    )
+    with (
+        pytest.raises(DatabaseError, match="ck_provisioning_steps_step_values"),
+        engine.begin() as conn,
+    ):
+        conn.execute(text(step))
