@@ -9,8 +9,9 @@ import time
 
 from alembic import command
 from alembic.config import Config
+from pydantic import ValidationError
 
-from app.core.config import PROJECT_ROOT, Settings, get_settings
+from app.core.config import PROJECT_ROOT, Settings, describe_error, get_settings
 from app.core.db import make_engine, make_session_factory, ping, unit_of_work
 
 log = logging.getLogger("gpu_portal")
@@ -32,9 +33,12 @@ def wait_for_database(settings: Settings, timeout: float = 60.0) -> None:
                 ping(engine)
                 return
             except Exception as exc:
+                reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                 if time.monotonic() > deadline:
-                    raise SystemExit(f"the database is not reachable: {exc}") from exc
-                log.info("waiting for the database: %s", exc)
+                    raise SystemExit(
+                        f"gpu-portal: the database is not reachable: {reason}"
+                    ) from None
+                log.info("waiting for the database: %s", reason)
                 time.sleep(1)
     finally:
         engine.dispose()
@@ -72,8 +76,10 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         settings = get_settings()
-    except ValueError as exc:
-        sys.exit(f"gpu-portal: refusing to start: {exc}")
+    except ValidationError as exc:
+        sys.exit(
+            "\n".join(f"gpu-portal: refusing to start: {line}" for line in describe_error(exc))
+        )
     if args.command == "migrate":
         migrate(settings, args.revision)
     elif args.command == "seed":

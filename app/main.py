@@ -73,11 +73,20 @@ class SecurityHeaders:
             await self.app(scope, receive, send)
             return
 
+        extra = list(self.headers)
+        if scope.get("scheme") == "https":
+            # Served over https (directly, or behind a proxy whose X-Forwarded-Proto
+            # uvicorn trusts): browsers should never try plain http again.
+            extra.append((b"strict-transport-security", b"max-age=31536000; includeSubDomains"))
+        if str(scope.get("path", "")).startswith("/api/"):
+            # Every API answer is about its caller: never stored by a shared cache.
+            extra.append((b"cache-control", b"no-store"))
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 present = {k.lower() for k, _ in headers}
-                headers += [(k, v) for k, v in self.headers if k not in present]
+                headers += [(k, v) for k, v in extra if k not in present]
                 message["headers"] = headers
             await send(message)
 
@@ -162,7 +171,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.add_middleware(
         SessionMiddleware,
-        secret_key=settings.secret_key,
+        secret_key=settings.secret_key.get_secret_value(),
         session_cookie="portal_session",
         max_age=settings.session_absolute_seconds,
         same_site="lax",
@@ -204,12 +213,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_body(request: Request, exc: RequestValidationError) -> Response:
+    async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
         errors = {
-            ".".join(str(p) for p in err["loc"] if p != "body"): err["msg"] for err in exc.errors()
+            ".".join(str(p) for p in err["loc"] if p not in ("body", "path", "query")): str(
+                err["msg"]
+            ).removeprefix("Value error, ")
+            for err in exc.errors()
         }
-        return JSONResponse(
-            {"detail": "the request body is invalid", "errors": errors}, status_code=422
+        detail = "the request is invalid: " + "; ".join(f"{k}: {v}" for k, v in errors.items())
+        if wants_json(request):
+            return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
+        return render(
+            request,
+            "error.html",
+            {"message": detail, "errors": errors, "status": 422},
+            status_code=422,
         )
 
     return app

@@ -55,3 +55,75 @@ def test_service_account_must_be_namespace_slash_name(account: str) -> None:
     with pytest.raises(ValidationError, match=r"namespace/name, e\.g\. gpu-portal/gpu-portal"):
         Settings(development=True, kube_service_account=account)
     assert Settings(development=True, kube_service_account="ops/portal").kube_service_account
+
+
+def _serve(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", "serve"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **env},
+        timeout=60,
+        check=False,
+    )
+
+
+def test_start_up_errors_never_print_a_secret() -> None:
+    secret = "client-secret-that-must-not-leak-0123456789"
+    key = "session-key-that-must-not-leak-0123456789"
+    result = _serve(
+        {
+            "PORTAL_SECRET_KEY": key,
+            "PORTAL_OIDC_ISSUER": "https://idp.example.org",
+            "PORTAL_OIDC_CLIENT_SECRET": secret,
+            "PORTAL_USAGE_SAMPLE_SECONDS": "0",
+        }
+    )
+    assert result.returncode != 0
+    assert secret not in result.stderr + result.stdout
+    assert key[:8] not in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        "gpu-portal: refusing to start: PORTAL_USAGE_SAMPLE_SECONDS: "
+        "Input should be greater than or equal to 1",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("nonsense", "PORTAL_DATABASE_URL is not a database URL"),
+        ("mysql://db/portal", "PORTAL_DATABASE_URL names 'mysql'"),
+        ("postgresql+psycopg2://u:pw@db/portal", "use the psycopg driver"),
+    ],
+)
+def test_a_bad_database_url_is_one_clear_line(url: str, message: str) -> None:
+    result = _serve({"PORTAL_DEVELOPMENT": "true", "PORTAL_DATABASE_URL": url})
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert message in lines[0]
+    assert "pw" not in lines[0].split(":", 2)[-1].replace("psycopg", "")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("usage_sample_seconds", 0),
+        ("worker_interval_seconds", 0),
+        ("worker_lease_seconds", -1),
+        ("retry_max_seconds", 0),
+        ("api_token_max_days", 0),
+    ],
+)
+def test_intervals_must_be_positive(name: str, value: int) -> None:
+    with pytest.raises(ValidationError, match="greater than"):
+        Settings(development=True, **{name: value})  # type: ignore[arg-type]
+
+
+def test_secrets_are_hidden_in_reprs() -> None:
+    settings = Settings(development=True, secret_key="x" * 40, oidc_client_secret="y" * 40)
+    assert "x" * 40 not in repr(settings)
+    assert "y" * 40 not in repr(settings)
+    assert settings.secret_key.get_secret_value() == "x" * 40

@@ -111,7 +111,7 @@ class OidcClient:
     def _client(self, redirect_uri: str) -> OAuth2Client:
         return OAuth2Client(
             client_id=self.settings.oidc_client_id,
-            client_secret=self.settings.oidc_client_secret,
+            client_secret=self.settings.oidc_client_secret.get_secret_value(),
             scope=self.settings.oidc_scopes,
             redirect_uri=redirect_uri,
             code_challenge_method="S256",

@@ -13,7 +13,16 @@ from app.audit import service as audit
 from app.auth import repository as repo
 from app.core.config import Settings
 from app.core.errors import InvalidInput
-from app.core.models import MemberRole, MemberSource, TeamMember, User, utcnow
+from app.core.models import (
+    DISPLAY_NAME_MAX,
+    EMAIL_MAX,
+    SUBJECT_MAX,
+    MemberRole,
+    MemberSource,
+    TeamMember,
+    User,
+    utcnow,
+)
 
 BEARER_AUDIT_EVERY = timedelta(hours=1)
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -21,6 +30,8 @@ _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 def valid_email(raw: str) -> str:
     email = raw.strip().lower()
+    if len(email) > EMAIL_MAX:
+        raise InvalidInput({"email": f"an e-mail address has at most {EMAIL_MAX} characters"})
     if not _EMAIL.match(email):
         raise InvalidInput({"email": "enter an e-mail address such as lead@example.org"})
     return email
@@ -29,9 +40,12 @@ def valid_email(raw: str) -> str:
 def sign_in_dev(session: Session, *, email: str, name: str, admin: bool) -> User:
     """Development sign-in: trust what was typed. Exists only in development mode."""
     email = valid_email(email)
+    name = name.strip()
+    if len(name) > DISPLAY_NAME_MAX:
+        raise InvalidInput({"name": f"use a name of at most {DISPLAY_NAME_MAX} characters"})
     user = repo.get_user_by_email(session, email)
     if user is None:
-        user = User(email=email, display_name=name.strip() or email.split("@")[0])
+        user = User(email=email, display_name=name or email.split("@")[0][:DISPLAY_NAME_MAX])
         session.add(user)
     user.is_admin = admin
     user.last_sign_in_at = utcnow()
@@ -76,19 +90,27 @@ def sign_in_oidc(
     """Create or update the user the provider vouches for; roles and group-based team
     memberships follow the provider at every sign-in."""
     subject = str(claims["sub"])
+    if len(subject) > SUBJECT_MAX:
+        raise InvalidInput(
+            {"sub": f"the provider's subject is longer than {SUBJECT_MAX} characters"}
+        )
     email = str(claims.get("email") or "").strip().lower()
+    if len(email) > EMAIL_MAX:
+        email = ""  # unusable as an address: the account is known by its subject
     name = str(claims.get("name") or claims.get("preferred_username") or email or subject)
     user = repo.get_user_by_subject(session, subject)
     if user is None and email and claims.get("email_verified", True) is not False:
         # A lead may have added this person by e-mail before their first sign-in.
         user = repo.get_unlinked_user_by_email(session, email)
     if user is None:
-        user = User(email=email or f"{subject}@users.invalid", display_name=name[:120])
+        user = User(
+            email=email or f"{subject[:200]}@users.invalid", display_name=name[:DISPLAY_NAME_MAX]
+        )
         session.add(user)
     user.subject = subject
     if email:
         user.email = email
-    user.display_name = name[:120]
+    user.display_name = name[:DISPLAY_NAME_MAX]
     groups = groups_of(claims, settings)
     user.is_admin = settings.oidc_admin_group in groups
     now = utcnow()

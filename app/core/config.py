@@ -6,8 +6,10 @@ from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 DEFAULT_SECRET_KEY = "development-secret-key-change-me"  # noqa: S105 - refused outside development
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -27,8 +29,9 @@ class Settings(BaseSettings):
         default=False,
         description="Development mode: enables the development sign-in and allows the default key.",
     )
-    secret_key: str = Field(
-        default=DEFAULT_SECRET_KEY, description="Signs session cookies and CSRF tokens."
+    secret_key: SecretStr = Field(
+        default=SecretStr(DEFAULT_SECRET_KEY),
+        description="Signs session cookies and CSRF tokens.",
     )
     database_url: str = Field(
         default="sqlite:///./gpu-portal.db", description="SQLAlchemy URL: SQLite or PostgreSQL."
@@ -69,42 +72,69 @@ class Settings(BaseSettings):
         default=None, description="NodePort mode: the node address users connect to."
     )
     vcluster_timeout_seconds: float = Field(
-        default=300.0, description="Time-out for one vcluster CLI call."
+        default=300.0, gt=0, le=3600, description="Time-out for one vcluster CLI call."
     )
     simulated_step_seconds: float = Field(
-        default=1.5, description="Simulated backend: seconds each provisioning step takes."
+        default=1.5,
+        ge=0,
+        le=3600,
+        description="Simulated backend: seconds each provisioning step takes.",
     )
     worker_enabled: bool = Field(default=True, description="Run the provisioning worker.")
     worker_interval_seconds: float = Field(
-        default=2.0, description="How often the worker looks for work when nothing wakes it."
+        default=2.0,
+        gt=0,
+        le=3600,
+        description="How often the worker looks for work when nothing wakes it.",
     )
     worker_resync_seconds: float = Field(
-        default=300.0, description="How often a ready team is re-checked for drift."
+        default=300.0, gt=0, le=86400, description="How often a ready team is re-checked for drift."
     )
     worker_lease_seconds: float = Field(
-        default=60.0, description="How long one worker may hold a team before another may take it."
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="How long one worker may hold a team before another may take it.",
     )
     usage_sample_seconds: int = Field(
-        default=60, description="How often the collector samples every team's GPU use."
+        default=60,
+        ge=1,
+        le=3600,
+        description="How often the collector samples every team's GPU use.",
     )
     usage_collector_enabled: bool = Field(default=True, description="Run the usage collector.")
     usage_cache_seconds: float = Field(
-        default=5.0, description="One cluster read of usage serves every viewer this long."
+        default=5.0,
+        ge=0,
+        le=3600,
+        description="One cluster read of usage serves every viewer this long.",
     )
     prometheus_url: str | None = Field(
         default=None,
         description="Read kai_queue_allocated_gpus and kai_queue_fair_share_gpu from this "
         "Prometheus instead of computing them.",
     )
-    retry_base_seconds: float = Field(default=2.0, description="First retry delay after a failure.")
-    retry_max_seconds: float = Field(default=300.0, description="Longest retry delay.")
+    retry_base_seconds: float = Field(
+        default=2.0, ge=0, le=3600, description="First retry delay after a failure."
+    )
+    retry_max_seconds: float = Field(
+        default=300.0, gt=0, le=86400, description="Longest retry delay."
+    )
     session_idle_seconds: int = Field(
-        default=3600, description="A session unused this long must sign in again."
+        default=3600,
+        ge=60,
+        le=30 * 86400,
+        description="A session unused this long must sign in again.",
     )
     session_absolute_seconds: int = Field(
-        default=12 * 3600, description="A session ends this long after sign-in, used or not."
+        default=12 * 3600,
+        ge=60,
+        le=90 * 86400,
+        description="A session ends this long after sign-in, used or not.",
     )
-    api_token_max_days: int = Field(default=90, description="Longest lifetime of an API token.")
+    api_token_max_days: int = Field(
+        default=90, ge=1, le=3650, description="Longest lifetime of an API token."
+    )
     public_url: str | None = Field(
         default=None,
         description="The portal's address as users reach it (for the OIDC redirect URI); "
@@ -119,7 +149,7 @@ class Settings(BaseSettings):
         "not reachable from the portal itself (e.g. inside docker compose).",
     )
     oidc_client_id: str = Field(default="", description="OIDC client id.")
-    oidc_client_secret: str = Field(default="", description="OIDC client secret.")
+    oidc_client_secret: SecretStr = Field(default=SecretStr(""), description="OIDC client secret.")
     oidc_scopes: str = Field(default="openid email profile", description="Scopes to ask for.")
     oidc_provider_name: str = Field(
         default="single sign-on", description="Shown on the sign-in button."
@@ -137,17 +167,44 @@ class Settings(BaseSettings):
         default=None,
         description="Audience required in JWT bearer access tokens (default: the client id).",
     )
-    oidc_timeout_seconds: float = Field(default=10.0, description="Time-out for provider calls.")
+    oidc_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=300, description="Time-out for provider calls."
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        try:
+            url = make_url(value)
+        except ArgumentError:
+            raise ValueError(
+                "PORTAL_DATABASE_URL is not a database URL: use sqlite:///path/to/portal.db "
+                "or postgresql+psycopg://user:password@host/database"
+            ) from None
+        if url.get_backend_name() not in ("sqlite", "postgresql"):
+            raise ValueError(
+                f"PORTAL_DATABASE_URL names {url.get_backend_name()!r}: the portal runs on "
+                "sqlite or postgresql (postgresql+psycopg://user:password@host/database)"
+            )
+        if url.get_backend_name() == "postgresql" and url.get_driver_name() != "psycopg":
+            raise ValueError(
+                "PORTAL_DATABASE_URL: use the psycopg driver, "
+                "postgresql+psycopg://user:password@host/database"
+            )
+        return value
 
     @model_validator(mode="after")
     def _refuse_default_secret(self) -> Settings:
-        if not self.development and self.secret_key == DEFAULT_SECRET_KEY:
+        secret_key = self.secret_key.get_secret_value()
+        if not self.development and secret_key == DEFAULT_SECRET_KEY:
             raise ValueError(
                 "PORTAL_SECRET_KEY is the built-in default: set a random value "
                 "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`) "
                 "or set PORTAL_DEVELOPMENT=true for a local run."
             )
-        if self.oidc_issuer and not (self.oidc_client_id and self.oidc_client_secret):
+        if self.oidc_issuer and not (
+            self.oidc_client_id and self.oidc_client_secret.get_secret_value()
+        ):
             raise ValueError(
                 "PORTAL_OIDC_ISSUER is set: also set PORTAL_OIDC_CLIENT_ID and "
                 "PORTAL_OIDC_CLIENT_SECRET from your identity provider's client registration"
@@ -168,7 +225,7 @@ class Settings(BaseSettings):
                     "namespace/name, e.g. gpu-portal/gpu-portal "
                     f"(got {self.kube_service_account!r})"
                 )
-        if len(self.secret_key) < 16:
+        if len(secret_key) < 16:
             raise ValueError("PORTAL_SECRET_KEY must be at least 16 characters long.")
         return self
 
@@ -179,6 +236,18 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+
+def describe_error(exc: ValidationError) -> list[str]:
+    """One line per bad setting, naming its variable; never the value (it may be a secret)."""
+    lines = []
+    for error in exc.errors(include_input=False, include_url=False, include_context=False):
+        message = str(error["msg"]).removeprefix("Value error, ")
+        fields = [str(part) for part in error["loc"] if isinstance(part, str)]
+        if fields and not message.startswith("PORTAL_"):
+            message = f"PORTAL_{fields[0].upper()}: {message}"
+        lines.append(message)
+    return lines
 
 
 @lru_cache

@@ -30,6 +30,12 @@ from sqlalchemy.types import TypeDecorator
 
 from app.core.db import Base
 
+# Lengths of the text columns people and providers fill; validation reads them from here.
+EMAIL_MAX = 254
+DISPLAY_NAME_MAX = 120
+SUBJECT_MAX = 255
+TOKEN_NAME_MAX = 100
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -157,10 +163,10 @@ class User(Base):
     __tablename__ = "users"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    email: Mapped[str] = mapped_column(String(254), unique=True)
+    email: Mapped[str] = mapped_column(String(EMAIL_MAX), unique=True)
     # The identity provider's subject; None for users known only by e-mail so far.
-    subject: Mapped[str | None] = mapped_column(String(255), unique=True, nullable=True)
-    display_name: Mapped[str] = mapped_column(String(120))
+    subject: Mapped[str | None] = mapped_column(String(SUBJECT_MAX), unique=True, nullable=True)
+    display_name: Mapped[str] = mapped_column(String(DISPLAY_NAME_MAX))
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_sign_in_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
@@ -241,7 +247,17 @@ class ClusterRequest(Base):
     """A request for a new cluster or for a quota change, with the values asked for."""
 
     __tablename__ = "cluster_requests"
-    __table_args__ = (Index("ix_cluster_requests_status", "status", "created_at"),)
+    __table_args__ = (
+        Index("ix_cluster_requests_status", "status", "created_at"),
+        # One open request per team, whoever races to submit.
+        Index(
+            "uq_cluster_requests_open",
+            "team_id",
+            unique=True,
+            sqlite_where=text("status = 'submitted'"),
+            postgresql_where=text("status = 'submitted'"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), index=True)
@@ -334,7 +350,7 @@ class ApiToken(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
-    name: Mapped[str] = mapped_column(String(100))
+    name: Mapped[str] = mapped_column(String(TOKEN_NAME_MAX))
     prefix: Mapped[str] = mapped_column(String(16))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -8,7 +8,7 @@ from app.audit import service as audit
 from app.auth import repository as users
 from app.auth.service import valid_email
 from app.core.errors import Conflict, InvalidInput, NotFound
-from app.core.models import MemberRole, MemberSource, Team, TeamMember, User
+from app.core.models import DISPLAY_NAME_MAX, MemberRole, MemberSource, Team, TeamMember, User
 from app.teams import repository as repo
 
 
@@ -22,7 +22,7 @@ def add(session: Session, *, actor: User, team: Team, email: str, role: str) -> 
         raise InvalidInput({"role": "choose lead or member"})
     user = users.get_user_by_email(session, email)
     if user is None:
-        user = User(email=email, display_name=email.split("@")[0])
+        user = User(email=email, display_name=email.split("@")[0][:DISPLAY_NAME_MAX])
         session.add(user)
         session.flush()
     member = repo.get_member(session, team.id, user.id)

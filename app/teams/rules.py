@@ -19,6 +19,8 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 RESERVED_NAMES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 PRIORITY_MIN, PRIORITY_MAX = 1, 1000
 PURPOSE_MAX = 2000
+REASON_MAX = 2000
+_WHOLE = re.compile(r"[0-9]{1,9}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ def team_name_error(name: str) -> str | None:
 
 def _text(data: Mapping[str, Any], key: str) -> str:
     value = data.get(key)
+    if isinstance(value, bool):  # JSON true is not 1
+        return str(value).lower()
     return "" if value is None else str(value).strip()
 
 
@@ -108,6 +112,8 @@ def parse_quota(data: Mapping[str, Any], *, pool: Org) -> QuotaValues:
     raw_priority = _text(data, "priority")
     if raw_priority:
         try:
+            if not _WHOLE.fullmatch(raw_priority):
+                raise ValueError
             priority = int(raw_priority)
             if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
                 raise ValueError
@@ -154,3 +160,15 @@ def parse_purpose(data: Mapping[str, Any]) -> str:
     if len(purpose) > PURPOSE_MAX:
         raise InvalidInput({"purpose": f"keep the purpose under {PURPOSE_MAX} characters"})
     return purpose
+
+
+def parse_reason(raw: str, *, required: bool) -> str:
+    """An admin's reason for a decision: kept in the audit trail, shown to the team."""
+    reason = raw.strip()
+    if required and not reason:
+        raise InvalidInput({"reason": "say why the request is rejected, so the team can fix it"})
+    if len(reason) > REASON_MAX:
+        raise InvalidInput(
+            {"reason": f"keep the reason to {REASON_MAX} characters (it has {len(reason)})"}
+        )
+    return reason

@@ -31,7 +31,13 @@ from app.core.models import (
 )
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.teams import repository as repo
-from app.teams.rules import QuotaValues, parse_purpose, parse_quota, team_name_error
+from app.teams.rules import (
+    QuotaValues,
+    parse_purpose,
+    parse_quota,
+    parse_reason,
+    team_name_error,
+)
 
 
 @dataclass(frozen=True)
@@ -165,8 +171,16 @@ def submit_quota_change(
         requested_by_id=actor.id,
     )
     _assign(request, values)
-    session.add(request)
-    session.flush()
+    try:
+        with session.begin_nested():
+            session.add(request)
+            session.flush()
+    except IntegrityError:
+        # Another submission for this team committed between the check above and now.
+        raise Conflict(
+            f"team {team.name} already has a request waiting for an admin (sent a moment "
+            "ago); wait for its decision before asking again"
+        ) from None
     audit.record(
         session,
         actor=actor,
@@ -207,7 +221,7 @@ def approve(
         request_id=request.id,
         actor_id=actor.id,
         outcome=Outcome.APPROVED,
-        reason=reason.strip(),
+        reason=parse_reason(reason, required=False),
         changes=changes,
     )
     _assign(decision, values)
@@ -241,9 +255,7 @@ def approve(
 
 
 def reject(session: Session, *, actor: User, request_id: int, reason: str) -> Decision:
-    reason = reason.strip()
-    if not reason:
-        raise InvalidInput({"reason": "say why the request is rejected, so the team can fix it"})
+    reason = parse_reason(reason, required=True)
     org = repo.get_org(session)
     repo.lock_org(session, org.id)
     request = repo.get_request(session, request_id, fresh=True)

@@ -11,6 +11,7 @@ sampling at once write each period once.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections import defaultdict
@@ -20,6 +21,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.db import unit_of_work
+from app.core.errors import InvalidInput
 from app.core.models import UsageSample, utcnow
 from app.teams import repository as teams
 from app.usage import repository as repo
@@ -206,8 +208,23 @@ class ShowbackRow:
         return self.guaranteed_gpu_hours + self.borrowed_gpu_hours
 
 
+_MONTH = re.compile(r"[0-9]{4}-(?:0[1-9]|1[0-2])", re.ASCII)
+
+
+def parse_month(raw: str | None) -> str | None:
+    """A showback month as YYYY-MM (None or empty: every month)."""
+    if not raw:
+        return None
+    if not _MONTH.fullmatch(raw):
+        raise InvalidInput(
+            {"month": "use the form YYYY-MM with a month from 01 to 12, e.g. 2026-11"}
+        )
+    return raw
+
+
 def showback(session: Session, *, month: str | None = None) -> list[ShowbackRow]:
     """GPU-hours per team and month, within the guarantee and borrowed above it."""
+    month = parse_month(month)
     return [
         ShowbackRow(name, m, round(g / 3600, 3), round(b / 3600, 3))
         for name, m, g, b in repo.gpu_seconds_by_month(session, month=month)

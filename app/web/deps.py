@@ -7,7 +7,8 @@ import secrets
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Query, Request
+from pydantic import BeforeValidator, Field
 from sqlalchemy.orm import Session
 
 from app.auth import repository as auth_repo
@@ -20,9 +21,27 @@ from app.core.config import Settings
 from app.core.db import unit_of_work
 from app.core.errors import Forbidden, Unavailable
 from app.core.models import Team, User
+from app.core.quantities import DB_INT_MAX
 from app.provisioning.backend import ClusterBackend
 from app.teams import repository as team_repo
 from app.usage.service import UsageCache
+
+ID_HELP = f"A whole number from 1 to {DB_INT_MAX}."
+
+
+def _blank_is_none(value: object) -> object:
+    """An empty form field (a filter's "all" option) means no value."""
+    return None if value == "" else value
+
+
+# Ids in paths and queries: bounded by what the database's integer columns hold, so an id
+# out of range is a clear 422 instead of a database error.
+Id = Annotated[int, Path(ge=1, le=DB_INT_MAX, description=ID_HELP)]
+OptionalIdQuery = Annotated[
+    Annotated[int, Field(ge=1, le=DB_INT_MAX)] | None,
+    BeforeValidator(_blank_is_none),
+    Query(description=ID_HELP),
+]
 
 CSRF_HEADER = "X-CSRF-Token"
 CSRF_FIELD = "csrf_token"
@@ -93,6 +112,9 @@ async def csrf_protect(request: Request) -> None:
     if bearer_token(request) is not None:
         # A bearer token is never sent by a browser on its own: no CSRF to guard against.
         return
+    if request.url.path.startswith("/api/") and not isinstance(request.session.get("sid"), str):
+        # Nobody is signed in: say so (401) rather than complain about a missing token.
+        raise NotAuthenticated
     expected = request.session.get("csrf")
     sent = request.headers.get(CSRF_HEADER)
     if sent is None:
@@ -164,14 +186,14 @@ CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 AdminPrincipal = Annotated[Principal, Depends(get_admin)]
 
 
-def team_for_viewer(team_id: int, session: SessionDep, principal: CurrentPrincipal) -> Team:
+def team_for_viewer(team_id: Id, session: SessionDep, principal: CurrentPrincipal) -> Team:
     """The team in the path, if the caller may see it (else 404, as for a missing team)."""
     team = team_repo.get_team(session, team_id)
     principal.require_view(team)
     return team
 
 
-def team_for_lead(team_id: int, session: SessionDep, principal: CurrentPrincipal) -> Team:
+def team_for_lead(team_id: Id, session: SessionDep, principal: CurrentPrincipal) -> Team:
     """The team in the path, if the caller leads it or is an admin (403 for its members)."""
     team = team_repo.get_team(session, team_id)
     principal.require_lead(team)

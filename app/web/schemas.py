@@ -4,30 +4,56 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from app.core.models import EMAIL_MAX, TOKEN_NAME_MAX
+from app.core.quantities import QUANTITY_MAX, is_plain_number
+from app.teams.rules import PRIORITY_MAX, PRIORITY_MIN, PURPOSE_MAX, REASON_MAX
+
+
+def _plain_number(value: object) -> object:
+    """JSON true is not 1, and "0_1" or other scripts' digits are not amounts."""
+    if isinstance(value, bool):
+        raise ValueError("use a number such as 0.33, not true or false")
+    if isinstance(value, str) and not is_plain_number(value):
+        raise ValueError("use digits with at most one dot, e.g. 0.33")
+    return value
+
+
+Amount = Annotated[
+    Decimal, BeforeValidator(_plain_number), Field(ge=0, le=QUANTITY_MAX, allow_inf_nan=False)
+]
 
 
 class QuotaIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    gpu_quota: Decimal = Field(description="Guaranteed GPUs (fractions to two decimals).")
-    gpu_limit: Decimal = Field(description="Most GPUs the team may use, guarantee included.")
-    over_quota_weight: Decimal = Field(
+    gpu_quota: Amount = Field(description="Guaranteed GPUs (fractions to two decimals).")
+    gpu_limit: Amount = Field(description="Most GPUs the team may use, guarantee included.")
+    over_quota_weight: Amount = Field(
         default=Decimal(1), description="Share of idle GPUs relative to other teams."
     )
-    priority: int = Field(default=100, description="KAI queue priority (1-1000).")
-    cpu_quota: Decimal | None = Field(default=None, description="Guaranteed CPU cores.")
-    memory_quota: Decimal | None = Field(default=None, description="Guaranteed memory, GB.")
-    purpose: str = Field(default="", description="What the team will run.")
+    priority: int = Field(
+        default=100,
+        ge=PRIORITY_MIN,
+        le=PRIORITY_MAX,
+        strict=True,
+        description=f"KAI queue priority ({PRIORITY_MIN}-{PRIORITY_MAX}).",
+    )
+    cpu_quota: Amount | None = Field(default=None, description="Guaranteed CPU cores.")
+    memory_quota: Amount | None = Field(default=None, description="Guaranteed memory, GB.")
+    purpose: str = Field(default="", max_length=PURPOSE_MAX, description="What the team will run.")
 
     def form(self) -> dict[str, str]:
         return {k: "" if v is None else str(v) for k, v in self.model_dump().items()}
 
 
 class ClusterRequestIn(QuotaIn):
-    name: str = Field(description="Team name: a DNS-1123 label of at most 40 characters.")
+    name: str = Field(
+        max_length=63, description="Team name: a DNS-1123 label of at most 40 characters."
+    )
 
 
 class DecisionIn(BaseModel):
@@ -36,21 +62,25 @@ class DecisionIn(BaseModel):
     adjusted: QuotaIn | None = Field(
         default=None, description="Approve with these values instead of the requested ones."
     )
-    reason: str = Field(default="", description="Why (kept in the audit trail).")
+    reason: str = Field(
+        default="", max_length=REASON_MAX, description="Why (kept in the audit trail)."
+    )
 
 
 class RejectIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    reason: str = Field(min_length=1, description="Why the request is rejected.")
+    reason: str = Field(
+        min_length=1, max_length=REASON_MAX, description="Why the request is rejected."
+    )
 
 
 class PoolIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    gpus: Decimal
-    cpu_cores: Decimal = Decimal(0)
-    memory_gb: Decimal = Decimal(0)
+    gpus: Amount
+    cpu_cores: Amount = Decimal(0)
+    memory_gb: Amount = Decimal(0)
 
 
 class QuotaOut(BaseModel):
@@ -151,8 +181,10 @@ class ProblemOut(BaseModel):
 class MemberIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    email: str = Field(description="Their e-mail address at the identity provider.")
-    role: str = Field(default="member", description="`lead` or `member`.")
+    email: str = Field(
+        max_length=EMAIL_MAX, description="Their e-mail address at the identity provider."
+    )
+    role: Literal["lead", "member"] = Field(default="member", description="`lead` or `member`.")
 
 
 class MemberOut(BaseModel):
@@ -177,6 +209,7 @@ PROBLEMS: dict[int | str, dict[str, object]] = {
     404: {"model": ProblemOut, "description": "No such object (or not yours)"},
     409: {"model": ProblemOut, "description": "Conflicts with the current state"},
     422: {"model": ProblemOut, "description": "Invalid input: `errors` says what to change"},
+    502: {"model": ProblemOut, "description": "The identity provider or the cluster failed"},
 }
 
 
@@ -197,8 +230,18 @@ class ShowbackOut(BaseModel):
 class TokenIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description="What the token is for, e.g. ci-pipeline.")
-    days: int = Field(default=30, description="Lifetime in days.")
+    name: str = Field(
+        min_length=1,
+        max_length=TOKEN_NAME_MAX,
+        description="What the token is for, e.g. ci-pipeline.",
+    )
+    days: int = Field(
+        default=30,
+        ge=1,
+        le=3650,
+        strict=True,
+        description="Lifetime in days (at most the portal's limit).",
+    )
 
 
 class TokenOut(BaseModel):

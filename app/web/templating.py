@@ -82,6 +82,9 @@ def render(
         "pending_count": 0,
     }
     ctx.update(context or {})
+    if ctx["principal"] is not None:
+        # A signed-in page shows someone's data: not for the browser's or a proxy's cache.
+        headers = {"Cache-Control": "no-store", **(headers or {})}
     name = partial if partial and is_htmx(request) else template
     if name == template:
         ctx["flashes"] = request.session.pop("flash", [])

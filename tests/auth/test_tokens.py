@@ -98,3 +98,28 @@ def test_cookie_requests_still_need_csrf(oidc_app: FastAPI, provider: str) -> No
     sign_in(web, "u-someone")
     response = web.post("/api/v1/tokens", json={"name": "x"})
     assert response.status_code == 403
+
+
+def test_last_use_is_written_at_most_once_a_minute(oidc_app: FastAPI, provider: str) -> None:
+    """Calls with one token do not queue on its row: a minute passes between writes."""
+    set_user(provider, "u-lead", email="ana@example.org", groups=["gpu-team-nlp"])
+    web = browser(oidc_app)
+    sign_in(web, "u-lead")
+    web.refresh_csrf()
+    created = web.api("POST", "/api/v1/tokens", {"name": "ci", "days": 1}).json()
+    api = bearer(oidc_app, created["token"])
+
+    def last_used() -> object:
+        with oidc_app.state.session_factory() as session:
+            return session.scalars(select(ApiToken.last_used_at)).one()
+
+    assert api.get("/api/v1/me").status_code == 200
+    first = last_used()
+    assert first is not None
+    for _ in range(5):
+        assert api.get("/api/v1/me").status_code == 200
+    assert last_used() == first
+    with oidc_app.state.session_factory() as session, session.begin():
+        session.execute(update(ApiToken).values(last_used_at=utcnow() - timedelta(seconds=61)))
+    assert api.get("/api/v1/me").status_code == 200
+    assert last_used() != first

@@ -1,20 +1,25 @@
-"""Several admins approving at the same moment never over-commit the pool."""
+"""Racing admins never over-commit the pool; racing leads never open two requests."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+from pathlib import Path
 
+import httpx
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.db import unit_of_work
+from app.core.db import make_engine, unit_of_work
 from app.core.errors import Conflict
 from app.core.models import User
 from app.teams import repository as repo
 from app.teams import service
+from tests.conftest import TABLES
 from tests.factories import make_org, make_user, submit
+from tests.servers import free_port, portal_process
 
 ADMINS = 4
 
@@ -86,3 +91,70 @@ def test_the_same_request_is_approved_once(session_factory: sessionmaker[Session
     with session_factory() as check:
         decisions = repo.get_decisions(check, [request_id])
         assert len(decisions) == 1
+
+
+def _signed_in(url: str, email: str) -> httpx.Client:
+    client = httpx.Client(base_url=url, timeout=30)
+    page = client.get("/login").text
+    token = re.search(r'name="csrf-token" content="([^"]+)"', page)
+    assert token is not None
+    client.post("/login/dev", data={"csrf_token": token.group(1), "email": email, "role": "lead"})
+    token = re.search(r'name="csrf-token" content="([^"]+)"', client.get("/teams").text)
+    assert token is not None
+    client.headers["X-CSRF-Token"] = token.group(1)
+    return client
+
+
+def test_concurrent_quota_changes_leave_one_open_request(pg_url: str, tmp_path: Path) -> None:
+    """Twenty browsers of the same lead, each its own connection to a running portal on
+    PostgreSQL, ask for a quota change at the same moment: one request is opened, the others
+    are told one is waiting."""
+    engine = make_engine(pg_url)
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
+    port = free_port()
+    env = {
+        "PORTAL_DATABASE_URL": pg_url,
+        "PORTAL_DEVELOPMENT": "true",
+        "PORTAL_SIMULATED_STEP_SECONDS": "0.05",
+        "PORTAL_WORKER_INTERVAL_SECONDS": "0.2",
+        "PORTAL_USAGE_COLLECTOR_ENABLED": "false",
+    }
+    try:
+        with portal_process(tmp_path, port, env):
+            url = f"http://127.0.0.1:{port}"
+            clients = [_signed_in(url, "lead-nlp@example.org") for _ in range(20)]
+            deadline = time.monotonic() + 60
+            while clients[0].get("/api/v1/teams/1").json()["status"] != "ready":
+                assert time.monotonic() < deadline, "nlp never became ready"
+                time.sleep(0.2)
+            barrier = threading.Barrier(len(clients))
+            answers: list[int] = [0] * len(clients)
+
+            def ask(i: int) -> None:
+                body = {"gpu_quota": f"0.{10 + i}", "gpu_limit": "1"}
+                barrier.wait(timeout=30)
+                answers[i] = (
+                    clients[i].post("/api/v1/teams/1/quota-requests", json=body).status_code
+                )
+
+            threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(clients))]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+            for client in clients:
+                client.close()
+        assert sorted(answers) == [201] + [409] * 19, answers
+        with engine.connect() as conn:
+            still_open = conn.execute(
+                text(
+                    "SELECT count(*) FROM cluster_requests "
+                    "WHERE team_id = 1 AND status = 'submitted'"
+                )
+            ).scalar()
+        assert still_open == 1
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
+        engine.dispose()

@@ -48,10 +48,18 @@ def test_good_team_names(name: str) -> None:
         ({"gpu_quota": "abc"}, "gpu_quota", "must be a number such as 0.33, not 'abc'"),
         ({"gpu_quota": "-0.5"}, "gpu_quota", "cannot be negative"),
         ({"gpu_quota": "0.333"}, "gpu_quota", "at most two decimals (e.g. 0.33, not 0.333)"),
-        ({"gpu_quota": "nan"}, "gpu_quota", "finite number"),
+        ({"gpu_quota": "nan"}, "gpu_quota", "must be a number such as 0.33, not 'nan'"),
+        ({"gpu_quota": "0_1"}, "gpu_quota", "must be a number such as 0.33, not '0_1'"),
+        ({"gpu_quota": "\u0660.\u0665"}, "gpu_quota", "must be a number such as 0.33"),
+        ({"gpu_quota": "+0.5"}, "gpu_quota", "must be a number such as 0.33"),
+        ({"gpu_quota": "1."}, "gpu_quota", "must be a number such as 0.33"),
+        ({"gpu_quota": True}, "gpu_quota", "must be a number such as 0.33, not 'true'"),
+        ({"priority": "\u0661\u0660\u0660"}, "priority", "whole number from 1 to 1000"),
+        ({"priority": True}, "priority", "whole number from 1 to 1000"),
         ({"gpu_quota": "0.8", "gpu_limit": "0.5"}, "gpu_quota", "cannot exceed the limit"),
         ({"gpu_limit": "2"}, "gpu_limit", "cannot exceed the pool of 1 GPU: enter 1 or less"),
-        ({"gpu_limit": "1e3"}, "gpu_limit", "cannot exceed the pool"),
+        ({"gpu_limit": "1e3"}, "gpu_limit", "must be a number such as 0.33, not '1e3'"),
+        ({"cpu_quota": "1000000.01"}, "cpu_quota", "can be at most 1000000"),
         ({"over_quota_weight": "-1"}, "over_quota_weight", "cannot be negative"),
         ({"priority": "0"}, "priority", "whole number from 1 to 1000"),
         ({"priority": "1.5"}, "priority", "whole number from 1 to 1000"),
@@ -61,7 +69,7 @@ def test_good_team_names(name: str) -> None:
     ],
 )
 def test_bad_quota_values_say_what_to_change(
-    overrides: dict[str, str], field: str, message: str
+    overrides: dict[str, object], field: str, message: str
 ) -> None:
     with pytest.raises(InvalidInput) as caught:
         parse_quota({**GOOD, **overrides}, pool=POOL)

@@ -130,3 +130,31 @@ def test_openapi_document_is_clean(anonymous: Client) -> None:
         assert "401" in op["responses"], (path, method)
     schemas = doc["components"]["schemas"]
     assert {"TeamOut", "RequestOut", "PoolOut", "AuditEventOut", "ClusterRequestIn"} <= set(schemas)
+
+
+def test_a_limit_above_the_pool_is_refused_at_creation(lead: Client) -> None:
+    """The README's promise: guarantee ≤ limit ≤ pool (the example pool has 1 GPU)."""
+    over = lead.api(
+        "POST", "/api/v1/requests", {"name": "big", "gpu_quota": "0", "gpu_limit": "1.5"}
+    )
+    assert over.status_code == 422
+    assert over.json()["errors"]["gpu_limit"].startswith(
+        "the limit (1.5 GPU) cannot exceed the pool"
+    )
+    page = lead.form("/teams", {"name": "big", "gpu_quota": "0", "gpu_limit": "1.01"})
+    assert page.status_code == 422
+    assert "cannot exceed the pool of 1 GPU" in page.text
+
+
+def test_anonymous_api_writes_are_401_before_any_csrf_check(anonymous: Client) -> None:
+    answer = anonymous.post("/api/v1/requests", json={"name": "x"})
+    assert answer.status_code == 401
+    assert answer.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_caching_and_transport_headers(app: FastAPI, lead: Client, anonymous: Client) -> None:
+    assert lead.get("/teams").headers["Cache-Control"] == "no-store"
+    assert lead.get("/api/v1/teams").headers["Cache-Control"] == "no-store"
+    assert "Strict-Transport-Security" not in lead.get("/teams").headers
+    secure = Client(app, base_url="https://testserver")
+    assert secure.get("/login").headers["Strict-Transport-Security"].startswith("max-age=")

@@ -408,3 +408,13 @@ def test_ids_are_unique_on_pages_with_many_gauges(admin: Client, path: str) -> N
     assert len(page.split("<svg")) > 2, "the page shows gauges"
     assert sorted(ids) == sorted(set(ids)), [i for i in set(ids) if ids.count(i) > 1]
     assert ids.count("gauge-hatch") == 1
+
+
+def test_audit_filter_with_all_teams_is_a_page_not_an_error(admin: Client) -> None:
+    page = admin.get("/audit", params={"team_id": "", "action": ""})
+    assert page.status_code == 200
+    assert "request.approved" in page.text or "approved request" in page.text
+    bad = admin.get("/audit", params={"team_id": "x"})
+    assert bad.status_code == 422
+    assert bad.headers["content-type"].startswith("text/html")
+    assert "team_id" in bad.text

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from app.audit import repository as audit
 from app.core.errors import NotFound
-from app.web.deps import CurrentPrincipal, SessionDep
+from app.web.deps import CurrentPrincipal, Id, OptionalIdQuery, SessionDep
 from app.web.schemas import PROBLEMS, AuditEventOut
 from app.web.views import event_out
 
@@ -17,8 +17,8 @@ router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["audit"])
 def list_audit(
     session: SessionDep,
     principal: CurrentPrincipal,
-    team_id: int | None = None,
-    before_id: int | None = None,
+    team_id: OptionalIdQuery = None,
+    before_id: OptionalIdQuery = None,
     limit: int = 100,
 ) -> list[AuditEventOut]:
     """Audit events, newest first (team leads: their teams' events only)."""
@@ -34,7 +34,7 @@ def list_audit(
 
 @router.get("/audit/{event_id}", response_model=AuditEventOut)
 def get_audit_event(
-    event_id: int, session: SessionDep, principal: CurrentPrincipal
+    event_id: Id, session: SessionDep, principal: CurrentPrincipal
 ) -> AuditEventOut:
     event = audit.get(session, event_id)
     visible = event is not None and (

@@ -8,7 +8,7 @@ from app.core.errors import NotFound
 from app.core.models import RequestStatus
 from app.teams import repository as repo
 from app.teams import service
-from app.web.deps import AdminPrincipal, CurrentPrincipal, SessionDep
+from app.web.deps import AdminPrincipal, CurrentPrincipal, Id, SessionDep
 from app.web.schemas import PROBLEMS, ClusterRequestIn, DecisionIn, RejectIn, RequestOut
 from app.web.views import request_out
 
@@ -35,7 +35,7 @@ def list_requests(
 
 
 @router.get("/requests/{request_id}", response_model=RequestOut)
-def get_request(request_id: int, session: SessionDep, principal: CurrentPrincipal) -> RequestOut:
+def get_request(request_id: Id, session: SessionDep, principal: CurrentPrincipal) -> RequestOut:
     found = repo.get_request(session, request_id)
     if not principal.can_view(found.team):
         raise NotFound(f"no request with id {request_id}")
@@ -44,7 +44,7 @@ def get_request(request_id: int, session: SessionDep, principal: CurrentPrincipa
 
 @router.post("/requests/{request_id}/approve", response_model=RequestOut)
 def approve_request(
-    request_id: int, body: DecisionIn, session: SessionDep, principal: AdminPrincipal
+    request_id: Id, body: DecisionIn, session: SessionDep, principal: AdminPrincipal
 ) -> RequestOut:
     """Approve as asked, or with `adjusted` values; refused past the pool (409)."""
     decision = service.approve(
@@ -59,7 +59,7 @@ def approve_request(
 
 @router.post("/requests/{request_id}/reject", response_model=RequestOut)
 def reject_request(
-    request_id: int, body: RejectIn, session: SessionDep, principal: AdminPrincipal
+    request_id: Id, body: RejectIn, session: SessionDep, principal: AdminPrincipal
 ) -> RequestOut:
     decision = service.reject(
         session, actor=principal.user, request_id=request_id, reason=body.reason

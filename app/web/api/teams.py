@@ -13,6 +13,7 @@ from app.web.deps import (
     AdminPrincipal,
     BackendDep,
     CurrentPrincipal,
+    Id,
     SessionDep,
     TeamForLead,
     TeamForViewer,
@@ -40,8 +41,13 @@ def get_team(team: TeamForViewer, session: SessionDep, usage: UsageDep) -> TeamO
 
 @router.get(
     "/teams/{team_id}/kubeconfig",
-    response_class=PlainTextResponse,
-    responses={200: {"content": {"application/yaml": {}}}},
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The kubeconfig",
+            "content": {"application/yaml": {"schema": {"type": "string"}}},
+        }
+    },
 )
 def get_kubeconfig(
     team: TeamForViewer, session: SessionDep, principal: CurrentPrincipal, backend: BackendDep
@@ -74,7 +80,7 @@ def decommission_team(
 
 
 @router.post("/teams/{team_id}/retry", response_model=TeamOut)
-def retry_team(team_id: int, session: SessionDep, principal: AdminPrincipal) -> TeamOut:
+def retry_team(team_id: Id, session: SessionDep, principal: AdminPrincipal) -> TeamOut:
     """Retry failed provisioning now instead of at the next back-off (admin)."""
     team = repo.get_team(session, team_id)
     service.retry_now(session, actor=principal.user, team=team)
@@ -99,7 +105,7 @@ def add_member(
 
 @router.delete("/teams/{team_id}/members/{user_id}", status_code=204)
 def remove_member(
-    team: TeamForLead, user_id: int, session: SessionDep, principal: CurrentPrincipal
+    team: TeamForLead, user_id: Id, session: SessionDep, principal: CurrentPrincipal
 ) -> Response:
     members.remove(session, actor=principal.user, team=team, user_id=user_id)
     return Response(status_code=204)

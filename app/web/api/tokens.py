@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.auth import tokens
-from app.web.deps import CurrentPrincipal, SessionDep, SettingsDep
+from app.web.deps import CurrentPrincipal, Id, SessionDep, SettingsDep
 from app.web.schemas import PROBLEMS, NewTokenOut, TokenIn, TokenOut
 from app.web.views import token_out
 
@@ -34,5 +34,5 @@ def create_token(
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenOut)
-def revoke_token(token_id: int, session: SessionDep, principal: CurrentPrincipal) -> TokenOut:
+def revoke_token(token_id: Id, session: SessionDep, principal: CurrentPrincipal) -> TokenOut:
     return token_out(tokens.revoke(session, user=principal.user, token_id=token_id))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
@@ -17,7 +16,7 @@ from app.core.quantities import format_hundredths
 from app.teams import repository as repo
 from app.teams import service
 from app.usage import history
-from app.web.deps import AdminPrincipal, BackendDep, FormDep, SessionDep, UsageDep
+from app.web.deps import AdminPrincipal, BackendDep, FormDep, Id, SessionDep, UsageDep
 from app.web.templating import flash, redirect, render
 from app.web.views import cards, pool_summary
 
@@ -135,7 +134,7 @@ def pending_requests(request: Request, session: SessionDep, principal: AdminPrin
 
 @router.post("/requests/{request_id}/approve")
 def approve(
-    request: Request, request_id: int, session: SessionDep, principal: AdminPrincipal, data: FormDep
+    request: Request, request_id: Id, session: SessionDep, principal: AdminPrincipal, data: FormDep
 ) -> Response:
     adjusted = data if data.get("mode") == "adjusted" else None
     try:
@@ -160,7 +159,7 @@ def approve(
 
 @router.post("/requests/{request_id}/reject")
 def reject(
-    request: Request, request_id: int, session: SessionDep, principal: AdminPrincipal, data: FormDep
+    request: Request, request_id: Id, session: SessionDep, principal: AdminPrincipal, data: FormDep
 ) -> Response:
     try:
         service.reject(
@@ -199,9 +198,7 @@ def inject_failure(
 @router.get("/showback.csv")
 def showback_csv(session: SessionDep, principal: AdminPrincipal, month: str = "") -> Response:
     """GPU-hours per team and month, within the guarantee and borrowed, as CSV."""
-    if month and not re.fullmatch(r"\d{4}-\d{2}", month):
-        raise InvalidInput({"month": "use the form YYYY-MM, e.g. 2026-11"})
-    rows = history.showback(session, month=month or None)
+    rows = history.showback(session, month=month)
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(

@@ -7,7 +7,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from app.audit import repository as audit
 from app.teams import repository as repo
-from app.web.deps import CurrentPrincipal, SessionDep
+from app.web.deps import CurrentPrincipal, OptionalIdQuery, SessionDep
 from app.web.templating import render
 
 router = APIRouter(include_in_schema=False)
@@ -18,9 +18,9 @@ def audit_page(
     request: Request,
     session: SessionDep,
     principal: CurrentPrincipal,
-    team_id: int | None = None,
+    team_id: OptionalIdQuery = None,
     action: str = "",
-    before: int | None = None,
+    before: OptionalIdQuery = None,
 ) -> Response:
     allowed = principal.visible_team_ids
     events = audit.get_all(

@@ -20,6 +20,7 @@ from app.web.deps import (
     BackendDep,
     CurrentPrincipal,
     FormDep,
+    Id,
     MaybePrincipal,
     SessionDep,
     TeamForLead,
@@ -310,7 +311,7 @@ def add_member(
 def remove_member(
     request: Request,
     team: TeamForLead,
-    user_id: int,
+    user_id: Id,
     session: SessionDep,
     principal: CurrentPrincipal,
 ) -> Response:

@@ -7,7 +7,7 @@ from fastapi.responses import HTMLResponse
 
 from app.auth import tokens
 from app.core.errors import InvalidInput
-from app.web.deps import CurrentPrincipal, FormDep, SessionDep, SettingsDep
+from app.web.deps import CurrentPrincipal, FormDep, Id, SessionDep, SettingsDep
 from app.web.templating import flash, redirect, render
 
 router = APIRouter(include_in_schema=False)
@@ -69,7 +69,7 @@ def create_token_page(
 
 @router.post("/tokens/{token_id}/revoke")
 def revoke_token_page(
-    request: Request, token_id: int, session: SessionDep, principal: CurrentPrincipal
+    request: Request, token_id: Id, session: SessionDep, principal: CurrentPrincipal
 ) -> Response:
     token = tokens.revoke(session, user=principal.user, token_id=token_id)
     flash(request, f"Token {token.name} revoked.")
