@@ -1,21 +1,26 @@
 """KAI Scheduler's fair share, as its proportion plugin computes it, per resource.
 
 KAI promises a fair-share simulator in its documentation but does not ship one; this is
-one, written from the behaviour of `resource_division.go`:
+one, following `resource_division.go` of KAI v0.13.0 step by step (and checked against
+that code's own answers for 400 cases, ../shared/golden/):
 
-1. Deserved: each queue gets min(quota, requestable), where requestable is its demand
+1. Deserved: each queue gets min(quota, requestable), where requestable is its request
    capped by its limit (quota -1 means the whole amount).
-2. Over quota, priority groups from the highest down: in rounds, each unsatisfied queue
-   with weight > 0 is offered `left x weight / sum(weights)`. A queue whose remaining
-   demand fits takes exactly it; otherwise it takes the offer rounded *down to a whole
-   number* and remembers the fraction it was denied. Another round runs only if some
-   queue took less than it was offered. A group of a single queue takes everything left.
-3. Leftovers: pieces of min(1, left) go to the queues with the largest denied fraction
-   first (ties: the older queue, then the name), not capped by limit or demand.
+2. Over quota, priority groups from the highest down: in rounds, each queue that is not
+   satisfied and has weight > 0 is offered `left x (w / Σw) / Σ(w / Σw)`, the weights
+   normalised the way KAI does it. A queue whose remaining request fits takes exactly it;
+   otherwise it takes the offer rounded *down to a whole number* and remembers the
+   fraction it was denied. Another round runs only if some queue took less than it was
+   offered. A group of one queue is no exception, and a queue of weight 0 gets nothing.
+3. Leftovers, after the rounds of every group: group by group from the highest priority,
+   pieces of min(1, left) go to the largest denied fractions first (ties: the older
+   queue, then the name), not capped by limit or request.
 
-It is applied level by level: a parent's fair share is what its children divide.
-The quirks are kept on purpose (floating-point residue included): the portal shows what
-KAI will do, and beside it what a team can actually use.
+It is applied level by level: a parent's fair share is what its children divide, and a
+parent's request is the sum of its children's requests (not capped by their limits, as
+KAI adds every job's request to each ancestor queue). The arithmetic is KAI's, in the
+same order, floating-point residue included: the portal shows what KAI will do, and
+beside it what a team can actually use.
 """
 
 from __future__ import annotations
@@ -41,35 +46,39 @@ class QueueInput:
 @dataclass
 class _Share:
     queue: QueueInput
+    request: float
     requestable: float
     fair: float = 0.0
 
     @property
     def remaining(self) -> float:
-        return max(0.0, self.requestable - self.fair)
+        """KAI's remaining requested: what it can still request beyond its fair share."""
+        return 0.0 if self.requestable < self.fair else self.requestable - self.fair
 
     def satisfied(self) -> bool:
-        q = self.queue
-        if self.requestable <= self.fair:
+        if self.request <= self.fair:
             return True
-        return q.limit != UNLIMITED and q.limit <= self.fair
+        return self.queue.limit != UNLIMITED and self.queue.limit <= self.fair
 
 
-def demand_of(queue: QueueInput) -> float:
-    """A parent's demand is what its children can request."""
+def request_of(queue: QueueInput) -> float:
+    """A parent's request is the sum of its children's requests, not capped by their limits."""
     if not queue.children:
         return queue.demand
-    return sum(requestable(child) for child in queue.children)
+    return sum(request_of(child) for child in queue.children)
 
 
 def requestable(queue: QueueInput) -> float:
-    demand = demand_of(queue)
-    return demand if queue.limit == UNLIMITED else min(demand, queue.limit)
+    request = request_of(queue)
+    return request if queue.limit == UNLIMITED else min(queue.limit, request)
 
 
 def divide(total: float, queues: list[QueueInput]) -> dict[str, float]:
     """Fair share of every queue in ``queues`` (one level) out of ``total``."""
-    shares = [_Share(q, requestable(q)) for q in sorted(queues, key=lambda q: (q.order, q.name))]
+    shares = [
+        _Share(q, request_of(q), requestable(q))
+        for q in sorted(queues, key=lambda q: (q.order, q.name))
+    ]
     left = total
     for share in shares:
         deserved = total if share.queue.quota == UNLIMITED else share.queue.quota
@@ -77,7 +86,7 @@ def divide(total: float, queues: list[QueueInput]) -> dict[str, float]:
         share.fair += amount
         left -= amount
     if left > 0:
-        left = _over_quota(left, shares)
+        _over_quota(left, shares)
     return {s.queue.name: s.fair for s in shares}
 
 
@@ -90,15 +99,21 @@ def _over_quota(left: float, shares: list[_Share]) -> float:
     for priority in priorities:
         if left <= 0:
             break
-        pending = sorted(
-            denied[priority].values(), key=lambda d: (-d[1], d[0].queue.order, d[0].queue.name)
-        )
-        for share, _fraction in pending:
-            if left == 0:
-                break
-            piece = min(1.0, left)
-            share.fair += piece
-            left -= piece
+        if denied[priority]:
+            left = _leftovers(left, denied[priority])
+    return left
+
+
+def _leftovers(left: float, denied: dict[str, tuple[_Share, float]]) -> float:
+    """Pieces of at most one to the largest denied fractions; the older queue wins ties."""
+    for share, _fraction in sorted(
+        denied.values(), key=lambda d: (-d[1], d[0].queue.order, d[0].queue.name)
+    ):
+        if left == 0:
+            break
+        piece = min(1.0, left)
+        share.fair += piece
+        left -= piece
     return left
 
 
@@ -109,28 +124,35 @@ def _up_to_fair_share(
     while True:
         another_round = False
         to_give = left
-        if len(group) == 1:
-            group[0].fair += left
-            return 0.0, denied
         total_weight = sum(s.queue.weight for s in group if s.remaining > 0)
         if total_weight == 0:
             break
-        weights = {s.queue.name: s.queue.weight / total_weight for s in group if not s.satisfied()}
-        weight_sum = sum(weights.values())
+        weights: dict[str, float] = {}
+        weight_sum = 0.0
+        for share in group:
+            if share.satisfied():
+                continue
+            # KAI: max(0, nWeight + kValue * (nWeight - usage)); kValue is 0 unless
+            # time-aware fairness is configured.
+            normalised = share.queue.weight / total_weight
+            weights[share.queue.name] = max(0.0, normalised + 0.0 * normalised)
+            weight_sum += weights[share.queue.name]
         if weight_sum == 0:
             break
         for share in group:
             if left == 0:
                 break
-            if share.satisfied() or share.queue.weight == 0:
+            if share.satisfied():
                 continue
             wanted = share.remaining
-            offer = to_give * weights[share.queue.name] / weight_sum
+            if share.queue.weight == 0:
+                continue
+            offer = to_give * (weights[share.queue.name] / weight_sum)
             if wanted <= offer:
                 given = wanted
                 denied.pop(share.queue.name, None)
             else:
-                given = float(math.floor(offer))
+                given = max(0.0, float(math.floor(offer)))
                 if offer - given > 0:
                     denied[share.queue.name] = (share, offer - given)
             if given == 0:

@@ -24,11 +24,22 @@ def get_quota_rows(session: Session, org_id: int) -> list[TeamQuota]:
             Team.gpu_limit_centi,
             Team.weight_centi,
             Team.priority,
+            Team.created_at,
         )
         .where(Team.org_id == org_id, Team.status.in_(COMMITTED_STATUSES))
         .order_by(Team.id)
     ).all()
-    return [TeamQuota(*row) for row in rows]
+    return [TeamQuota(*row[:6], created=_seconds(row[6])) for row in rows]
+
+
+def _seconds(at: datetime | str | None) -> int:
+    if at is None:
+        return 0
+    if isinstance(at, str):  # SQLite returns the raw text for a column-level select
+        at = datetime.fromisoformat(at)
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return int(at.timestamp())
 
 
 def add_samples(session: Session, rows: list[dict[str, object]]) -> None:

@@ -56,6 +56,9 @@ class TeamQuota:
     gpu_limit_centi: int
     weight_centi: int
     priority: int
+    # When the team was created, in whole seconds: KAI breaks ties by its queue's creation
+    # time (one-second resolution); the cluster's own timestamp wins where it is known.
+    created: int = 0
 
     @property
     def queue_name(self) -> str:
@@ -179,7 +182,7 @@ def share_of(
     )
 
 
-def _queue(team: TeamQuota, demand: float) -> QueueInput:
+def _queue(team: TeamQuota, demand: float, created: int | None = None) -> QueueInput:
     return QueueInput(
         name=team.queue_name,
         quota=team.gpu_quota_centi / 100,
@@ -187,7 +190,7 @@ def _queue(team: TeamQuota, demand: float) -> QueueInput:
         weight=team.weight_centi / 100,
         priority=team.priority,
         demand=demand,
-        order=team.id,
+        order=team.created if created is None else created,
     )
 
 
@@ -207,9 +210,14 @@ def shares_for(
     pool = pool_centi / 100
 
     def tree(demands: dict[int, float]) -> list[QueueInput]:
-        children = tuple(_queue(t, demands[t.id]) for t in teams)
+        children = tuple(_queue(t, demands[t.id], created.get(t.id)) for t in teams)
         return [QueueInput(parent, pool, UNLIMITED, 1.0, children=children)]
 
+    created = {
+        t.id: usage[t.queue_name].created
+        for t in teams
+        if t.queue_name in usage and usage[t.queue_name].created is not None
+    }
     now_demand = {
         t.id: (usage[t.queue_name].requested_gpu if t.queue_name in usage else 0.0) for t in teams
     }

@@ -15,6 +15,7 @@ class QueueUsage:
     requested_gpu: float
     sampled_at: float = 0.0
     extra: dict[str, float] = field(default_factory=dict)
+    created: int | None = None  # the queue's creation time in the cluster, whole seconds
 
 
 class UsageReader(Protocol):

@@ -166,3 +166,38 @@ def test_usable_is_capped_by_limit_and_demand() -> None:
     queue = team("a", 0.5, quota=0.33, limit=1)
     assert usable(queue, 1.0) == 0.5
     assert usable(team("a", 3, quota=0.33, limit=1), 1.0) == 1.0
+
+
+def test_a_queue_alone_takes_at_most_its_request() -> None:
+    """KAI's own unit test: one queue, 3 GPUs, request 2 -> fair share 2, not 3."""
+    assert divide(3.0, [team("only", 2, quota=0, limit=UNLIMITED)]) == {"only": 2.0}
+
+
+def test_a_queue_alone_offered_a_fraction_takes_it_rounded_down() -> None:
+    """Alone with 2.5 GPUs left and a request of 4: the offer is floored to 2, then the
+    denied half comes back as a leftover piece."""
+    assert divide(2.5, [team("only", 4, quota=0, limit=UNLIMITED)]) == {"only": 2.5}
+
+
+def test_a_queue_alone_with_weight_zero_gets_nothing_over_quota() -> None:
+    assert divide(3.0, [team("only", 3, quota=1, limit=UNLIMITED, weight=0)]) == {"only": 1.0}
+
+
+def test_a_parents_request_is_not_capped_by_its_childrens_limits() -> None:
+    """Two children asking 3 GPUs each with a limit of 1: the parent still requests 6, so it
+    competes for 4 of the 8 GPUs (capped requests would have given it 2 and `other` 6)."""
+    children = (team("a", 3, quota=0, limit=1), team("b", 3, quota=0, limit=1, order=1))
+    parent = QueueInput("org", 0, UNLIMITED, 1.0, children=children)
+    other = team("other", 8, quota=0, limit=UNLIMITED, order=1)
+    shares = fair_shares(8.0, [parent, other])
+    assert shares["org"] == 4.0
+    assert shares["other"] == 4.0
+    assert shares["a"] == 1.0
+    assert shares["b"] == 1.0
+
+
+def test_an_idle_parent_gets_only_what_its_children_request() -> None:
+    """The org queue with a quota of the whole pool deserves only what its teams request."""
+    children = (team("nlp", 1, quota=0.33), team("vision", 0, quota=0.33, order=1))
+    parent = QueueInput("ml-org", 8.0, UNLIMITED, 1.0, children=children)
+    assert fair_shares(8.0, [parent])["ml-org"] == 1.0

@@ -9,6 +9,7 @@ installer (``vcluster``) and the kubeconfig hand-over (``kubeconfig``).
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -124,8 +125,19 @@ class KubernetesBackend:
             result[name] = QueueUsage(
                 allocated_gpu=_gpus(status.get("allocated")),
                 requested_gpu=_gpus(status.get("requested")),
+                created=_seconds(item.get("metadata", {}).get("creationTimestamp")),
             )
         return result
+
+
+def _seconds(stamp: object) -> int | None:
+    """A Kubernetes timestamp ("2026-11-30T04:00:00Z") in whole seconds since the epoch."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return None
 
 
 def _gpus(resources: dict[str, Any] | None) -> float:
