@@ -133,7 +133,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.usage_cache = UsageCache(
             app.state.backend,
             ttl=settings.usage_cache_seconds,
-            prometheus=PrometheusSource(settings.prometheus_url)
+            prometheus=PrometheusSource(settings.prometheus_url, prefix=settings.kai_metrics_prefix)
             if settings.prometheus_url
             else None,
         )

@@ -1,7 +1,9 @@
 """Optional: read KAI's own numbers from Prometheus instead of computing them.
 
-KAI's scheduler exports `kai_queue_allocated_gpus` and `kai_queue_fair_share_gpu`
-(label `queue_name`). When a Prometheus URL is configured the gauges use those.
+KAI's scheduler exports `<prefix>_queue_allocated_gpus` and `<prefix>_queue_fair_share_gpu`
+(prefix `kai` by default, `runai` in the first release), labelled `queue_name` with the
+queue's displayName when it has one. When a Prometheus URL is configured the gauges use
+those.
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ import httpx
 
 from app.usage.sources import KaiQueueMetrics, MetricsError
 
-ALLOCATED = "kai_queue_allocated_gpus"
-FAIR_SHARE = "kai_queue_fair_share_gpu"
+ALLOCATED = "queue_allocated_gpus"
+FAIR_SHARE = "queue_fair_share_gpu"
 
 
 class PrometheusError(MetricsError):
@@ -19,8 +21,9 @@ class PrometheusError(MetricsError):
 
 
 class PrometheusSource:
-    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, *, prefix: str = "kai", timeout: float = 5.0) -> None:
         self.url = url.rstrip("/")
+        self.prefix = prefix
         self.timeout = timeout
 
     def _vector(self, metric: str) -> dict[str, float]:
@@ -42,4 +45,6 @@ class PrometheusSource:
         return values
 
     def read(self) -> KaiQueueMetrics:
-        return KaiQueueMetrics(self._vector(ALLOCATED), self._vector(FAIR_SHARE))
+        return KaiQueueMetrics(
+            self._vector(f"{self.prefix}_{ALLOCATED}"), self._vector(f"{self.prefix}_{FAIR_SHARE}")
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
@@ -109,6 +110,18 @@ class Settings(BaseSettings):
         le=3600,
         description="One cluster read of usage serves every viewer this long.",
     )
+    kai_queue_label: str = Field(
+        default="kai.scheduler/queue",
+        description="The pod label KAI reads a pod's queue from: kai.scheduler/queue in "
+        "current releases (0.1.0 read runai/queue). Used by the pod spec and the "
+        "queue-pinning admission policy.",
+    )
+    kai_metrics_prefix: str = Field(
+        default="kai",
+        description="The namespace of KAI's scheduler metrics (kai by default, runai in "
+        "0.1.0): the portal reads <prefix>_queue_allocated_gpus and "
+        "<prefix>_queue_fair_share_gpu.",
+    )
     prometheus_url: str | None = Field(
         default=None,
         description="Read kai_queue_allocated_gpus and kai_queue_fair_share_gpu from this "
@@ -170,6 +183,24 @@ class Settings(BaseSettings):
     oidc_timeout_seconds: float = Field(
         default=10.0, gt=0, le=300, description="Time-out for provider calls."
     )
+
+    @field_validator("kai_queue_label")
+    @classmethod
+    def _queue_label(cls, value: str) -> str:
+        if not re.fullmatch(
+            r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", value
+        ):
+            raise ValueError(
+                "PORTAL_KAI_QUEUE_LABEL must be a Kubernetes label key such as kai.scheduler/queue"
+            )
+        return value
+
+    @field_validator("kai_metrics_prefix")
+    @classmethod
+    def _metrics_prefix(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", value):
+            raise ValueError("PORTAL_KAI_METRICS_PREFIX must be a metric namespace such as kai")
+        return value
 
     @field_validator("database_url")
     @classmethod

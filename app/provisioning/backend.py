@@ -11,6 +11,8 @@ from typing import Protocol
 
 from app.core.models import Org, Step, Team
 
+DEFAULT_QUEUE_LABEL = "kai.scheduler/queue"
+
 
 class BackendError(Exception):
     """A cluster call failed; the reconciler records it and retries with backoff."""
@@ -41,9 +43,10 @@ class TeamSpec:
     org_gpu: ResourceQuota
     org_cpu: ResourceQuota
     org_memory: ResourceQuota
+    queue_label: str = DEFAULT_QUEUE_LABEL
 
 
-def spec_for(team: Team, org: Org) -> TeamSpec:
+def spec_for(team: Team, org: Org, *, queue_label: str = DEFAULT_QUEUE_LABEL) -> TeamSpec:
     """Translate stored values into KAI's units; every resource gets all three fields."""
     weight = team.weight_centi / 100
     unlimited = -1.0
@@ -60,6 +63,7 @@ def spec_for(team: Team, org: Org) -> TeamSpec:
         org_gpu=ResourceQuota(org.gpus_centi / 100, unlimited, 1.0),
         org_cpu=ResourceQuota(float(org.cpu_millicores), unlimited, 1.0),
         org_memory=ResourceQuota(float(org.memory_mb), unlimited, 1.0),
+        queue_label=queue_label,
     )
 
 

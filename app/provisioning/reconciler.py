@@ -123,7 +123,7 @@ class Reconciler:
     def reconcile(self, team_id: int) -> None:
         with self.session_factory() as session:
             team = teams.get_team(session, team_id)
-            spec = spec_for(team, teams.get_org(session))
+            spec = spec_for(team, teams.get_org(session), queue_label=self.settings.kai_queue_label)
             status = TeamStatus(team.status)
             generation = team.desired_generation
             attempts = team.attempts

@@ -1,29 +1,71 @@
-"""The ready-to-paste pod spec a team runs inside its vCluster."""
+"""The ready-to-paste pod specs a team runs inside its vCluster."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from app.core.models import Team
 from app.core.quantities import format_hundredths
 
 
-def example_pod(team: Team) -> str:
-    """A pod that KAI schedules in the team's queue, with a GPU share that fits its quota."""
+@dataclass(frozen=True)
+class PodExample:
+    key: str  # an id for the page
+    title: str
+    note: str
+    yaml: str
+
+
+def example_pods(team: Team, *, queue_label: str) -> list[PodExample]:
+    """A whole-GPU pod, and for a fractional guarantee a GPU-share pod beside it."""
     quota = team.gpu_quota_centi
-    if 0 < quota < 100:
-        gpu = f'  annotations:\n    gpu-fraction: "{format_hundredths(quota)}"\n'
-        limits = ""
-    else:
-        gpu = ""
-        whole = max(1, quota // 100)
-        limits = f"      resources:\n        limits:\n          nvidia.com/gpu: {whole}\n"
+    whole = max(1, quota // 100)
+    examples = []
+    if quota % 100 > 0:
+        share = format_hundredths(quota % 100 if quota > 100 else quota)
+        examples.append(
+            PodExample(
+                key="fraction",
+                title=f"A {share} share of one GPU",
+                note="Needs KAI installed with GPU sharing (global.gpuSharing=true, off by "
+                "default): without it KAI's binder refuses gpu-fraction pods.",
+                yaml=_pod(
+                    team,
+                    queue_label=queue_label,
+                    annotations=f'  annotations:\n    gpu-fraction: "{share}"\n',
+                ),
+            )
+        )
+    examples.append(
+        PodExample(
+            key="whole",
+            title=f"{whole} whole GPU{'s' if whole > 1 else ''}",
+            note=(
+                f"Whole-GPU pods only use whole GPUs: with a guarantee of "
+                f"{format_hundredths(quota)} GPU this pod runs on borrowed capacity, which "
+                "KAI may reclaim when other teams need their guarantee."
+            )
+            if quota % 100
+            else "Runs within the guarantee.",
+            yaml=_pod(
+                team,
+                queue_label=queue_label,
+                limits=f"      resources:\n        limits:\n          nvidia.com/gpu: {whole}\n",
+            ),
+        )
+    )
+    return examples
+
+
+def _pod(team: Team, *, queue_label: str, annotations: str = "", limits: str = "") -> str:
     return (
         "apiVersion: v1\n"
         "kind: Pod\n"
         "metadata:\n"
         f"  name: {team.name}-gpu-check\n"
         "  labels:\n"
-        f"    kai.scheduler/queue: {team.queue_name}\n"
-        f"{gpu}"
+        f"    {queue_label}: {team.queue_name}\n"
+        f"{annotations}"
         "spec:\n"
         "  schedulerName: kai-scheduler\n"
         "  tolerations:\n"

@@ -10,7 +10,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.core.models import COMMITTED_STATUSES, Team, UsageSample
+from app.core.models import COMMITTED_STATUSES, Team, TeamStatus, UsageSample
 from app.usage.service import TeamQuota
 
 
@@ -25,11 +25,15 @@ def get_quota_rows(session: Session, org_id: int) -> list[TeamQuota]:
             Team.weight_centi,
             Team.priority,
             Team.created_at,
+            Team.status,
         )
         .where(Team.org_id == org_id, Team.status.in_(COMMITTED_STATUSES))
         .order_by(Team.id)
     ).all()
-    return [TeamQuota(*row[:6], created=_seconds(row[6])) for row in rows]
+    return [
+        TeamQuota(*row[:6], created=_seconds(row[6]), ready=row[7] == TeamStatus.READY)
+        for row in rows
+    ]
 
 
 def _seconds(at: datetime | str | None) -> int:

@@ -12,6 +12,8 @@ from app.core.models import Team
 from app.usage.fairshare import UNLIMITED, QueueInput, fair_shares, usable
 from app.usage.sources import KaiMetricsSource, MetricsError, QueueUsage, UsageReader
 
+TEAM_QUEUE_PREFIX = "team-"
+
 
 @dataclass(frozen=True)
 class GpuShare:
@@ -25,6 +27,18 @@ class GpuShare:
     fair_now: float | None = None
     usable_now: float | None = None
     if_all_busy: float | None = None
+    # The cluster has the queue but reports no usage for it (KAI releases before the queue
+    # controller wrote status.allocated): shown as "not reported", never as 0.
+    unreported: bool = False
+    # Not approved yet: guarantee and limit are what the team asked for.
+    asked: bool = False
+
+    @property
+    def above_fair_share(self) -> bool:
+        """Uses more than KAI's fair share right now: borrowing that KAI may reclaim."""
+        if self.allocated is None or self.fair_now is None:
+            return False
+        return self.allocated > self.fair_now + 0.005
 
     @property
     def pending(self) -> float:
@@ -59,10 +73,17 @@ class TeamQuota:
     # When the team was created, in whole seconds: KAI breaks ties by its queue's creation
     # time (one-second resolution); the cluster's own timestamp wins where it is known.
     created: int = 0
+    # Only a ready team runs work: the others show their quota, not usage.
+    ready: bool = True
 
     @property
     def queue_name(self) -> str:
-        return f"team-{self.name}"
+        return f"{TEAM_QUEUE_PREFIX}{self.name}"
+
+
+def display_name_of(queue: str) -> str:
+    """The displayName the portal writes on a team's queue: the team's name."""
+    return queue.removeprefix(TEAM_QUEUE_PREFIX)
 
 
 class TeamRowLike(Protocol):
@@ -110,14 +131,16 @@ class UsageCache:
                     self.error = f"usage could not be read from the cluster: {exc}"
                     self._data = {}
                 if self.prometheus is not None:
-                    self._read_prometheus()
+                    self._read_prometheus(names)
                 self._queues = frozenset(names)
                 self._at = time.monotonic()
                 self.reads += 1
             return {name: self._data[name] for name in wanted if name in self._data}
 
-    def _read_prometheus(self) -> None:
-        """KAI's own allocation and fair share, when Prometheus is configured."""
+    def _read_prometheus(self, names: list[str]) -> None:
+        """KAI's own allocation and fair share, when Prometheus is configured. KAI labels
+        its series with the queue's displayName when one is set (the portal sets it to the
+        team's name), else with the queue's name: both are looked up."""
         assert self.prometheus is not None
         try:
             kai = self.prometheus.read()
@@ -125,11 +148,27 @@ class UsageCache:
             self.error = str(exc)
             self.fair_override = None
             return
-        self.fair_override = kai.fair_share
-        for name, allocated in kai.allocated.items():
-            known = self._data.get(name)
-            requested = known.requested_gpu if known else allocated
-            self._data[name] = QueueUsage(allocated_gpu=allocated, requested_gpu=requested)
+
+        def find(series: dict[str, float], queue: str) -> float | None:
+            for label in (display_name_of(queue), queue):
+                if label in series:
+                    return series[label]
+            return None
+
+        fair: dict[str, float] = {}
+        for name in names:
+            share = find(kai.fair_share, name)
+            if share is not None:
+                fair[name] = share
+            allocated = find(kai.allocated, name)
+            if allocated is not None:
+                known = self._data.get(name)
+                requested = known.requested_gpu if known else allocated
+                created = known.created if known else None
+                self._data[name] = QueueUsage(
+                    allocated_gpu=allocated, requested_gpu=requested, created=created
+                )
+        self.fair_override = fair
 
     def shares(
         self, teams: list[TeamQuota], *, pool_centi: int, parent: str
@@ -173,12 +212,14 @@ class UsageCache:
 def share_of(
     team: Team | TeamQuota | TeamRowLike, usage: QueueUsage | None, pool_centi: int
 ) -> GpuShare:
+    reported = usage is not None and usage.reported
     return GpuShare(
         guaranteed=team.gpu_quota_centi / 100,
         limit=team.gpu_limit_centi / 100,
-        allocated=usage.allocated_gpu if usage else None,
-        requested=usage.requested_gpu if usage else None,
+        allocated=usage.allocated_gpu if usage is not None and reported else None,
+        requested=usage.requested_gpu if usage is not None and reported else None,
         pool=pool_centi / 100,
+        unreported=usage is not None and not usage.reported,
     )
 
 
@@ -218,9 +259,13 @@ def shares_for(
         for t in teams
         if t.queue_name in usage and usage[t.queue_name].created is not None
     }
-    now_demand = {
-        t.id: (usage[t.queue_name].requested_gpu if t.queue_name in usage else 0.0) for t in teams
+    # What each ready team's queue reports; teams still provisioning show no usage.
+    seen = {
+        t.id: usage[t.queue_name]
+        for t in teams
+        if t.ready and t.queue_name in usage and usage[t.queue_name].reported
     }
+    now_demand = {t.id: (seen[t.id].requested_gpu if t.id in seen else 0.0) for t in teams}
     busy_demand = {t.id: max(t.gpu_limit_centi / 100, pool) for t in teams}
     fair_now = fair_shares(pool, tree(now_demand)) if teams else {}
     if fair_override is not None:
@@ -229,8 +274,8 @@ def shares_for(
     fair_busy = fair_shares(pool, tree(busy_demand)) if teams else {}
     result = {}
     for t in teams:
-        queue_usage = usage.get(t.queue_name)
-        base = share_of(t, queue_usage, pool_centi)
+        queue_usage = seen.get(t.id)
+        base = share_of(t, usage.get(t.queue_name) if t.ready else None, pool_centi)
         fair = fair_now.get(t.queue_name)
         busy = fair_busy.get(t.queue_name)
         result[t.id] = replace(

@@ -16,6 +16,7 @@ class QueueUsage:
     sampled_at: float = 0.0
     extra: dict[str, float] = field(default_factory=dict)
     created: int | None = None  # the queue's creation time in the cluster, whole seconds
+    reported: bool = True  # False: the queue exists but carries no status
 
 
 class UsageReader(Protocol):

@@ -4,7 +4,7 @@ no rule is decided here."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy.orm import Session
 
@@ -17,6 +17,8 @@ from app.core.models import (
     Decision,
     Org,
     ProvisioningStep,
+    RequestKind,
+    RequestStatus,
     Team,
     TeamMember,
     TeamStatus,
@@ -96,7 +98,25 @@ def cards(
     session: Session, teams: Sequence[Team | TeamRow], usage: UsageCache, org: Org
 ) -> list[TeamCard]:
     shares = org_shares(session, usage, org)
-    return [TeamCard(t, shares.get(t.id) or share_of(t, None, org.gpus_centi)) for t in teams]
+    asked = asked_shares(
+        session, [t.id for t in teams if t.status == TeamStatus.SUBMITTED], org.gpus_centi
+    )
+    return [
+        TeamCard(t, shares.get(t.id) or asked.get(t.id) or share_of(t, None, org.gpus_centi))
+        for t in teams
+    ]
+
+
+def asked_shares(session: Session, team_ids: list[int], pool_centi: int) -> dict[int, GpuShare]:
+    """A team waiting for approval shows what it asked for, not a guarantee of 0."""
+    if not team_ids:
+        return {}
+    requests = repo.get_requests(session, status=RequestStatus.SUBMITTED, team_ids=team_ids)
+    return {
+        r.team_id: replace(share_of(r, None, pool_centi), asked=True)
+        for r in requests
+        if r.kind == RequestKind.CREATE
+    }
 
 
 def pool_summary(session: Session, org: Org, team_cards: list[TeamCard]) -> PoolSummary:
@@ -154,7 +174,9 @@ def team_detail(session: Session, team: Team, usage: UsageCache) -> TeamDetail:
     return TeamDetail(
         team=team,
         org=org,
-        share=shares.get(team.id) or share_of(team, None, org.gpus_centi),
+        share=shares.get(team.id)
+        or asked_shares(session, [team.id], org.gpus_centi).get(team.id)
+        or share_of(team, None, org.gpus_centi),
         borrowers=borrowers,
         steps=repo.get_steps(session, team.id),
         leads=[u for u, m in people if m.role == "lead"],

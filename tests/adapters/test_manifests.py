@@ -131,3 +131,17 @@ def test_vcluster_values_per_exposure() -> None:
     assert m.vcluster_values(
         spec, expose="Ingress", ingress_host="nlp.vc.example.org", extra_sans=[]
     ) == {**base, "controlPlane": {"ingress": {"enabled": True, "host": "nlp.vc.example.org"}}}
+
+
+def test_the_queue_label_is_a_setting() -> None:
+    """KAI's first release read runai/queue; the policy pins whatever label KAI reads."""
+    spec = spec_for(
+        Team(name="nlp", gpu_quota_centi=33, gpu_limit_centi=100, weight_centi=100, priority=100),
+        Org(name="ml-org", parent_queue="ml-org", gpus_centi=100, cpu_millicores=0, memory_mb=0),
+        queue_label="runai/queue",
+    )
+    expression = m.make_policy(spec)["spec"]["validations"][1]["expression"]
+    assert expression == (
+        "has(object.metadata.labels) && 'runai/queue' in object.metadata.labels && "
+        "object.metadata.labels['runai/queue'] == 'team-nlp'"
+    )

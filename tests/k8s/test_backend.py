@@ -180,6 +180,12 @@ def test_usage_is_read_from_queue_status(kube_app: FastAPI, admin_api: Any) -> N
     from tests.web.conftest import client_for
 
     reconcile_until(kube_app, lambda: all_ready(kube_app))
+    lead = client_for(kube_app, "lead-nlp@example.org")
+    # No queue carries status yet (as under KAI 0.1.0, which writes none): unknown, not 0.
+    kube_app.state.usage_cache.ttl = 0
+    before = lead.get("/api/v1/teams/1").json()["gpu_share"]
+    assert before["allocated"] is None
+    assert "In use: not reported by this KAI version" in lead.get("/teams/1").text
     client.CustomObjectsApi(admin_api).patch_cluster_custom_object_status(
         *QUEUES,
         "team-nlp",
@@ -190,11 +196,14 @@ def test_usage_is_read_from_queue_status(kube_app: FastAPI, admin_api: Any) -> N
             }
         },
     )
-    lead = client_for(kube_app, "lead-nlp@example.org")
     share = lead.get("/api/v1/teams/1").json()["gpu_share"]
     assert share["allocated"] == 0.5
     assert share["requested"] == 1.5
     assert share["borrowed"] == 0.17
+    # Once KAI writes status somewhere, a queue without it is idle: 0, not unknown.
+    admin = client_for(kube_app, "admin@example.org", admin=True)
+    vision = admin.get("/api/v1/teams/2").json()["gpu_share"]
+    assert vision["allocated"] == 0.0
 
 
 def test_an_unreachable_api_server_is_failed_retried_and_recovers(

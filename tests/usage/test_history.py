@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
-from app.core.models import Team, UsageSample
+from app.core.models import Team, TeamStatus, UsageSample
 from app.teams.seed import seed_example
 from app.usage import history
 from app.usage.service import UsageCache
@@ -40,6 +40,8 @@ class FixedUsage(SimulatedBackend):
 def seeded(session_factory: sessionmaker[Session]) -> sessionmaker[Session]:
     with unit_of_work(session_factory) as session:
         seed_example(session)
+        # Provisioned: only ready teams run work, so only they are sampled.
+        session.execute(update(Team).values(status=TeamStatus.READY))
     return session_factory
 
 

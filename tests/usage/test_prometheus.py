@@ -22,13 +22,18 @@ from tests.conftest import settings_for
 from tests.servers import free_port, prometheus_server
 from tests.web.conftest import client_for
 
+# As KAI labels them: `queue_name` is the queue's displayName (the team's name).
 METRICS = (
     "# TYPE kai_queue_allocated_gpus gauge\n"
-    'kai_queue_allocated_gpus{queue_name="team-nlp"} 0.7\n'
-    'kai_queue_allocated_gpus{queue_name="team-vision"} 0.2\n'
+    'kai_queue_allocated_gpus{queue_name="nlp"} 0.7\n'
+    'kai_queue_allocated_gpus{queue_name="vision"} 0.2\n'
     "# TYPE kai_queue_fair_share_gpu gauge\n"
-    'kai_queue_fair_share_gpu{queue_name="team-nlp"} 0.61\n'
-    'kai_queue_fair_share_gpu{queue_name="team-vision"} 0.39\n'
+    'kai_queue_fair_share_gpu{queue_name="nlp"} 0.61\n'
+    'kai_queue_fair_share_gpu{queue_name="vision"} 0.39\n'
+    "# TYPE runai_queue_fair_share_gpu gauge\n"
+    'runai_queue_fair_share_gpu{queue_name="nlp"} 0.5\n'
+    "# TYPE runai_queue_allocated_gpus gauge\n"
+    'runai_queue_allocated_gpus{queue_name="nlp"} 0.25\n'
 )
 
 
@@ -66,8 +71,15 @@ def prometheus() -> Iterator[str]:
 
 def test_reads_kai_numbers_from_prometheus(prometheus: str) -> None:
     queues = PrometheusSource(prometheus).read()
-    assert queues.allocated == {"team-nlp": 0.7, "team-vision": 0.2}
-    assert queues.fair_share == {"team-nlp": 0.61, "team-vision": 0.39}
+    assert queues.allocated == {"nlp": 0.7, "vision": 0.2}
+    assert queues.fair_share == {"nlp": 0.61, "vision": 0.39}
+
+
+def test_the_metric_prefix_is_a_setting(prometheus: str) -> None:
+    """The first KAI release exported its metrics as runai_*."""
+    queues = PrometheusSource(prometheus, prefix="runai").read()
+    assert queues.fair_share == {"nlp": 0.5}
+    assert queues.allocated == {"nlp": 0.25}
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)

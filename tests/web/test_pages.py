@@ -418,3 +418,75 @@ def test_audit_filter_with_all_teams_is_a_page_not_an_error(admin: Client) -> No
     assert bad.status_code == 422
     assert bad.headers["content-type"].startswith("text/html")
     assert "team_id" in bad.text
+
+
+def test_pod_specs_for_a_share_and_for_whole_gpus(lead: Client) -> None:
+    page = lead.get(f"/teams/{NLP}").text
+    assert "A 0.33 share of one GPU" in page
+    assert "global.gpuSharing=true" in page
+    assert "1 whole GPU" in page
+    assert "nvidia.com/gpu: 1" in page
+    assert "with a guarantee of 0.33 GPU this pod runs on borrowed capacity" in page
+
+
+def test_pod_specs_use_the_configured_queue_label(db_url: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from app.core.db import unit_of_work
+    from app.main import create_app
+    from app.teams.seed import seed_example
+    from tests.conftest import settings_for
+
+    application = create_app(settings_for(db_url, kai_queue_label="runai/queue"))
+    with TestClient(application):
+        with unit_of_work(application.state.session_factory) as session:
+            seed_example(session)
+        for _ in range(6):
+            application.state.reconciler.run_once()
+        page = client_for(application, "lead-nlp@example.org").get(f"/teams/{NLP}").text
+    assert "runai/queue: team-nlp" in page
+    assert "kai.scheduler/queue" not in page
+
+
+def test_a_team_above_its_fair_share_is_told_why(
+    app: FastAPI, lead: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nlp borrowed while vision was idle; vision now asks for its guarantee."""
+    fix_usage(
+        app,
+        monkeypatch,
+        {"team-nlp": (0.9, 0.9), "team-vision": (0.05, 0.5), "team-recommender": (0.05, 0.05)},
+    )
+    page = lead.get(f"/teams/{NLP}").text
+    assert 'data-gauge="fair">0.62<' in page
+    assert 'data-gauge="allocated">0.9<' in page
+    above = page.split('data-explain="above"')[1].split("</dd>")[0]
+    assert "more than KAI's fair share of 0.62" in above
+    assert "KAI may reclaim 0.28 of them" in above
+    api = lead.get(f"/api/v1/teams/{NLP}").json()["gpu_share"]
+    assert (api["fair_now"], api["allocated"]) == (0.62, 0.9)
+
+
+def test_gauges_say_what_each_kind_of_team_has(app: FastAPI, admin: Client, lead: Client) -> None:
+    asked = lead.api(
+        "POST", "/api/v1/requests", {"name": "fresh", "gpu_quota": "0.2", "gpu_limit": "0.5"}
+    ).json()
+    listing = lead.get("/teams").text
+    card = listing.split("<h2>fresh</h2>")[1].split("</a>")[0]
+    assert 'Asked guarantee <b data-gauge="guaranteed">0.2<' in card
+    assert 'Asked limit <b data-gauge="limit">0.5<' in card
+    assert "waiting for an admin" in card
+    rejected = admin.api("POST", f"/api/v1/requests/{asked['id']}/reject", {"reason": "later"})
+    assert rejected.status_code == 200
+    after = lead.get("/teams").text.split("<h2>fresh</h2>")[1].split("</a>")[0]
+    assert "data-gauge" not in after
+    assert "No cluster: rejected." in after
+    overview = admin.get("/admin").text
+    assert 'id="gauge-legend"' in overview
+    assert "▲ bottom: KAI's fair share now" in overview
+
+
+def test_a_new_team_has_no_history_yet(lead: Client) -> None:
+    page = lead.get(f"/teams/{NLP}").text
+    assert 'data-history="empty"' in page
+    assert "No data yet" in page

@@ -116,8 +116,13 @@ class KubernetesBackend:
             ),
         )
         wanted = set(queue_names)
+        items = (listed or {}).get("items", [])
+        # KAI's queue controller writes status (childQueues on every parent, allocated and
+        # requested where non-zero); its first release writes none on any queue. A queue
+        # without status is idle on the former and unknown on the latter.
+        reports = any(item.get("status") for item in items)
         result: dict[str, QueueUsage] = {}
-        for item in (listed or {}).get("items", []):
+        for item in items:
             name = item.get("metadata", {}).get("name")
             if name not in wanted:
                 continue
@@ -126,6 +131,7 @@ class KubernetesBackend:
                 allocated_gpu=_gpus(status.get("allocated")),
                 requested_gpu=_gpus(status.get("requested")),
                 created=_seconds(item.get("metadata", {}).get("creationTimestamp")),
+                reported=reports,
             )
         return result
 

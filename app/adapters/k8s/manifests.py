@@ -1,8 +1,9 @@
 """Pure builders of the objects the portal writes to the host cluster. No I/O.
 
 Queues follow KAI's `scheduling.run.ai/v2` types: every resource gets all three of
-quota, limit and overQuotaWeight, because an omitted field is 0 and a `limit` of 0
-means "nothing beyond quota" — a silent cap on a real cluster.
+quota, limit and overQuotaWeight, because an omitted field is 0, and KAI reads a `limit`
+of 0 as a cap of zero: GPU pods in such a queue stay Pending, even within the quota
+(CPU-only pods still run). Nothing on the cluster says why.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ PORTAL = "gpu-portal"
 TEAM_LABEL = "gpu-portal.io/team"
 QUEUE_GROUP, QUEUE_VERSION, QUEUE_PLURAL = "scheduling.run.ai", "v2", "queues"
 VCLUSTER_MANAGED = "vcluster.loft.sh/managed-by"
-QUEUE_LABEL = "kai.scheduler/queue"
 SCHEDULER = "kai-scheduler"
 
 
@@ -84,6 +84,7 @@ def policy_name(spec: TeamSpec) -> str:
 def make_policy(spec: TeamSpec) -> dict[str, Any]:
     """Pods synced from the team's vCluster must use KAI and the team's own queue."""
     queue = spec.queue_name
+    label = spec.queue_label
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
@@ -109,12 +110,10 @@ def make_policy(spec: TeamSpec) -> dict[str, Any]:
                 {
                     "expression": (
                         "has(object.metadata.labels) && "
-                        f"'{QUEUE_LABEL}' in object.metadata.labels && "
-                        f"object.metadata.labels['{QUEUE_LABEL}'] == '{queue}'"
+                        f"'{label}' in object.metadata.labels && "
+                        f"object.metadata.labels['{label}'] == '{queue}'"
                     ),
-                    "message": (
-                        f"pods of team {spec.team} must carry the label {QUEUE_LABEL}: {queue}"
-                    ),
+                    "message": (f"pods of team {spec.team} must carry the label {label}: {queue}"),
                     "reason": "Forbidden",
                 },
             ],

@@ -14,7 +14,7 @@ from app.core.quantities import parse_hundredths
 from app.provisioning.service import download_kubeconfig
 from app.teams import members, service
 from app.teams import repository as repo
-from app.teams.podspec import example_pod
+from app.teams.podspec import example_pods
 from app.usage import history
 from app.web.deps import (
     BackendDep,
@@ -140,7 +140,7 @@ def team_page(
             "principal": principal,
             "d": detail,
             "step_labels": STEP_LABELS,
-            "pod_spec": example_pod(team),
+            "pods": example_pods(team, queue_label=request.app.state.settings.kai_queue_label),
             **share_context(request, session, detail, last="", same=0),
         },
         partial="teams/partials/status.html",
