@@ -256,3 +256,21 @@ class TokenOut(BaseModel):
 
 class NewTokenOut(TokenOut):
     token: str = Field(description="The secret: shown this once, never again.")
+
+
+class TeamImpactOut(BaseModel):
+    team_id: int
+    team: str
+    subject: bool = Field(description="The team the decision is about.")
+    guarantee_before: float
+    guarantee_after: float
+    if_all_busy_before: float | None = Field(description="Its share if every team were busy.")
+    if_all_busy_after: float | None
+    fair_now_before: float | None = Field(description="KAI's fair share with today's demand.")
+    fair_now_after: float | None
+
+
+class ImpactOut(BaseModel):
+    pool_before: float
+    pool_after: float
+    teams: list[TeamImpactOut] = Field(description="Every team of the org, in team order.")

@@ -27,17 +27,22 @@ from app.core.models import (
 from app.core.quantities import format_hundredths
 from app.teams import members as team_members
 from app.teams import repository as repo
+from app.teams import service as team_service
 from app.teams.repository import TeamRow
+from app.teams.rules import QuotaValues
 from app.usage import repository as usage_repo
+from app.usage.impact import Impact, impact
 from app.usage.service import GpuShare, TeamQuota, UsageCache, share_of
 from app.web.schemas import (
     AuditEventOut,
     DecisionOut,
     GpuShareOut,
+    ImpactOut,
     MemberOut,
     QuotaOut,
     RequestOut,
     StepOut,
+    TeamImpactOut,
     TeamOut,
     TokenOut,
 )
@@ -292,4 +297,67 @@ def token_out(token: ApiToken) -> TokenOut:
         expires_at=token.expires_at,
         last_used_at=token.last_used_at,
         revoked=token.revoked_at is not None,
+    )
+
+
+def quota_row(team: Team, values: QuotaValues) -> TeamQuota:
+    """A team's quota as fair share sees it, with the values of a request or a what-if."""
+    return TeamQuota(
+        id=team.id,
+        name=team.name,
+        gpu_quota_centi=values.gpu_quota_centi,
+        gpu_limit_centi=values.gpu_limit_centi,
+        weight_centi=values.weight_centi,
+        priority=values.priority,
+        created=int(team.created_at.timestamp()),
+        ready=team.status == TeamStatus.READY,
+    )
+
+
+def org_impact(
+    session: Session,
+    usage: UsageCache,
+    org: Org,
+    *,
+    changes: dict[int, TeamQuota] | None = None,
+    new_pool_centi: int | None = None,
+) -> Impact:
+    """Every team's share now and after the changes, over the whole org."""
+    rows = usage_repo.get_quota_rows(session, org.id)
+    return impact(
+        rows,
+        usage.get([row.queue_name for row in rows]),
+        pool_centi=org.gpus_centi,
+        parent=org.parent_queue,
+        new_pool_centi=new_pool_centi,
+        changes=changes,
+    )
+
+
+def request_impact(
+    session: Session, usage: UsageCache, org: Org, request: ClusterRequest
+) -> Impact:
+    """What approving ``request`` as asked would do to every team."""
+    row = quota_row(request.team, team_service.values_of(request))
+    return org_impact(session, usage, org, changes={row.id: row})
+
+
+def impact_out(result: Impact) -> ImpactOut:
+    return ImpactOut(
+        pool_before=result.pool_before,
+        pool_after=result.pool_after,
+        teams=[
+            TeamImpactOut(
+                team_id=t.team_id,
+                team=t.name,
+                subject=t.is_subject,
+                guarantee_before=t.guarantee_before,
+                guarantee_after=t.guarantee_after,
+                if_all_busy_before=t.busy_before,
+                if_all_busy_after=t.busy_after,
+                fair_now_before=t.now_before,
+                fair_now_after=t.now_after,
+            )
+            for t in result.teams
+        ],
     )

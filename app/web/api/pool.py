@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.core.quantities import format_hundredths
+from app.core.errors import InvalidInput
+from app.core.quantities import format_hundredths, parse_hundredths
 from app.teams import repository as repo
 from app.teams import service
-from app.web.deps import AdminPrincipal, CurrentPrincipal, SessionDep
-from app.web.schemas import PROBLEMS, PoolIn, PoolOut
+from app.web.deps import AdminPrincipal, CurrentPrincipal, SessionDep, UsageDep
+from app.web.schemas import PROBLEMS, Amount, ImpactOut, PoolIn, PoolOut
+from app.web.views import impact_out, org_impact
 
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["pool"])
 
@@ -27,6 +29,19 @@ def get_pool(session: SessionDep, principal: CurrentPrincipal) -> PoolOut:
         committed_gpus=format_hundredths(committed),
         free_gpus=format_hundredths(max(0, org.gpus_centi - committed)),
     )
+
+
+@router.get("/pool/impact", response_model=ImpactOut)
+def get_pool_impact(
+    session: SessionDep, principal: AdminPrincipal, usage: UsageDep, gpus: Amount
+) -> ImpactOut:
+    """Every team's guarantee and fair share now and with a pool of `gpus` (admin)."""
+    org = repo.get_org(session)
+    try:
+        new_pool = parse_hundredths(str(gpus), what="gpus")
+    except ValueError as exc:
+        raise InvalidInput({"gpus": str(exc)}) from None
+    return impact_out(org_impact(session, usage, org, new_pool_centi=new_pool))
 
 
 @router.put("/pool", response_model=PoolOut)

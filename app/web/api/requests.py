@@ -8,9 +8,16 @@ from app.core.errors import NotFound
 from app.core.models import RequestStatus
 from app.teams import repository as repo
 from app.teams import service
-from app.web.deps import AdminPrincipal, CurrentPrincipal, Id, SessionDep
-from app.web.schemas import PROBLEMS, ClusterRequestIn, DecisionIn, RejectIn, RequestOut
-from app.web.views import request_out
+from app.web.deps import AdminPrincipal, CurrentPrincipal, Id, SessionDep, UsageDep
+from app.web.schemas import (
+    PROBLEMS,
+    ClusterRequestIn,
+    DecisionIn,
+    ImpactOut,
+    RejectIn,
+    RequestOut,
+)
+from app.web.views import impact_out, request_impact, request_out
 
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["requests"])
 
@@ -40,6 +47,16 @@ def get_request(request_id: Id, session: SessionDep, principal: CurrentPrincipal
     if not principal.can_view(found.team):
         raise NotFound(f"no request with id {request_id}")
     return request_out(found, repo.get_decisions(session, [found.id]).get(found.id))
+
+
+@router.get("/requests/{request_id}/impact", response_model=ImpactOut)
+def get_request_impact(
+    request_id: Id, session: SessionDep, principal: AdminPrincipal, usage: UsageDep
+) -> ImpactOut:
+    """Every team's guarantee and fair share now and if the request is approved as asked
+    (admin): the same calculator as the gauges, over the whole org."""
+    found = repo.get_request(session, request_id)
+    return impact_out(request_impact(session, usage, repo.get_org(session), found))
 
 
 @router.post("/requests/{request_id}/approve", response_model=RequestOut)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
@@ -11,14 +12,15 @@ from fastapi.responses import HTMLResponse, Response
 from app.audit import repository as audit_repo
 from app.core.db import discard_changes
 from app.core.errors import DomainError, InvalidInput
-from app.core.models import RequestStatus, Step, TeamStatus
-from app.core.quantities import format_hundredths
+from app.core.models import ClusterRequest, RequestKind, RequestStatus, Step, TeamStatus
+from app.core.quantities import format_hundredths, parse_hundredths
 from app.teams import repository as repo
 from app.teams import service
 from app.usage import history
+from app.usage.impact import Impact
 from app.web.deps import AdminPrincipal, BackendDep, FormDep, Id, SessionDep, UsageDep
 from app.web.templating import flash, redirect, render
-from app.web.views import cards, pool_summary
+from app.web.views import cards, org_impact, pool_summary, request_impact
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
 
@@ -99,8 +101,50 @@ def update_pool(
     return redirect(request, "/admin")
 
 
+@router.post("/pool/impact", response_class=HTMLResponse)
+def pool_impact(
+    request: Request, session: SessionDep, principal: AdminPrincipal, usage: UsageDep, data: FormDep
+) -> Response:
+    """What a new pool would do to every team (nothing is saved)."""
+    org = repo.get_org(session)
+    values = {key: data.get(key, "") for key in ("gpus", "cpu_cores", "memory_gb")}
+    error: str | None = None
+    try:
+        new_pool = parse_hundredths(values["gpus"], what="the pool's GPUs")
+    except ValueError as exc:
+        error, new_pool = str(exc), org.gpus_centi
+    imp = org_impact(session, usage, org, new_pool_centi=new_pool)
+    return render(
+        request,
+        "admin/pool_impact.html",
+        {
+            "principal": principal,
+            "imp": imp,
+            "values": values,
+            "error": error,
+            "impact_title": "With this pool",
+        },
+        partial="admin/partials/pool_impact.html",
+    )
+
+
+@dataclass(frozen=True)
+class ReviewRow:
+    """One review card: the asked values beside the current ones, and their effect."""
+
+    request: ClusterRequest
+    asked: dict[str, str]
+    current: dict[str, str] | None
+    after_centi: int
+    fits: bool
+    free_centi: int
+    impact: Impact
+
+
 @router.get("/requests", response_class=HTMLResponse)
-def pending_requests(request: Request, session: SessionDep, principal: AdminPrincipal) -> Response:
+def pending_requests(
+    request: Request, session: SessionDep, principal: AdminPrincipal, usage: UsageDep
+) -> Response:
     org = repo.get_org(session)
     pending = repo.get_requests(session, status=RequestStatus.SUBMITTED)
     committed = repo.committed_gpu_centi(session, org.id)
@@ -108,16 +152,17 @@ def pending_requests(request: Request, session: SessionDep, principal: AdminPrin
     for item in pending:
         others = repo.committed_gpu_centi(session, org.id, exclude_team_id=item.team_id)
         rows.append(
-            {
-                "request": item,
-                "values": service.values_of(item).display(),
-                "current": service.values_of(item.team).display()
-                if item.kind == "quota_change"
+            ReviewRow(
+                request=item,
+                asked=service.values_of(item).display(),
+                current=service.values_of(item.team).display()
+                if item.kind == RequestKind.QUOTA_CHANGE
                 else None,
-                "after_centi": others + item.gpu_quota_centi,
-                "fits": others + item.gpu_quota_centi <= org.gpus_centi,
-                "free_centi": max(0, org.gpus_centi - others),
-            }
+                after_centi=others + item.gpu_quota_centi,
+                fits=others + item.gpu_quota_centi <= org.gpus_centi,
+                free_centi=max(0, org.gpus_centi - others),
+                impact=request_impact(session, usage, org, item),
+            )
         )
     return render(
         request,
