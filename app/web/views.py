@@ -3,12 +3,13 @@ no rule is decided here."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from sqlalchemy.orm import Session
 
 from app.audit import repository as audit
+from app.core.errors import InvalidInput
 from app.core.models import (
     COMMITTED_STATUSES,
     ApiToken,
@@ -24,12 +25,12 @@ from app.core.models import (
     TeamStatus,
     User,
 )
-from app.core.quantities import format_hundredths
+from app.core.quantities import format_hundredths, parse_hundredths
 from app.teams import members as team_members
 from app.teams import repository as repo
 from app.teams import service as team_service
 from app.teams.repository import TeamRow
-from app.teams.rules import QuotaValues
+from app.teams.rules import QuotaValues, parse_quota
 from app.usage import repository as usage_repo
 from app.usage.impact import Impact, impact
 from app.usage.service import GpuShare, TeamQuota, UsageCache, share_of
@@ -361,3 +362,85 @@ def impact_out(result: Impact) -> ImpactOut:
             for t in result.teams
         ],
     )
+
+
+WHAT_IF_FIELDS = (
+    ("q", "gpu_quota", "guarantee"),
+    ("l", "gpu_limit", "limit"),
+    ("w", "over_quota_weight", "weight"),
+    ("p", "priority", "priority"),
+)
+
+
+@dataclass
+class WhatIfRow:
+    team: Team
+    inputs: dict[str, str]  # short field name -> what is in the form
+    errors: dict[str, str]
+    values: QuotaValues | None  # parsed, when valid
+    changed: bool
+
+
+@dataclass
+class WhatIf:
+    pool: str
+    pool_error: str | None
+    rows: list[WhatIfRow]
+    impact: Impact
+
+    @property
+    def changes(self) -> list[WhatIfRow]:
+        return [row for row in self.rows if row.changed and row.values is not None]
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for row in self.rows if row.errors) + (1 if self.pool_error else 0)
+
+
+def what_if(
+    session: Session, usage: UsageCache, org: Org, form: Mapping[str, str] | None
+) -> WhatIf:
+    """Every live team's quota as the admin typed it, and every team's shares after."""
+    form = form or {}
+    pool_text = form.get("pool", format_hundredths(org.gpus_centi))
+    pool_error: str | None = None
+    try:
+        pool_centi = parse_hundredths(pool_text, what="the pool")
+    except ValueError as exc:
+        pool_error, pool_centi = str(exc), org.gpus_centi
+    scenario = Org(
+        name=org.name,
+        parent_queue=org.parent_queue,
+        gpus_centi=pool_centi,
+        cpu_millicores=org.cpu_millicores,
+        memory_mb=org.memory_mb,
+    )
+    rows: list[WhatIfRow] = []
+    changes: dict[int, TeamQuota] = {}
+    for team in repo.get_teams(session, statuses=COMMITTED_STATUSES):
+        current = team_service.values_of(team)
+        shown = current.display()
+        inputs = {
+            short: form.get(f"{short}_{team.id}", shown[key]) for short, key, _ in WHAT_IF_FIELDS
+        }
+        errors: dict[str, str] = {}
+        values: QuotaValues | None = None
+        try:
+            data = {key: inputs[short] for short, key, _ in WHAT_IF_FIELDS}
+            data.update(cpu_quota=shown["cpu_quota"], memory_quota=shown["memory_quota"])
+            values = parse_quota(data, pool=scenario)
+        except InvalidInput as exc:
+            keys = {key: short for short, key, _ in WHAT_IF_FIELDS}
+            errors = {keys.get(k, "q"): v for k, v in exc.errors.items()}
+        changed = values is not None and values != current
+        if values is not None and changed:
+            changes[team.id] = quota_row(team, values)
+        rows.append(WhatIfRow(team, inputs, errors, values, changed))
+    result = org_impact(
+        session,
+        usage,
+        org,
+        changes=changes,
+        new_pool_centi=None if pool_centi == org.gpus_centi else pool_centi,
+    )
+    return WhatIf(pool=pool_text, pool_error=pool_error, rows=rows, impact=result)

@@ -20,7 +20,7 @@ from app.usage import history
 from app.usage.impact import Impact
 from app.web.deps import AdminPrincipal, BackendDep, FormDep, Id, SessionDep, UsageDep
 from app.web.templating import flash, redirect, render
-from app.web.views import cards, org_impact, pool_summary, request_impact
+from app.web.views import cards, org_impact, pool_summary, request_impact, what_if
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
 
@@ -126,6 +126,69 @@ def pool_impact(
         },
         partial="admin/partials/pool_impact.html",
     )
+
+
+@router.get("/what-if", response_class=HTMLResponse)
+def what_if_page(
+    request: Request, session: SessionDep, principal: AdminPrincipal, usage: UsageDep
+) -> Response:
+    """Try pool and quota changes and see every team's shares; nothing is saved."""
+    org = repo.get_org(session)
+    scenario = what_if(session, usage, org, None)
+    return render(request, "admin/what_if.html", {"principal": principal, "w": scenario})
+
+
+@router.post("/what-if", response_class=HTMLResponse)
+def what_if_recompute(
+    request: Request, session: SessionDep, principal: AdminPrincipal, usage: UsageDep, data: FormDep
+) -> Response:
+    """The same page with the shares for what was typed (HTMX: only the results)."""
+    org = repo.get_org(session)
+    scenario = what_if(session, usage, org, data)
+    return render(
+        request,
+        "admin/what_if.html",
+        {"principal": principal, "w": scenario},
+        partial="admin/partials/what_if_results.html",
+    )
+
+
+@router.post("/what-if/requests")
+def what_if_to_requests(
+    request: Request, session: SessionDep, principal: AdminPrincipal, usage: UsageDep, data: FormDep
+) -> Response:
+    """Turn the changed quotas into quota-change requests: they go through approval."""
+    org = repo.get_org(session)
+    scenario = what_if(session, usage, org, data)
+    if scenario.errors:
+        flash(request, "Nothing sent: fix the highlighted values first.", "error")
+        return render(
+            request,
+            "admin/what_if.html",
+            {"principal": principal, "w": scenario},
+            status_code=422,
+        )
+    sent, skipped = [], []
+    for row in scenario.changes:
+        assert row.values is not None
+        try:
+            service.submit_quota_change(
+                session,
+                actor=principal.user,
+                team=row.team,
+                data={**row.values.display(), "purpose": "from the what-if page"},
+            )
+        except DomainError as exc:
+            skipped.append(f"{row.team.name}: {exc.message}")
+        else:
+            sent.append(row.team.name)
+    if sent:
+        flash(request, f"Quota changes for {', '.join(sent)} are waiting for approval.")
+    for reason in skipped:
+        flash(request, f"Not sent for {reason}", "error")
+    if not sent and not skipped:
+        flash(request, "No team's quota was changed: nothing to send.", "error")
+    return redirect(request, "/admin/requests" if sent else "/admin/what-if")
 
 
 @dataclass(frozen=True)

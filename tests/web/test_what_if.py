@@ -1,0 +1,61 @@
+"""The what-if page: try quotas and a pool, see every team's share, nothing saved until the
+changes are sent as quota-change requests."""
+
+from __future__ import annotations
+
+import re
+
+from tests.web.conftest import Client
+
+
+def result(page: str, team: str) -> dict[str, str]:
+    row = page.split(f'data-whatif-result="{team}"')[1].split("</tr>")[0]
+    return dict(re.findall(r'data-whatif="(\w+)">([^<]+)<', row))
+
+
+def test_the_page_starts_from_today(admin: Client) -> None:
+    page = admin.get("/admin/what-if").text
+    assert 'name="pool" value="1"' in page
+    assert 'name="q_1" value="0.33"' in page
+    today = result(page, "nlp")
+    assert (today["guarantee"], today["busy"]) == ("0.33", "0.34")
+    assert "0 teams changed" in page
+
+
+def test_typed_values_recompute_every_team_without_saving(admin: Client) -> None:
+    form = {"pool": "1", "q_1": "0.5", "q_2": "0.2", "q_3": "0.2"}
+    htmx = admin.post(
+        "/admin/what-if", data=form, headers={"HX-Request": "true", "X-CSRF-Token": admin.csrf}
+    )
+    assert htmx.status_code == 200
+    assert htmx.text.lstrip().startswith('<section id="whatif-results"'), "only the results"
+    assert result(htmx.text, "nlp")["guarantee"] == "0.5"
+    assert result(htmx.text, "nlp")["busy"] == "0.6"
+    assert result(htmx.text, "vision")["busy"] == "0.2"
+    assert "3 teams changed" in htmx.text
+    plain = admin.form("/admin/what-if", form)
+    assert 'name="q_1" value="0.5"' in plain.text, "without JavaScript the form keeps its values"
+    assert result(plain.text, "nlp")["busy"] == "0.6"
+    assert admin.get("/api/v1/teams/1").json()["quota"]["gpu_quota"] == "0.33", "nothing saved"
+
+
+def test_bad_values_are_named_and_nothing_is_sent(admin: Client) -> None:
+    page = admin.form("/admin/what-if/requests", {"q_1": "0.333", "pool": "x"})
+    assert page.status_code == 422
+    assert "nlp: the GPU guarantee allows at most two decimals" in page.text
+    assert "pool: the pool must be a number" in page.text
+    assert admin.get("/api/v1/requests", params={"status": "submitted"}).json() == []
+
+
+def test_changes_become_quota_change_requests(admin: Client) -> None:
+    sent = admin.form(
+        "/admin/what-if/requests", {"q_1": "0.2", "l_2": "0.5"}, follow_redirects=False
+    )
+    assert sent.status_code == 303
+    assert sent.headers["location"] == "/admin/requests"
+    pending = admin.get("/api/v1/requests", params={"status": "submitted"}).json()
+    asked = {
+        r["team"]: (r["kind"], r["requested"]["gpu_quota"], r["requested"]["gpu_limit"])
+        for r in pending
+    }
+    assert asked == {"nlp": ("quota_change", "0.2", "1"), "vision": ("quota_change", "0.33", "0.5")}
