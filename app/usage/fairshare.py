@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 UNLIMITED = -1.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class QueueInput:
     name: str
     quota: float
@@ -43,7 +43,7 @@ class QueueInput:
     children: tuple[QueueInput, ...] = field(default=())
 
 
-@dataclass
+@dataclass(slots=True)
 class _Share:
     queue: QueueInput
     request: float

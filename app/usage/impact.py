@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from app.usage.service import TeamQuota, shares_for
+from app.usage.service import GpuShare, TeamQuota, shares_for
 from app.usage.sources import QueueUsage
 
 CHANGE = 0.005  # below half a hundredth of a GPU nobody would notice a difference
@@ -73,16 +73,19 @@ def impact(
     parent: str,
     new_pool_centi: int | None = None,
     changes: Mapping[int, TeamQuota] | None = None,
+    before: Mapping[int, GpuShare] | None = None,
 ) -> Impact:
     """Every team's share now and after ``changes`` (quota rows by team id; an id not in
-    ``rows`` is a new team) and the pool becoming ``new_pool_centi``."""
+    ``rows`` is a new team) and the pool becoming ``new_pool_centi``. ``before``, when
+    given, are the shares already computed for ``rows`` (the gauges' cached ones)."""
     changes = dict(changes or {})
     after_rows = [changes.pop(row.id, row) for row in rows]
     # A new team has no queue yet: nothing runs in it, it competes only when busy.
     after_rows += [replace(row, ready=False) for row in changes.values()]
     after_pool = pool_centi if new_pool_centi is None else new_pool_centi
     data = dict(usage)
-    before = shares_for(rows, data, pool_centi=pool_centi, parent=parent)
+    if before is None:
+        before = shares_for(rows, data, pool_centi=pool_centi, parent=parent)
     after = shares_for(after_rows, data, pool_centi=after_pool, parent=parent)
     subjects = set((changes or {}).keys()) | {
         row.id for row, old in zip(after_rows, rows, strict=False) if row != old

@@ -5,17 +5,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 from app.core.models import Team
-from app.usage.fairshare import UNLIMITED, QueueInput, fair_shares, usable
+from app.usage.fairshare import UNLIMITED, QueueInput, fair_shares
 from app.usage.sources import KaiMetricsSource, MetricsError, QueueUsage, UsageReader
 
 TEAM_QUEUE_PREFIX = "team-"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuShare:
     """A team's GPU share, in GPUs, as the gauge draws it."""
 
@@ -60,7 +60,7 @@ class GpuShare:
         return max(max(values), 0.01)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TeamQuota:
     """The part of a team that fair share depends on."""
 
@@ -223,16 +223,10 @@ def share_of(
     )
 
 
-def _queue(team: TeamQuota, demand: float, created: int | None = None) -> QueueInput:
-    return QueueInput(
-        name=team.queue_name,
-        quota=team.gpu_quota_centi / 100,
-        limit=team.gpu_limit_centi / 100,
-        weight=team.weight_centi / 100,
-        priority=team.priority,
-        demand=demand,
-        order=team.created if created is None else created,
-    )
+def _usable(fair: float, limit: float, demand: float) -> float:
+    """What a queue can use of its fair share: never above its limit or its demand."""
+    cap = demand if limit == UNLIMITED else min(limit, demand)
+    return max(0.0, min(fair, cap))
 
 
 def shares_for(
@@ -249,43 +243,52 @@ def shares_for(
     depends on everyone, so it is computed over all of them, never one team alone.
     """
     pool = pool_centi / 100
+    names = [t.queue_name for t in teams]
+    raws = [usage.get(name) if t.ready else None for t, name in zip(teams, names, strict=True)]
+    orders = [
+        t.created if u is None or u.created is None else u.created
+        for t, u in zip(teams, (usage.get(name) for name in names), strict=True)
+    ]
+    # What each ready team's queue reports; teams still provisioning show no usage.
+    now_demand = [u.requested_gpu if u is not None and u.reported else 0.0 for u in raws]
+    busy_demand = [max(t.gpu_limit_centi / 100, pool) for t in teams]
 
-    def tree(demands: dict[int, float]) -> list[QueueInput]:
-        children = tuple(_queue(t, demands[t.id], created.get(t.id)) for t in teams)
+    def tree(demands: list[float]) -> list[QueueInput]:
+        children = tuple(
+            QueueInput(
+                name,
+                t.gpu_quota_centi / 100,
+                t.gpu_limit_centi / 100,
+                t.weight_centi / 100,
+                t.priority,
+                demand,
+                order,
+            )
+            for t, name, demand, order in zip(teams, names, demands, orders, strict=True)
+        )
         return [QueueInput(parent, pool, UNLIMITED, 1.0, children=children)]
 
-    created = {
-        t.id: usage[t.queue_name].created
-        for t in teams
-        if t.queue_name in usage and usage[t.queue_name].created is not None
-    }
-    # What each ready team's queue reports; teams still provisioning show no usage.
-    seen = {
-        t.id: usage[t.queue_name]
-        for t in teams
-        if t.ready and t.queue_name in usage and usage[t.queue_name].reported
-    }
-    now_demand = {t.id: (seen[t.id].requested_gpu if t.id in seen else 0.0) for t in teams}
-    busy_demand = {t.id: max(t.gpu_limit_centi / 100, pool) for t in teams}
     fair_now = fair_shares(pool, tree(now_demand)) if teams else {}
     if fair_override is not None:
         # KAI's own figure from Prometheus, where it has one.
         fair_now = {**fair_now, **fair_override}
     fair_busy = fair_shares(pool, tree(busy_demand)) if teams else {}
     result = {}
-    for t in teams:
-        queue_usage = seen.get(t.id)
-        base = share_of(t, usage.get(t.queue_name) if t.ready else None, pool_centi)
-        fair = fair_now.get(t.queue_name)
-        busy = fair_busy.get(t.queue_name)
-        result[t.id] = replace(
-            base,
-            fair_now=None if fair is None or queue_usage is None else round(fair, 2),
-            usable_now=None
-            if fair is None or queue_usage is None
-            else round(usable(_queue(t, now_demand[t.id]), fair), 2),
-            if_all_busy=None
-            if busy is None
-            else round(usable(_queue(t, busy_demand[t.id]), busy), 2),
+    for i, t in enumerate(teams):
+        raw = raws[i]
+        shown = raw is not None and raw.reported
+        limit = t.gpu_limit_centi / 100
+        fair = fair_now.get(names[i]) if shown else None
+        busy = fair_busy.get(names[i])
+        result[t.id] = GpuShare(
+            guaranteed=t.gpu_quota_centi / 100,
+            limit=limit,
+            allocated=raw.allocated_gpu if raw is not None and shown else None,
+            requested=raw.requested_gpu if raw is not None and shown else None,
+            pool=pool,
+            unreported=raw is not None and not shown,
+            fair_now=None if fair is None else round(fair, 2),
+            usable_now=None if fair is None else round(_usable(fair, limit, now_demand[i]), 2),
+            if_all_busy=None if busy is None else round(_usable(busy, limit, busy_demand[i]), 2),
         )
     return result

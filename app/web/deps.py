@@ -43,6 +43,10 @@ OptionalIdQuery = Annotated[
     Query(description=ID_HELP),
 ]
 
+# The what-if page sends four fields per team: room for 5,000 teams (Starlette's default
+# is 1,000 fields, which a 250-team org would already exceed).
+MAX_FORM_FIELDS = 20_010
+
 CSRF_HEADER = "X-CSRF-Token"
 CSRF_FIELD = "csrf_token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -120,7 +124,7 @@ async def csrf_protect(request: Request) -> None:
     if sent is None:
         content_type = request.headers.get("content-type", "")
         if content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
-            form = await request.form()
+            form = await request.form(max_fields=MAX_FORM_FIELDS)
             value = form.get(CSRF_FIELD)
             sent = value if isinstance(value, str) else None
     if not expected or not sent or not hmac.compare_digest(str(expected), sent):
@@ -206,7 +210,7 @@ TeamForLead = Annotated[Team, Depends(team_for_lead)]
 
 async def read_form(request: Request) -> dict[str, str]:
     """The submitted form's text fields, read on the event loop so handlers can stay sync."""
-    form = await request.form()
+    form = await request.form(max_fields=MAX_FORM_FIELDS)
     return {k: v for k, v in form.items() if isinstance(v, str)}
 
 

@@ -87,5 +87,5 @@ def test_api_answers_within_its_document(api_app: FastAPI) -> None:
             check()
         except (Exception, BaseExceptionGroup) as exc:  # every operation's failure is kept
             failures.append(f"{operation.label}: {exc}")
-    assert operations >= 24
+    assert operations >= 26
     assert failures == [], "\n\n".join(failures)

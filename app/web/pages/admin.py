@@ -171,12 +171,20 @@ def what_if_to_requests(
     sent, skipped = [], []
     for row in scenario.changes:
         assert row.values is not None
+        team = repo.get_team(session, row.team.id)
+        current = service.values_of(team).display()
+        # CPU and memory are not edited on the page: the team keeps its own.
+        values = {
+            **row.values.display(),
+            "cpu_quota": current["cpu_quota"],
+            "memory_quota": current["memory_quota"],
+        }
         try:
             service.submit_quota_change(
                 session,
                 actor=principal.user,
-                team=row.team,
-                data={**row.values.display(), "purpose": "from the what-if page"},
+                team=team,
+                data={**values, "purpose": "from the what-if page"},
             )
         except DomainError as exc:
             skipped.append(f"{row.team.name}: {exc.message}")
