@@ -48,6 +48,7 @@ class SimulatedBackend:
         self.step_seconds = step_seconds
         self._objects: dict[tuple[Step, str], _Object] = {}
         self._faults: list[_Fault] = []
+        self._pinned: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
         self.calls = 0
 
@@ -60,6 +61,12 @@ class SimulatedBackend:
         text = message or f"injected failure while applying {step.value}"
         with self._lock:
             self._faults.append(_Fault(step, team, times, text))
+
+    def pin_usage(self, team: str, *, allocated: float, requested: float) -> None:
+        """Hold a team's queue at these figures instead of its wave (for demos and tests:
+        to see a team borrow, wait or go above its fair share on purpose)."""
+        with self._lock:
+            self._pinned[f"team-{team}"] = (allocated, requested)
 
     def _maybe_fail(self, step: Step, team: str) -> None:
         for fault in self._faults:
@@ -164,11 +171,15 @@ class SimulatedBackend:
                 for (step, _), obj in self._objects.items()
                 if step == Step.QUEUE
             }
+            pinned = dict(self._pinned)
         if not specs:
             return {}
         pool = max(spec.org_gpu.quota for spec in specs.values())
         demand = {name: _demand(spec, now) for name, spec in specs.items()}
         allocated = _share(specs, demand, pool)
+        for name, (held, asked) in pinned.items():
+            if name in specs:
+                allocated[name], demand[name] = held, asked
         return {
             name: QueueUsage(
                 # Rounded down so that the sum never exceeds the pool.

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit import service as audit
 from app.core.config import Settings
-from app.core.db import unit_of_work
+from app.core.db import Effect, request_effect, unit_of_work
 from app.core.models import (
     STEP_ORDER,
     ProvisioningStep,
@@ -203,8 +203,10 @@ def _write(
             row.status, row.message = verdict.steps[step]
             row.updated_at = now
     team.last_reconciled_at = now
-    if verdict.status is not None:
+    if verdict.status is not None and verdict.status != team.status:
         team.status = verdict.status
+        # Which teams hold a queue and which run work changed: cached shares are stale.
+        request_effect(session, Effect.QUOTAS_CHANGED)
     if verdict.attempts is not None:
         team.attempts = verdict.attempts
     if verdict.error is not None:

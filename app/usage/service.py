@@ -109,7 +109,7 @@ class UsageCache:
         self.fair_override: dict[str, float] | None = None
         self.ttl = ttl
         self._lock = threading.Lock()
-        self._at = 0.0
+        self._at = float("-inf")
         self._queues: frozenset[str] = frozenset()
         self._data: dict[str, QueueUsage] = {}
         self.reads = 0
@@ -202,6 +202,12 @@ class UsageCache:
             with self._lock:
                 self._rows = (time.monotonic(), (pool_centi, parent), rows)
         return rows, self.shares(rows, pool_centi=pool_centi, parent=parent)
+
+    def forget(self) -> None:
+        """Read usage and quotas afresh at the next view."""
+        with self._lock:
+            self._rows = None
+            self._at = float("-inf")
 
     def forget_quotas(self) -> None:
         """Called after a decision, so the next view reads the new quotas."""

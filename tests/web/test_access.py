@@ -55,6 +55,10 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "POST /admin/requests/{request_id}/approve": ({}, (303, 403, 403, 403, 303)),
     "POST /admin/requests/{request_id}/reject": ({}, (303, 403, 403, 403, 303)),
     "POST /admin/simulate/failure": ({}, (303, 403, 403, 403, 303)),
+    "POST /admin/simulate/usage": (
+        {"team": "nlp", "allocated": "0.5", "requested": "1"},
+        (303, 403, 403, 403, 303),
+    ),
     "GET /audit": (None, (303, 200, 200, 200, 200)),
     "GET /api/v1/me": (None, (401, 200, 200, 200, 200)),
     "GET /api/v1/pool": (None, (401, 200, 200, 200, 200)),

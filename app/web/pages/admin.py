@@ -311,6 +311,31 @@ def inject_failure(
     return redirect(request, "/admin")
 
 
+@router.post("/simulate/usage")
+def pin_usage(
+    request: Request, principal: AdminPrincipal, backend: BackendDep, data: FormDep
+) -> Response:
+    """Simulated backend only: hold a team's usage at chosen figures, to see the gauges."""
+    pin = getattr(backend, "pin_usage", None)
+    if not backend.simulated or pin is None:
+        flash(request, "Usage can only be pinned on the simulated backend.", "error")
+        return redirect(request, "/admin")
+    team = data.get("team", "").strip()
+    try:
+        allocated = parse_hundredths(data.get("allocated"), what="GPUs in use") / 100
+        requested = parse_hundredths(data.get("requested"), what="GPUs requested") / 100
+    except ValueError as exc:
+        flash(request, f"Usage not pinned: {exc}", "error")
+        return redirect(request, "/admin")
+    if not team:
+        flash(request, "Usage not pinned: name the team.", "error")
+        return redirect(request, "/admin")
+    pin(team, allocated=allocated, requested=requested)
+    request.app.state.usage_cache.forget()
+    flash(request, f"{team} now shows {allocated:g} GPU in use and {requested:g} requested.")
+    return redirect(request, "/admin")
+
+
 @router.get("/showback.csv")
 def showback_csv(session: SessionDep, principal: AdminPrincipal, month: str = "") -> Response:
     """GPU-hours per team and month, within the guarantee and borrowed, as CSV."""

@@ -1,0 +1,160 @@
+"""What a person sees about GPU shares, in headless Chromium against a portal process: the
+gauge, the explanation and the API agree (for a team above its fair share too), a review
+card shows the asked values and their effect, and the what-if page recomputes as one
+types."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.browser.test_flow import CHROMIUM, CHROMIUM_ARGS
+from tests.servers import free_port, portal_process
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("portal-share")
+    port = free_port()
+    env = {
+        "PORTAL_DEVELOPMENT": "true",
+        "PORTAL_DATABASE_URL": f"sqlite:///{folder / 'portal.db'}",
+        "PORTAL_SIMULATED_STEP_SECONDS": "0.1",
+        "PORTAL_WORKER_INTERVAL_SECONDS": "0.3",
+        "PORTAL_USAGE_CACHE_SECONDS": "60",
+    }
+    with portal_process(folder, port, env):
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Chromium is not installed: run `make setup-test`")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        instance = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+def _sign_in(browser: object, portal: str, *, admin: bool, email: str = "") -> object:
+    from playwright.sync_api import Browser, expect
+
+    assert isinstance(browser, Browser)
+    page = browser.new_context().new_page()
+    page.set_default_timeout(15_000)
+    page.goto(portal + "/login")
+    if admin:
+        page.click("text=Platform admin")
+        expect(page.locator("h1")).to_contain_text("Pool")
+    else:
+        page.fill("#f-email", email)
+        page.click("button:has-text('Sign in')")
+    return page
+
+
+def _api(page: object, portal: str, path: str) -> Any:
+    """The same numbers through the API, with the page's own session."""
+    from playwright.sync_api import Page
+
+    assert isinstance(page, Page)
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+    return httpx.get(portal + path, cookies=cookies, timeout=10).json()
+
+
+def test_gauge_explanation_and_api_agree_above_the_fair_share(portal: str, browser: object) -> None:
+    from playwright.sync_api import Page, expect
+
+    admin = _sign_in(browser, portal, admin=True)
+    assert isinstance(admin, Page)
+    # Wait for the example teams to be ready, then hold their usage where nlp borrowed
+    # while vision was idle and vision now asks for its guarantee.
+    deadline = time.monotonic() + 30
+    while any(t["status"] != "ready" for t in _api(admin, portal, "/api/v1/teams")):
+        assert time.monotonic() < deadline, "the example teams never became ready"
+        time.sleep(0.3)
+    admin.reload()
+    for team, allocated, requested in (
+        ("nlp", "0.9", "0.9"),
+        ("vision", "0.05", "0.5"),
+        ("recommender", "0.05", "0.05"),
+    ):
+        admin.click("summary:has-text('Pin a team')")
+        admin.fill("#u-team", team)
+        admin.fill("#u-allocated", allocated)
+        admin.fill("#u-requested", requested)
+        admin.click("button:has-text('Pin')")
+        expect(admin.locator(".toast")).to_contain_text(f"{team} now shows")
+
+    admin.goto(portal + "/teams/1")
+    share = admin.locator("#share")
+    expect(share.locator('[data-gauge="allocated"]')).to_have_text("0.9")
+    expect(share.locator('[data-gauge="fair"]')).to_have_text("0.62")
+    expect(share.locator('[data-gauge="guaranteed"]')).to_have_text("0.33")
+    above = share.locator('[data-explain="above"]')
+    expect(above).to_contain_text("more than KAI's fair share of 0.62")
+    expect(above).to_contain_text("KAI may reclaim 0.28 of them")
+    expect(share.locator("svg[role=img]").first).to_have_attribute(
+        "aria-label",
+        "Guaranteed 0.33 GPU, in use 0.9, requested 0.9, fair share now 0.62, "
+        "limit 1 of a 1 GPU pool",
+    )
+    api = _api(admin, portal, "/api/v1/teams/1")["gpu_share"]
+    assert (api["allocated"], api["fair_now"], api["guaranteed"]) == (0.9, 0.62, 0.33)
+    vision = _api(admin, portal, "/api/v1/teams/2")["gpu_share"]
+    admin.goto(portal + "/teams/2")
+    expect(admin.locator('#share [data-gauge="fair"]')).to_have_text(str(vision["fair_now"]))
+    expect(admin.locator('#share [data-explain="why"]')).to_contain_text("0.45 GPU of your work")
+
+
+def test_a_review_card_shows_the_asked_values_and_their_effect(
+    portal: str, browser: object
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    lead = _sign_in(browser, portal, admin=False, email="lead-vision@example.org")
+    assert isinstance(lead, Page)
+    lead.goto(portal + "/teams/2/quota")
+    lead.fill("#f-gpu_quota", "0.2")
+    lead.click("button[type=submit]:has-text('Send')")
+    expect(lead.locator(".toast")).to_contain_text("Quota change sent")
+
+    admin = _sign_in(browser, portal, admin=True)
+    assert isinstance(admin, Page)
+    admin.click("nav >> text=Requests")
+    card = admin.locator("article.request", has_text="vision")
+    expect(card.locator("dl")).to_contain_text("0.33 → 0.2 GPU")
+    expect(card.locator("dl")).to_contain_text("Weight")
+    expect(card.locator('[data-impact-team="vision"] [data-impact="guarantee"]')).to_have_text(
+        "0.2"
+    )
+    card.locator("summary:has-text('Approve with changes')").click()
+    expect(card.locator("input[name=gpu_quota]")).to_have_value("0.2")
+    expect(card.locator("input[name=gpu_limit]")).to_have_value("1")
+
+
+def test_the_what_if_page_recomputes_as_one_types(portal: str, browser: object) -> None:
+    from playwright.sync_api import Page, expect
+
+    admin = _sign_in(browser, portal, admin=True)
+    assert isinstance(admin, Page)
+    errors: list[str] = []
+    admin.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    admin.click("nav >> text=What if")
+    expect(admin.locator("#whatif-results")).to_contain_text("No team's share changes.")
+    admin.fill('input[aria-label="guarantee of nlp"]', "0.5")
+    row = admin.locator('[data-whatif-result="nlp"]')
+    expect(row.locator('[data-whatif="guarantee"]')).to_have_text("0.5")
+    expect(admin.locator('[data-whatif="summary"]')).to_contain_text("1 team changed")
+    admin.fill("#w-pool", "2")
+    expect(admin.locator('[data-whatif="summary"]')).to_contain_text("pool 1 → 2 GPU")
+    assert errors == [], errors
