@@ -16,16 +16,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-from sqlalchemy import text
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.cli import migrate  # noqa: E402
-from app.core.config import Settings  # noqa: E402
-from app.core.db import make_engine  # noqa: E402
-from bench.portal_load import measure, running_portal, seed, sign_in  # noqa: E402
-from tests.servers import postgres_server  # noqa: E402
+from bench.portal_load import (  # noqa: E402
+    bench_database,
+    measure,
+    running_portal,
+    seed,
+    sign_in,
+)
 
 
 def main() -> None:
@@ -35,13 +36,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()
 
-    with postgres_server() as server_url:
-        engine = make_engine(server_url, isolation_level="AUTOCOMMIT")
-        with engine.connect() as conn:
-            conn.execute(text("CREATE DATABASE portal_bench"))
-        engine.dispose()
-        url = server_url.rsplit("/", 1)[0] + "/portal_bench"
-        migrate(Settings(development=True, database_url=url))
+    with bench_database() as url:
         seed(url, args.teams, 1000)
         with running_portal(url, "portal-impact-bench.log") as (base, _pid, provisioning):
             print(f"worker provisioned {args.teams} teams in {provisioning:.1f} s")

@@ -85,6 +85,19 @@ def running_portal(url: str, log_name: str, **env: str) -> Iterator[tuple[str, i
         log.close()
 
 
+@contextlib.contextmanager
+def bench_database() -> Iterator[str]:
+    """A PostgreSQL server of its own with a migrated, empty portal database."""
+    with postgres_server() as server_url:
+        engine = make_engine(server_url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            conn.execute(text("CREATE DATABASE portal_bench"))
+        engine.dispose()
+        url = server_url.rsplit("/", 1)[0] + "/portal_bench"
+        migrate(Settings(development=True, database_url=url))
+        yield url
+
+
 def seed(url: str, teams: int, events: int) -> None:
     """Bulk-insert the data set: teams approved, so the portal's worker provisions them."""
     engine = make_engine(url)
@@ -289,13 +302,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()
 
-    with postgres_server() as server_url:
-        engine = make_engine(server_url, isolation_level="AUTOCOMMIT")
-        with engine.connect() as conn:
-            conn.execute(text("CREATE DATABASE portal_bench"))
-        engine.dispose()
-        url = server_url.rsplit("/", 1)[0] + "/portal_bench"
-        migrate(Settings(development=True, database_url=url))
+    with bench_database() as url:
         started = time.perf_counter()
         seed(url, args.teams, args.events)
         print(

@@ -3,55 +3,26 @@
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.servers import free_port, portal_process
+from tests.browser.conftest import seeded_portal
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(scope="module")
 def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The portal as `make run` starts it: its own process, SQLite, seeded, worker on."""
-    folder = tmp_path_factory.mktemp("portal")
-    port = free_port()
-    env = {
-        "PORTAL_DEVELOPMENT": "true",
-        "PORTAL_DATABASE_URL": f"sqlite:///{folder / 'portal.db'}",
-        "PORTAL_SIMULATED_STEP_SECONDS": "0.4",
-        "PORTAL_WORKER_INTERVAL_SECONDS": "0.5",
+    with seeded_portal(
+        tmp_path_factory.mktemp("portal"),
+        PORTAL_SIMULATED_STEP_SECONDS="0.4",
+        PORTAL_WORKER_INTERVAL_SECONDS="0.5",
         # Long enough that the page and the API below read the same cluster sample.
-        "PORTAL_USAGE_CACHE_SECONDS": "60",
-    }
-    with portal_process(folder, port, env):
-        yield f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Chromium is not installed: run `make setup-test`")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        instance = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield instance
-        instance.close()
+        PORTAL_USAGE_CACHE_SECONDS="60",
+    ) as url:
+        yield url
 
 
 def test_request_approve_ready_download(portal: str, browser: object, tmp_path: Path) -> None:

@@ -7,43 +7,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.browser.test_flow import CHROMIUM, CHROMIUM_ARGS
-from tests.servers import free_port, portal_process
+from tests.browser.conftest import seeded_portal
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
 def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    folder = tmp_path_factory.mktemp("portal-share")
-    port = free_port()
-    env = {
-        "PORTAL_DEVELOPMENT": "true",
-        "PORTAL_DATABASE_URL": f"sqlite:///{folder / 'portal.db'}",
-        "PORTAL_SIMULATED_STEP_SECONDS": "0.1",
-        "PORTAL_WORKER_INTERVAL_SECONDS": "0.3",
-        "PORTAL_USAGE_CACHE_SECONDS": "60",
-    }
-    with portal_process(folder, port, env):
-        yield f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Chromium is not installed: run `make setup-test`")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        instance = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield instance
-        instance.close()
+    with seeded_portal(
+        tmp_path_factory.mktemp("portal-share"),
+        PORTAL_SIMULATED_STEP_SECONDS="0.1",
+        PORTAL_WORKER_INTERVAL_SECONDS="0.3",
+        PORTAL_USAGE_CACHE_SECONDS="60",
+    ) as url:
+        yield url
 
 
 def _sign_in(browser: object, portal: str, *, admin: bool, email: str = "") -> object:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.browser.test_flow import CHROMIUM, CHROMIUM_ARGS
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.servers import free_port, oidc_provider, portal_process
 
 pytestmark = pytest.mark.browser
