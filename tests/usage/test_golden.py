@@ -10,10 +10,17 @@ import pytest
 
 from app.usage.fairshare import QueueInput, divide
 
-GOLDEN = Path(__file__).resolve().parents[3] / "shared" / "golden" / "kai-fair-share-v0.13.0.tsv"
+# The shared artifacts sit beside the repository (../shared), or where PORTAL_SHARED_DIR says.
+SHARED = Path(os.environ.get("PORTAL_SHARED_DIR", Path(__file__).resolve().parents[3] / "shared"))
+GOLDEN = SHARED / "golden" / "kai-fair-share-v0.13.0.tsv"
 
 
 def _cases() -> list[tuple[str, float, list[QueueInput], dict[str, float]]]:
+    if not GOLDEN.exists():
+        raise FileNotFoundError(
+            f"KAI's golden fair-share answers are not at {GOLDEN}: check out the shared "
+            "artifacts beside the repository or set PORTAL_SHARED_DIR"
+        )
     rows = GOLDEN.read_text().splitlines()
     assert rows[0].split("\t") == ["case", "pool", "queues", "kai_fair_share"]
     cases = []
