@@ -126,6 +126,8 @@ class Reconciler:
             spec = spec_for(team, teams.get_org(session), queue_label=self.settings.kai_queue_label)
             status = TeamStatus(team.status)
             generation = team.desired_generation
+            # A decision not yet applied explains any difference: that is no drift.
+            settled = team.observed_generation == team.desired_generation
             attempts = team.attempts
         results: dict[Step, Observation] = {}
         error: str | None = None
@@ -143,7 +145,7 @@ class Reconciler:
                     failed_step = step
                     seen = self.backend.observe(step, spec)
                     if seen.state not in (DONE, PROGRESSING):
-                        if status == TeamStatus.READY:
+                        if status == TeamStatus.READY and settled:
                             repaired.append(f"{step.value}: {seen.message}")
                         seen = self.backend.apply(step, spec)
                     results[step] = seen

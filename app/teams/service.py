@@ -362,6 +362,7 @@ def update_pool(session: Session, *, actor: User, data: Mapping[str, Any]) -> Or
     # The parent queue carries the pool: every live team's queue step re-checks it.
     now = utcnow()
     for team in repo.get_teams(session, statuses=[TeamStatus.READY]):
+        team.desired_generation += 1  # the parent queue they hang from changes
         team.next_attempt_at = now
     session.flush()
     audit.record(

@@ -287,3 +287,36 @@ def test_a_crashed_worker_is_taken_over_after_its_lease(
     # The crashed worker's late answer is dropped: it no longer holds the lease.
     crashed.reconcile(team_id)
     assert team_of(session_factory, team_id).status == TeamStatus.READY
+
+
+def test_an_approved_change_is_applied_not_reported_as_drift(
+    session_factory: sessionmaker[Session], reconciler: Reconciler
+) -> None:
+    """A quota change and a pool change make the cluster differ on purpose: they are
+    applied and audited as such, never listed as repairs of hand edits."""
+    team_id = approved_team(session_factory)
+    for _ in range(3):
+        reconciler.run_once()
+    assert team_of(session_factory, team_id).status == TeamStatus.READY
+    with unit_of_work(session_factory) as session:
+        admin = session.scalars(select(User).where(User.is_admin)).one()
+        lead = session.scalars(select(User).where(User.email == "lead-nlp@example.org")).one()
+        team = repo.get_team(session, team_id)
+        change = service.submit_quota_change(
+            session, actor=lead, team=team, data={"gpu_quota": "0.5", "gpu_limit": "1"}
+        )
+        service.approve(session, actor=admin, request_id=change.id)
+    reconciler.run_once()
+    with unit_of_work(session_factory) as session:
+        admin = session.scalars(select(User).where(User.is_admin)).one()
+        service.update_pool(
+            session, actor=admin, data={"gpus": "2", "cpu_cores": "40", "memory_gb": "160"}
+        )
+    reconciler.run_once()
+    recorded = actions(session_factory, team_id)
+    assert "quota_change.applied" in recorded
+    assert "provisioning.drift_repaired" not in recorded
+    with session_factory() as session:
+        request = session.get(ClusterRequest, change.id)
+        assert request is not None
+        assert request.status == RequestStatus.APPLIED
