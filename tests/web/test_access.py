@@ -40,7 +40,7 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "GET /teams/{team_id}/share": (None, (303, 200, 200, 404, 200)),
     "GET /teams/{team_id}/quota": (None, (303, 403, 200, 404, 200)),
     "POST /teams/{team_id}/quota": ({}, (303, 403, 422, 404, 422)),
-    "POST /teams/{team_id}/decommission": ({}, (303, 403, 303, 404, 303)),
+    "POST /teams/{team_id}/decommission": ({"confirm": "nlp"}, (303, 403, 303, 404, 303)),
     "POST /teams/{team_id}/retry": ({}, (303, 403, 403, 404, 409)),
     "POST /teams/{team_id}/members": ({"email": "x@example.org"}, (303, 403, 303, 404, 303)),
     "POST /teams/{team_id}/members/{user_id}/remove": ({}, (303, 403, 303, 404, 303)),

@@ -78,6 +78,15 @@ def test_lead_cannot_open_admin_pages(lead: Client) -> None:
         assert "only a portal admin may do this" in response.text
 
 
+def test_a_member_can_download_but_not_change_the_quota(app: FastAPI) -> None:
+    member = client_for(app, "member-nlp@example.org")
+    page = member.get(f"/teams/{NLP}").text
+    assert "Download kubeconfig" in page
+    assert "Change quota" not in page
+    assert "Decommission" not in page
+    assert member.get(f"/teams/{NLP}/kubeconfig").status_code == 200
+
+
 def test_team_page_shows_status_gauge_pod_spec_and_kubeconfig(lead: Client) -> None:
     page = lead.get(f"/teams/{NLP}").text
     assert "Download kubeconfig" in page
@@ -212,7 +221,10 @@ def test_quota_change_and_decommission_from_the_team_page(
     sent = lead.form(f"/teams/{NLP}/quota", {"gpu_quota": "0.3", "gpu_limit": "0.9"})
     assert "Quota change sent to the admins." in toasts(sent.text)
     assert "quota change" in admin.get("/admin/requests").text
-    gone = lead.form(f"/teams/{NLP}/decommission")
+    unconfirmed = lead.form(f"/teams/{NLP}/decommission", {"confirm": "nl"})
+    assert "Not decommissioned: type nlp to confirm." in toasts(unconfirmed.text)
+    assert lead.get("/api/v1/teams/1").json()["status"] == "ready"
+    gone = lead.form(f"/teams/{NLP}/decommission", {"confirm": "nlp"})
     assert "Decommissioning nlp." in toasts(gone.text)
     app.state.reconciler.run_once()
     assert "decommissioned" in lead.get(f"/teams/{NLP}").text

@@ -267,8 +267,16 @@ def submit_quota(
 
 @router.post("/teams/{team_id}/decommission")
 def decommission(
-    request: Request, team: TeamForLead, session: SessionDep, principal: CurrentPrincipal
+    request: Request,
+    team: TeamForLead,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    data: FormDep,
 ) -> Response:
+    if data.get("confirm", "").strip() != team.name:
+        # Also without JavaScript: nothing is deleted by one stray click.
+        flash(request, f"Not decommissioned: type {team.name} to confirm.", "error")
+        return redirect(request, f"/teams/{team.id}")
     service.decommission(session, actor=principal.user, team=team)
     flash(request, f"Decommissioning {team.name}.")
     return redirect(request, f"/teams/{team.id}")
