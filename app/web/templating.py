@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
+from cryptography.fernet import Fernet, InvalidToken
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
@@ -55,6 +58,32 @@ def is_htmx(request: Request) -> bool:
     return (
         request.headers.get("HX-Request") == "true" and request.headers.get("HX-Boosted") != "true"
     )
+
+
+REVEAL_SECONDS = 300
+
+
+def _reveal_cipher(request: Request) -> Fernet:
+    key = request.app.state.settings.secret_key.get_secret_value().encode()
+    digest = hashlib.sha256(b"gpu-portal one-time reveal\0" + key).digest()
+    return Fernet(base64.urlsafe_b64encode(digest))
+
+
+def stash_secret(request: Request, name: str, secret: str) -> None:
+    """Keep a secret for the next page only (post/redirect/get), encrypted: the session
+    cookie is signed but readable, and the secret must not sit in it in clear."""
+    request.session[f"reveal:{name}"] = _reveal_cipher(request).encrypt(secret.encode()).decode()
+
+
+def take_secret(request: Request, name: str) -> str | None:
+    """The stashed secret, once; None after that, or when older than a few minutes."""
+    sealed = request.session.pop(f"reveal:{name}", None)
+    if not isinstance(sealed, str):
+        return None
+    try:
+        return _reveal_cipher(request).decrypt(sealed.encode(), ttl=REVEAL_SECONDS).decode()
+    except InvalidToken:
+        return None
 
 
 def flash(request: Request, message: str, kind: str = "ok") -> None:

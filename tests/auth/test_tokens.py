@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from datetime import timedelta
 
@@ -123,3 +124,31 @@ def test_last_use_is_written_at_most_once_a_minute(oidc_app: FastAPI, provider: 
         session.execute(update(ApiToken).values(last_used_at=utcnow() - timedelta(seconds=61)))
     assert api.get("/api/v1/me").status_code == 200
     assert last_used() != first
+
+
+def test_reloading_the_new_token_page_creates_nothing_more(
+    oidc_app: FastAPI, provider: str
+) -> None:
+    """Post/redirect/get: the secret is shown once, on the page the form redirects to."""
+    set_user(provider, "u-lead", email="ana@example.org", groups=["gpu-team-nlp"])
+    web = browser(oidc_app)
+    sign_in(web, "u-lead")
+    web.refresh_csrf()
+    posted = web.form("/tokens", {"name": "ci", "days": "7"}, follow_redirects=False)
+    assert posted.status_code == 303
+    assert posted.headers["location"] == "/tokens"
+    assert "gpp_" not in posted.text
+    # The session cookie is signed, not encrypted: what it carries until the next page is
+    # the encrypted secret, never the token itself.
+    payload = str(web.cookies.get("portal_session")).split(".")[0]
+    carried = base64.b64decode(payload + "=" * (-len(payload) % 4)).decode()
+    assert "reveal:api-token" in carried
+    assert "gpp_" not in carried
+    shown = web.get("/tokens")
+    raw = re.search(r'<pre id="new-token"><code>(gpp_[^<]+)</code>', shown.text)
+    assert raw is not None
+    assert shown.headers["cache-control"] == "no-store"
+    again = web.get("/tokens")
+    assert raw.group(1) not in again.text
+    with oidc_app.state.session_factory() as session:
+        assert len(session.scalars(select(ApiToken)).all()) == 1
