@@ -98,9 +98,9 @@ def parse_quota(data: Mapping[str, Any], *, pool: Org) -> QuotaValues:
     limit = hundredths("gpu_limit", "the GPU limit")
     weight = hundredths("over_quota_weight", "the over-quota weight", default="1")
     if quota is not None and limit is not None and quota > limit:
-        errors["gpu_quota"] = (
-            f"the guarantee ({format_hundredths(quota)} GPU) cannot exceed the limit "
-            f"({format_hundredths(limit)} GPU): lower the guarantee or raise the limit"
+        errors["gpu_limit"] = (
+            f"the limit ({format_hundredths(limit)} GPU) cannot be below the guarantee "
+            f"({format_hundredths(quota)} GPU): raise the limit or lower the guarantee"
         )
     if limit is not None and limit > pool.gpus_centi:
         errors["gpu_limit"] = (

@@ -56,7 +56,7 @@ def test_good_team_names(name: str) -> None:
         ({"gpu_quota": True}, "gpu_quota", "must be a number such as 0.33, not 'true'"),
         ({"priority": "\u0661\u0660\u0660"}, "priority", "whole number from 1 to 1000"),
         ({"priority": True}, "priority", "whole number from 1 to 1000"),
-        ({"gpu_quota": "0.8", "gpu_limit": "0.5"}, "gpu_quota", "cannot exceed the limit"),
+        ({"gpu_quota": "0.8", "gpu_limit": "0.5"}, "gpu_limit", "cannot be below the guarantee"),
         ({"gpu_limit": "2"}, "gpu_limit", "cannot exceed the pool of 1 GPU: enter 1 or less"),
         ({"gpu_limit": "1e3"}, "gpu_limit", "must be a number such as 0.33, not '1e3'"),
         ({"cpu_quota": "1000000.01"}, "cpu_quota", "can be at most 1000000"),

@@ -217,7 +217,7 @@ def test_quota_change_and_decommission_from_the_team_page(
     assert 'value="0.33"' in form
     bad = lead.form(f"/teams/{NLP}/quota", {"gpu_quota": "2", "gpu_limit": "1"})
     assert bad.status_code == 422
-    assert "cannot exceed the limit" in bad.text
+    assert "cannot be below the guarantee" in bad.text
     sent = lead.form(f"/teams/{NLP}/quota", {"gpu_quota": "0.3", "gpu_limit": "0.9"})
     assert "Quota change sent to the admins." in toasts(sent.text)
     assert "quota change" in admin.get("/admin/requests").text
@@ -502,3 +502,26 @@ def test_a_new_team_has_no_history_yet(lead: Client) -> None:
     page = lead.get(f"/teams/{NLP}").text
     assert 'data-history="empty"' in page
     assert "No data yet" in page
+
+
+def test_the_request_form_opens_on_a_request_that_fits(lead: Client) -> None:
+    """The example pool has 0.01 GPU left: the form offers that, not an over-the-pool 0.33."""
+    page = lead.get("/teams/new").text
+    assert 'name="gpu_quota"' in page
+    assert re.search(r'name="gpu_quota"[^>]*value="0.01"', page)
+    assert 'data-fit="yes"' in page
+    assert "Over the pool" not in page
+
+
+def test_the_request_form_gives_no_verdict_on_an_invalid_guarantee(lead: Client) -> None:
+    htmx = {"HX-Request": "true", "X-CSRF-Token": lead.csrf}
+    typed = {"name": "fresh", "gpu_quota": "0.0x", "gpu_limit": "1"}
+    answer = lead.post("/teams/new/validate", data=typed, headers=htmx).text
+    assert 'data-fit="unknown"' in answer
+    assert "Fits" not in answer
+    below = {"name": "fresh", "gpu_quota": "0.01", "gpu_limit": "0"}
+    answer = lead.post("/teams/new/validate", data=below, headers=htmx).text
+    limit_error = answer.split('id="err-gpu_limit"')[1].split("</small>")[0]
+    assert "the limit (0 GPU) cannot be below the guarantee (0.01 GPU)" in limit_error
+    quota_error = answer.split('id="err-gpu_quota"')[1].split("</small>")[0]
+    assert "below" not in quota_error

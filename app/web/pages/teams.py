@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse,
 from sqlalchemy.orm import Session
 
 from app.core.errors import InvalidInput
-from app.core.quantities import parse_hundredths
+from app.core.quantities import format_hundredths, parse_hundredths
 from app.provisioning.service import download_kubeconfig
 from app.teams import members, service
 from app.teams import repository as repo
@@ -75,10 +75,10 @@ def _new_form(
 ) -> Response:
     org = repo.get_org(session)
     try:
-        requested = parse_hundredths(values.get("gpu_quota") or "0", what="guarantee")
+        requested: int | None = parse_hundredths(values.get("gpu_quota") or "0", what="guarantee")
     except ValueError:
-        requested = 0
-    preview = service.preview(session, requested_centi=requested)
+        requested = None  # no verdict on the pool until the guarantee is a number
+    preview = service.preview(session, requested_centi=requested or 0)
     return render(
         request,
         "teams/new.html",
@@ -88,6 +88,7 @@ def _new_form(
             "values": values,
             "errors": errors,
             "preview": preview,
+            "guarantee_valid": requested is not None and "gpu_quota" not in errors,
         },
         partial="teams/partials/new_feedback.html",
         status_code=status_code,
@@ -96,7 +97,14 @@ def _new_form(
 
 @router.get("/teams/new", response_class=HTMLResponse)
 def new_request(request: Request, session: SessionDep, principal: CurrentPrincipal) -> Response:
-    defaults = {"gpu_quota": "0.33", "gpu_limit": "1", "over_quota_weight": "1", "priority": "100"}
+    # The design source's 0.33, or what is still free: the form opens on a request that fits.
+    free = service.preview(session, requested_centi=0).free_centi
+    defaults = {
+        "gpu_quota": format_hundredths(min(33, free)),
+        "gpu_limit": "1",
+        "over_quota_weight": "1",
+        "priority": "100",
+    }
     return _new_form(request, session, principal, defaults, {})
 
 
