@@ -525,3 +525,15 @@ def test_the_request_form_gives_no_verdict_on_an_invalid_guarantee(lead: Client)
     assert "the limit (0 GPU) cannot be below the guarantee (0.01 GPU)" in limit_error
     quota_error = answer.split('id="err-gpu_quota"')[1].split("</small>")[0]
     assert "below" not in quota_error
+
+
+def test_each_status_poll_updates_the_header_too(lead: Client) -> None:
+    """During a retry the header said provisioning while the card said failed."""
+    polled = lead.get(f"/teams/{NLP}/status", headers={"HX-Request": "true"}).text
+    card = polled.split('id="status"')[1].split('id="team-pill"')[0]
+    pill = polled.split('id="team-pill" hx-swap-oob="true">')[1].split("</span>")[0]
+    states = [re.search(r'class="pill pill-(\w+)"', part) for part in (card, pill)]
+    assert all(states)
+    assert {m.group(1) for m in states if m} == {"ready"}
+    page = lead.get(f"/teams/{NLP}").text
+    assert '<span id="team-pill"><span class="pill pill-ready">' in page
