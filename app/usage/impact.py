@@ -87,7 +87,7 @@ def impact(
     if before is None:
         before = shares_for(rows, data, pool_centi=pool_centi, parent=parent)
     after = shares_for(after_rows, data, pool_centi=after_pool, parent=parent)
-    subjects = set((changes or {}).keys()) | {
+    subjects = set(changes) | {  # new teams, and existing teams whose quota changed
         row.id for row, old in zip(after_rows, rows, strict=False) if row != old
     }
     known = {row.id: row for row in rows}

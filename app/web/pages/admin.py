@@ -313,7 +313,11 @@ def inject_failure(
 
 @router.post("/simulate/usage")
 def pin_usage(
-    request: Request, principal: AdminPrincipal, backend: BackendDep, data: FormDep
+    request: Request,
+    principal: AdminPrincipal,
+    backend: BackendDep,
+    usage: UsageDep,
+    data: FormDep,
 ) -> Response:
     """Simulated backend only: hold a team's usage at chosen figures, to see the gauges."""
     pin = getattr(backend, "pin_usage", None)
@@ -331,7 +335,7 @@ def pin_usage(
         flash(request, "Usage not pinned: name the team.", "error")
         return redirect(request, "/admin")
     pin(team, allocated=allocated, requested=requested)
-    request.app.state.usage_cache.forget()
+    usage.forget()
     flash(request, f"{team} now shows {allocated:g} GPU in use and {requested:g} requested.")
     return redirect(request, "/admin")
 
