@@ -10,7 +10,7 @@ run: setup
 
 test: setup setup-test lint layers typecheck pytest
 
-setup: $(VENV)/.installed static/vendor/htmx.min.js
+setup: $(VENV)/.installed static/vendor/.fetched
 
 # Exactly the versions in requirements-dev.lock, checked against their hashes; then the
 # portal itself, editable. `make lock` updates the lock files after pyproject.toml changes
@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml requirements-dev.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
-static/vendor/htmx.min.js: scripts/fetch-assets.sh
+static/vendor/.fetched: scripts/fetch-assets.sh
 	scripts/fetch-assets.sh
 
 setup-test:

@@ -35,6 +35,7 @@ from app.web.deps import NotAuthenticated, csrf_protect
 from app.web.pages import admin as admin_pages
 from app.web.pages import audit as audit_pages
 from app.web.pages import auth as auth_pages
+from app.web.pages import docs as docs_pages
 from app.web.pages import teams as team_pages
 from app.web.pages import tokens as token_pages
 from app.web.templating import is_htmx, render
@@ -98,6 +99,7 @@ ROUTERS = tuple(
     module.router
     for module in (
         auth_pages,
+        docs_pages,
         token_pages,
         team_pages,
         admin_pages,
@@ -166,6 +168,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "KAI Scheduler. Unsafe methods need the session's CSRF token in `X-CSRF-Token`."
         ),
         lifespan=lifespan,
+        docs_url=None,  # served by app.web.pages.docs from the portal's own assets
+        redoc_url=None,
         dependencies=[Depends(csrf_protect)],
     )
     app.state.settings = settings

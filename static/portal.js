@@ -49,6 +49,34 @@
       });
     }
   });
+  // Times: the server writes UTC; show them in the viewer's time zone, UTC on hover.
+  var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+  var zone = (function () {
+    try {
+      var part = new Intl.DateTimeFormat(undefined, { timeZoneName: "short" })
+        .formatToParts(new Date()).filter(function (p) { return p.type === "timeZoneName"; })[0];
+      return part ? part.value : "";
+    } catch (e) { return ""; }
+  })();
+  var localise = function (root) {
+    if (!root || !root.querySelectorAll) { return; }
+    root.querySelectorAll("time[data-when]").forEach(function (el) {
+      var at = new Date(el.getAttribute("datetime"));
+      if (isNaN(at.getTime()) || el.hasAttribute("data-localised")) { return; }
+      var utc = el.getAttribute("title") || "";
+      var local = at.getFullYear() + "-" + pad(at.getMonth() + 1) + "-" + pad(at.getDate()) + " " +
+        pad(at.getHours()) + ":" + pad(at.getMinutes()) + ":" + pad(at.getSeconds()) + (zone ? " " + zone : "");
+      if (el.getAttribute("data-when") === "at") {
+        el.textContent = local;
+        el.setAttribute("title", utc);
+      } else {
+        el.setAttribute("title", local + " (" + utc + ")");
+      }
+      el.setAttribute("data-localised", "");
+    });
+  };
+  document.addEventListener("DOMContentLoaded", function () { localise(document); });
+  document.addEventListener("htmx:load", function (evt) { localise(evt.target); });
   // Toasts fade after a while.
   window.setTimeout(function () {
     document.querySelectorAll(".toast").forEach(function (t) { t.classList.add("toast-hide"); });

@@ -75,12 +75,15 @@ def get_teams(
     team_ids: Sequence[int] | None = None,
     statuses: Sequence[str] | None = None,
     with_steps: bool = False,
+    name_contains: str = "",
 ) -> list[Team]:
     query = select(Team).order_by(Team.name, Team.id)
     if team_ids is not None:
         query = query.where(Team.id.in_(team_ids))
     if statuses is not None:
         query = query.where(Team.status.in_(statuses))
+    if name_contains:
+        query = query.where(Team.name.contains(name_contains.lower(), autoescape=True))
     if with_steps:
         query = query.options(selectinload(Team.steps))
     return list(session.scalars(query))

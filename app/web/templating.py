@@ -41,6 +41,14 @@ def _stamp(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else ""
 
 
+def _iso(value: datetime | None) -> str:
+    """A UTC instant as the browser's Date parses it (the `when` macro's datetime)."""
+    if value is None:
+        return ""
+    aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return aware.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _num(value: float | None, digits: int = 2) -> str:
     if value is None:
         return "\u2013"  # an en dash: no value
@@ -51,6 +59,7 @@ def _num(value: float | None, digits: int = 2) -> str:
 templates.env.filters["gpu"] = format_hundredths
 templates.env.filters["ago"] = _ago
 templates.env.filters["stamp"] = _stamp
+templates.env.filters["iso"] = _iso
 templates.env.filters["num"] = _num
 
 

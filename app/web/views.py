@@ -3,6 +3,8 @@ no rule is decided here."""
 
 from __future__ import annotations
 
+import hashlib
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -155,6 +157,26 @@ class TeamDetail:
     def progress(self) -> int:
         done = sum(1 for s in self.steps if s.status in ("done", "removed"))
         return int(100 * done / len(self.steps)) if self.steps else 0
+
+    @property
+    def version(self) -> str:
+        """Changes whenever anything the team page shows about the team's state changes."""
+        t = self.team
+        state = (
+            t.status,
+            t.gpu_quota_centi,
+            t.gpu_limit_centi,
+            t.weight_centi,
+            t.priority,
+            t.cpu_quota_millicores,
+            t.memory_quota_mb,
+            t.last_error,
+            t.attempts,
+            tuple((r.id, r.status) for r in self.requests),
+            tuple((u.id, m.role) for u, m in self.members),
+            self.events[0].id if self.events else 0,
+        )
+        return hashlib.sha256(repr(state).encode()).hexdigest()[:16]
 
     @property
     def working(self) -> bool:

@@ -23,6 +23,8 @@ QUOTA = {"gpu_quota": "0.2", "gpu_limit": "1"}
 RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "GET /": (None, (303, 303, 303, 303, 303)),
     "GET /login": (None, (200, 200, 200, 200, 200)),
+    "GET /docs": (None, (200, 200, 200, 200, 200)),
+    "GET /redoc": (None, (200, 200, 200, 200, 200)),
     "POST /login/dev": ({}, (422, 422, 422, 422, 422)),
     "POST /logout": ({}, (303, 303, 303, 303, 303)),
     "GET /auth/start": (None, (403, 403, 403, 403, 403)),

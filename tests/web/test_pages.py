@@ -97,7 +97,8 @@ def test_team_page_shows_status_gauge_pod_spec_and_kubeconfig(lead: Client) -> N
     assert 'data-gauge="guaranteed">0.33<' in page
     assert 'data-gauge="limit">1<' in page
     assert re.search(r'data-gauge="allocated">[0-9.]+<', page), "usage is shown"
-    assert "hx-trigger" not in page.split('id="status"')[1].split(">")[0], "ready: no polling"
+    status_tag = page.split('id="status"')[1].split(">")[0]
+    assert 'hx-trigger="every 15s"' in status_tag, "ready: only a slow look for changes"
 
 
 def test_kubeconfig_download_is_audited(lead: Client, admin: Client) -> None:
@@ -163,6 +164,12 @@ def test_whole_loop_through_the_pages(app: FastAPI, admin: Client) -> None:
     page = lead.get(team_url).text
     assert "Waiting for an admin" in page
     assert "Download kubeconfig" not in page
+    version = re.search(r'data-version="([0-9a-f]+)"', page).group(1)  # type: ignore[union-attr]
+    assert 'hx-trigger="every 15s"' in page, "a waiting page still looks for the decision"
+    poll = {"HX-Request": "true", "X-Page-Version": version}
+    unchanged = lead.get(team_url + "/status", headers=poll)
+    assert "HX-Trigger" not in unchanged.headers
+    assert 'id="quota-card"' not in unchanged.text, "nothing else is sent while nothing changed"
 
     pending = admin.get("/admin/requests").text
     request_id = re.search(r"/admin/requests/(\d+)/approve", pending).group(1)  # type: ignore[union-attr]
@@ -170,12 +177,20 @@ def test_whole_loop_through_the_pages(app: FastAPI, admin: Client) -> None:
     approved = admin.form(f"/admin/requests/{request_id}/approve", {"mode": "as_asked"})
     assert "Approved speech as asked." in toasts(approved.text)
 
-    status = lead.get(team_url + "/status", headers={"HX-Request": "true"}).text
-    assert 'hx-trigger="every 2s"' in status, "polls while provisioning"
+    # The open page's next poll learns of the approval and replaces the dependent panels.
+    status = lead.get(team_url + "/status", headers=poll)
+    assert 'hx-trigger="every 2s"' in status.text, "polls quickly while provisioning"
+    assert status.headers["HX-Trigger"] == "team-changed"
+    assert '<section class="card" id="quota-card" hx-swap-oob="true">' in status.text
+    assert '<section class="card" id="team-requests" hx-swap-oob="true">' in status.text
     app.state.reconciler.run_once()
-    done = lead.get(team_url + "/status", headers={"HX-Request": "true", "X-Was-Working": "true"})
-    assert "hx-trigger" not in done.text, "stops polling once ready"
-    assert done.headers["HX-Refresh"] == "true"
+    version = re.search(r'data-version="([0-9a-f]+)"', status.text).group(1)  # type: ignore[union-attr]
+    done = lead.get(team_url + "/status", headers={**poll, "X-Page-Version": version})
+    assert 'hx-trigger="every 15s"' in done.text, "slows down once ready"
+    assert done.headers["HX-Trigger"] == "team-changed"
+    assert 'id="team-actions" hx-swap-oob="true"' in done.text
+    assert "Download kubeconfig" in done.text, "the download button appears without a reload"
+    assert "Use the cluster" in done.text
     assert lead.get(team_url + "/kubeconfig").status_code == 200
 
 
@@ -355,7 +370,7 @@ def test_share_panel_polls_until_the_numbers_stop_changing(
     found = re.search(r'hx-get="/teams/1/share\?last=(\w+)&amp;same=0"', first)
     assert found, first[:300]
     signature = found.group(1)
-    assert 'hx-trigger="every 10s"' in first
+    assert 'hx-trigger="every 10s, team-changed from:body"' in first
     still = lead.get(f"/teams/{NLP}/share?last={signature}&same=4").text
     assert f"last={signature}&amp;same=5" in still
     stopped = lead.get(f"/teams/{NLP}/share?last={signature}&same=5").text
@@ -363,7 +378,7 @@ def test_share_panel_polls_until_the_numbers_stop_changing(
     assert "Paused: no change for a minute" in stopped
     fix_usage(app, monkeypatch, {**FIXED, "team-nlp": (0.9, 1.0)})
     moved = lead.get(f"/teams/{NLP}/share?last={signature}&same=5").text
-    assert 'hx-trigger="every 10s"' in moved
+    assert 'hx-trigger="every 10s, team-changed from:body"' in moved
 
 
 def test_admin_filters_borrowing_and_waiting_teams(

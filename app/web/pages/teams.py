@@ -53,14 +53,24 @@ def home(principal: MaybePrincipal) -> Response:
 
 @router.get("/teams", response_class=HTMLResponse)
 def my_teams(
-    request: Request, session: SessionDep, principal: CurrentPrincipal, usage: UsageDep
+    request: Request,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    usage: UsageDep,
+    q: str = "",
 ) -> Response:
-    teams = repo.get_teams(session, team_ids=principal.visible_team_ids)
+    teams = repo.get_teams(session, team_ids=principal.visible_team_ids, name_contains=q.strip())
     org = repo.get_org(session)
     return render(
         request,
         "teams/list.html",
-        {"principal": principal, "cards": cards(session, teams, usage, org), "org": org},
+        {
+            "principal": principal,
+            "cards": cards(session, teams, usage, org),
+            "org": org,
+            "q": q.strip(),
+        },
+        partial="teams/partials/cards.html",
     )
 
 
@@ -205,11 +215,18 @@ def team_status(
     usage: UsageDep,
 ) -> Response:
     detail = team_detail(session, team, usage)
-    context: dict[str, Any] = {"principal": principal, "d": detail, "step_labels": STEP_LABELS}
+    changed = request.headers.get("X-Page-Version", detail.version) != detail.version
+    context: dict[str, Any] = {
+        "principal": principal,
+        "d": detail,
+        "step_labels": STEP_LABELS,
+        "changed": changed,
+        "pods": example_pods(team, queue_label=request.app.state.settings.kai_queue_label),
+    }
     response = render(request, "teams/partials/status.html", context)
-    if not detail.working and request.headers.get("X-Was-Working") == "true":
-        # Provisioning just ended: reload once so the whole page shows the result.
-        response.headers["HX-Refresh"] = "true"
+    if changed:
+        # Whatever else listens (the live share gauge) refreshes now, not at its next poll.
+        response.headers["HX-Trigger"] = "team-changed"
     return response
 
 
