@@ -4,7 +4,6 @@ no rule is decided here."""
 from __future__ import annotations
 
 import hashlib
-
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,3 +48,53 @@ def browser() -> Iterator[object]:
         instance = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield instance
         instance.close()
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("PORTAL_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpu-portal"
+    )
+    return Path(root)
+
+
+AXE_VERSION = "4.14.1"  # the version scripts/fetch-assets.sh installs
+
+
+def axe_source() -> str:
+    """axe-core from npm (scripts/fetch-assets.sh puts it in the cache, never in git)."""
+    path = _cache_dir() / "npm" / f"axe-core-{AXE_VERSION}" / "node_modules/axe-core/axe.min.js"
+    if not path.exists():
+        pytest.fail(f"axe-core is not in the cache ({path.name}): run `make setup`")
+    return path.read_text()
+
+
+def axe_violations(page: Any, *, impacts: tuple[str, ...] = ("critical", "serious")) -> list[str]:
+    """Run axe-core in the page; the violations of the given impacts, one line per node.
+
+    Evaluated through the browser's debugging protocol, so the page's CSP (which refuses
+    any script the portal does not serve) does not apply to the checker itself.
+    """
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.evaluate(axe_source())
+    found = page.evaluate(
+        """async () => {
+          const r = await window.axe.run(document, {resultTypes: ['violations']});
+          return r.violations.flatMap(v => v.nodes.map(n =>
+            [v.impact, v.id + ' ' + n.target.join(' ') + ': ' + (n.failureSummary || '')]));
+        }"""
+    )
+    return [text for impact, text in found if impact in impacts]
+
+
+def sign_in(browser: Any, portal: str, email: str, *, admin: bool = False, **context: Any) -> Any:
+    """A new browser context signed in through the development sign-in form."""
+    page = browser.new_context(**context).new_page()
+    page.set_default_timeout(15_000)
+    page.goto(portal + "/login")
+    page.fill("#f-email", email)
+    page.fill("#f-name", email.split("@")[0].replace("-", " ").title())
+    if admin:
+        page.check("input[type=radio][name=role][value=admin]")
+    page.click("button:has-text('Sign in')")
+    page.wait_for_url(lambda url: "/login" not in url)
+    return page
