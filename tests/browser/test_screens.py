@@ -136,7 +136,8 @@ def test_api_reference_is_served_by_the_portal_under_its_csp(portal: str, browse
     assert axe_violations(page) == []
 
     scripts = [u for u in requested if u.endswith(".js")]
-    assert scripts and all(u.startswith(portal + "/static/") for u in scripts), scripts
+    assert scripts
+    assert all(u.startswith(portal + "/static/") for u in scripts), scripts
     assert blocked == [], blocked
 
 
@@ -147,7 +148,8 @@ def test_times_are_shown_in_the_viewers_time_zone_with_utc_on_hover(
     admin.goto(portal + "/audit")
     first = admin.locator("table time").first
     utc_text = first.get_attribute("title")
-    assert utc_text and utc_text.endswith(" UTC")
+    assert utc_text
+    assert utc_text.endswith(" UTC")
     at = datetime.strptime(utc_text, "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=UTC)
     tokyo = (at + timedelta(hours=9)).strftime("%Y-%m-%d %H:%M:%S")
     shown = first.inner_text()
