@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTHON ?= python3
 
-.PHONY: run test setup setup-test lint typecheck layers pytest bench lock clean
+.PHONY: run test setup setup-test lint typecheck layers pytest bench lock clean screenshots
 
 run: setup
 	PORTAL_DEVELOPMENT=true $(BIN)/gpu-portal serve --seed --host 127.0.0.1 --port 8000
@@ -43,6 +43,9 @@ pytest:
 
 bench: setup setup-test
 	$(BIN)/python bench/portal_load.py
+
+screenshots: setup setup-test
+	$(BIN)/python bench/screenshots.py
 
 lock: $(VENV)/.installed
 	$(BIN)/uv pip compile pyproject.toml --python-version 3.11 --generate-hashes $(UPGRADE) --quiet -o requirements.lock

@@ -1,0 +1,91 @@
+"""Refresh the README's screenshots from a seeded portal in headless Chromium.
+
+    .venv/bin/python bench/screenshots.py      (or: make screenshots)
+
+Writes docs/screenshots/*.png: the team page (desktop and a 390 px phone), the admin's
+pool overview with one team borrowing, a request under review, and the team page in dark
+mode. Prints each file with its size.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, seeded_portal, sign_in  # noqa: E402
+
+OUT = ROOT / "docs" / "screenshots"
+DESKTOP = {"width": 1280, "height": 860}
+PHONE = {"width": 390, "height": 844}
+
+
+def _ready(page: Any, portal: str) -> None:
+    deadline = time.monotonic() + 60
+    while any(t["status"] != "ready" for t in page.request.get(portal + "/api/v1/teams").json()):
+        if time.monotonic() > deadline:
+            raise SystemExit("the example teams never became ready")
+        time.sleep(0.3)
+
+
+def _shoot(page: Any, name: str, *, full: bool = False) -> None:
+    path = OUT / name
+    page.wait_for_load_state("networkidle")
+    page.evaluate("document.querySelectorAll('.toast').forEach(t => t.remove())")
+    page.screenshot(path=str(path), full_page=full)
+    print(f"{path.relative_to(ROOT)}  {path.stat().st_size // 1024} KiB")
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        seeded_portal(
+            Path(folder), PORTAL_SIMULATED_STEP_SECONDS="0.2", PORTAL_WORKER_INTERVAL_SECONDS="0.3"
+        ) as portal,
+        sync_playwright() as p,
+    ):
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        admin = sign_in(browser, portal, "admin@example.org", admin=True, viewport=DESKTOP)
+        _ready(admin, portal)
+        for team, allocated, requested in (("nlp", "0.6", "0.8"), ("vision", "0.1", "0.1")):
+            admin.goto(portal + "/admin")
+            admin.click("summary:has-text('Pin a team')")
+            admin.fill("#u-team", team)
+            admin.fill("#u-allocated", allocated)
+            admin.fill("#u-requested", requested)
+            admin.click("button:has-text('Pin')")
+            admin.locator(".toast", has_text=f"{team} now shows").wait_for()
+        admin.goto(portal + "/admin")
+        _shoot(admin, "admin-overview.png")
+
+        lead = sign_in(browser, portal, "lead-recommender@example.org", viewport=DESKTOP)
+        lead.goto(portal + "/teams/3/quota")
+        lead.fill("#f-gpu_quota", "0.4")
+        lead.fill("#f-purpose", "Nightly retraining needs a second GPU slice")
+        lead.click("button:has-text('Send change request')")
+        admin.goto(portal + "/admin/requests")
+        _shoot(admin, "admin-review.png")
+
+        lead.goto(portal + "/teams/3")
+        _shoot(lead, "team-page.png")
+        phone = sign_in(browser, portal, "lead-nlp@example.org", viewport=PHONE)
+        phone.goto(portal + "/teams/1")
+        _shoot(phone, "team-page-phone.png")
+        dark = sign_in(
+            browser, portal, "lead-nlp@example.org", viewport=DESKTOP, color_scheme="dark"
+        )
+        dark.goto(portal + "/teams/1")
+        _shoot(dark, "team-page-dark.png")
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()
