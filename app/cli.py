@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import logging.config
 import sys
 import time
 
@@ -11,6 +12,7 @@ from alembic import command
 from alembic.config import Config
 from pydantic import ValidationError
 
+from app.core import logs
 from app.core.config import PROJECT_ROOT, Settings, describe_error, get_settings
 from app.core.db import make_engine, make_session_factory, ping, unit_of_work
 
@@ -80,6 +82,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(
             "\n".join(f"gpu-portal: refusing to start: {line}" for line in describe_error(exc))
         )
+    log_config = logs.dict_config(settings.log_format)
+    logging.config.dictConfig(log_config)
+    logs.install()
     if args.command == "migrate":
         migrate(settings, args.revision)
     elif args.command == "seed":
@@ -98,7 +103,10 @@ def main(argv: list[str] | None = None) -> None:
             port=args.port,
             workers=args.workers,
             proxy_headers=True,
-            log_level="info",
+            log_config=log_config,
+            # SIGTERM: stop accepting, finish open requests (at most this long), then the
+            # app's shutdown hands the worker's leases back (see app.main's lifespan).
+            timeout_graceful_shutdown=20,
         )
 
 

@@ -5,25 +5,30 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy.engine import Engine
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.adapters.factory import make_backend
 from app.adapters.oidc import OidcClient
 from app.adapters.prometheus import PrometheusSource
-from app.core import logs
+from app.core import logs, metrics
 from app.core.config import PROJECT_ROOT, Settings, get_settings
-from app.core.db import Effect, make_engine, make_session_factory
+from app.core.db import Effect, make_engine, make_session_factory, migrations_behind, ping
 from app.core.errors import DomainError, InvalidInput
+from app.core.models import TeamStatus
 from app.provisioning.reconciler import Reconciler, Worker
+from app.teams import repository as teams_repo
 from app.usage.history import Collector, CollectorThread, RecentHistory
 from app.usage.service import UsageCache
+from app.web import observability
 from app.web.api import audit as audit_api
 from app.web.api import me as me_api
 from app.web.api import pool as pool_api
@@ -98,6 +103,7 @@ class SecurityHeaders:
 ROUTERS = tuple(
     module.router
     for module in (
+        observability,
         auth_pages,
         docs_pages,
         token_pages,
@@ -113,6 +119,38 @@ ROUTERS = tuple(
         tokens_api,
     )
 )
+
+
+def readiness_checks(
+    settings: Settings, engine: Engine, worker: Worker, collector: CollectorThread
+) -> observability.Readiness:
+    """What /readyz asks: each check answers None when fine, else what is wrong."""
+    at_head: list[bool] = []
+
+    def database() -> str | None:
+        try:
+            ping(engine)
+        except Exception as exc:
+            return f"unreachable: {type(exc).__name__}"
+        return None
+
+    def migrations() -> str | None:
+        if at_head:  # once at the head, a running process stays there
+            return None
+        try:
+            behind = migrations_behind(engine, str(PROJECT_ROOT / "migrations"))
+        except Exception as exc:
+            return f"cannot be read: {type(exc).__name__}"
+        if behind is None:
+            at_head.append(True)
+        return behind
+
+    checks: dict[str, Any] = {"database": database, "migrations": migrations}
+    if settings.worker_enabled:
+        checks["provisioning_worker"] = lambda: None if worker.alive() else "not running"
+    if settings.usage_collector_enabled:
+        checks["usage_collector"] = lambda: None if collector.alive() else "not running"
+    return observability.Readiness(checks=checks)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -145,19 +183,41 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             interval=settings.usage_sample_seconds,
         )
         collector = CollectorThread(app.state.collector)
+        app.state.collector_thread = collector
         app.state.recent_history = RecentHistory(ttl=min(30.0, settings.usage_sample_seconds))
         app.state.oidc = OidcClient(settings) if settings.oidc_enabled else None
         app.state.reconciler = Reconciler(app.state.session_factory, app.state.backend, settings)
         worker = Worker(app.state.reconciler, interval=settings.worker_interval_seconds)
+        app.state.worker = worker
         if settings.worker_enabled:
             worker.start()
         if settings.usage_collector_enabled:
             collector.start()
+
+        def count_teams() -> dict[str, int]:
+            with app.state.session_factory() as session:
+                return teams_repo.count_by_status(session)
+
+        app.state.metrics_registry = metrics.app_registry(
+            metrics.TeamsByStatus(count_teams, [s.value for s in TeamStatus])
+        )
+        metrics_server = None
+        if settings.metrics_port:
+            from prometheus_client import start_http_server
+
+            metrics_server, _ = start_http_server(
+                settings.metrics_port, registry=app.state.metrics_registry
+            )
+        app.state.readiness = readiness_checks(settings, engine, worker, collector)
         try:
             yield
         finally:
+            # Not ready any more; the worker finishes its team and hands its leases back.
+            app.state.readiness.stopping = True
             collector.stop()
             worker.stop()
+            if metrics_server is not None:
+                metrics_server.shutdown()
             engine.dispose()
 
     app = FastAPI(
@@ -182,6 +242,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         https_only=not settings.development,
     )
     app.add_middleware(SecurityHeaders, headers=security_headers(settings))
+    app.add_middleware(observability.RequestContext)  # outermost: ids, metrics, access log
     app.mount("/static", StaticFiles(directory=str(PROJECT_ROOT / "static")), name="static")
     for router in ROUTERS:
         app.include_router(router)

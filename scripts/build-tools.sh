@@ -36,6 +36,17 @@ if [ ! -x "$CACHE/bin/prometheus-$PROMETHEUS_VERSION" ]; then
 fi
 ln -sf "prometheus-$PROMETHEUS_VERSION" "$CACHE/bin/prometheus"
 
+# helm, for the portal's own chart (lint, template, server-side dry-run install).
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+if [ ! -x "$CACHE/bin/helm-$HELM_VERSION" ]; then
+  echo "building helm $HELM_VERSION (once; cached in $CACHE/bin)"
+  GOBIN="$CACHE/bin/.helm-build" go install -ldflags "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  mv "$CACHE/bin/.helm-build/helm" "$CACHE/bin/helm-$HELM_VERSION"
+  rmdir "$CACHE/bin/.helm-build"
+fi
+ln -sf "helm-$HELM_VERSION" "$CACHE/bin/helm"
+
 # KAI Scheduler's Queue CRD at a pinned version, from its Go module, when the module proxy
 # serves it; the tests fall back to building the same schema from KAI's types otherwise.
 KAI_VERSION="${KAI_VERSION:-v0.17.0}"

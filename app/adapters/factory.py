@@ -17,7 +17,10 @@ class Cluster(ClusterBackend, UsageReader, Protocol):
 
 def make_backend(settings: Settings) -> Cluster:
     if settings.cluster_backend == ClusterBackendKind.SIMULATED:
-        return SimulatedBackend(step_seconds=settings.simulated_step_seconds)
+        return SimulatedBackend(
+            step_seconds=settings.simulated_step_seconds,
+            call_seconds=settings.simulated_call_seconds,
+        )
     from app.adapters.k8s.backend import KubernetesBackend
 
     return KubernetesBackend(settings)

@@ -44,8 +44,9 @@ class SimulatedBackend:
     kind = "simulated"
     simulated = True
 
-    def __init__(self, *, step_seconds: float = 1.5) -> None:
+    def __init__(self, *, step_seconds: float = 1.5, call_seconds: float = 0.0) -> None:
         self.step_seconds = step_seconds
+        self.call_seconds = call_seconds
         self._objects: dict[tuple[Step, str], _Object] = {}
         self._faults: list[_Fault] = []
         self._pinned: dict[str, tuple[float, float]] = {}
@@ -86,7 +87,12 @@ class SimulatedBackend:
     def end_pass(self) -> None:
         """Nothing was read ahead of the pass."""
 
+    def _slow_call(self) -> None:
+        if self.call_seconds:
+            time.sleep(self.call_seconds)
+
     def observe(self, step: Step, spec: TeamSpec) -> Observation:
+        self._slow_call()
         with self._lock:
             self.calls += 1
             if step == Step.KUBECONFIG:
@@ -106,6 +112,7 @@ class SimulatedBackend:
             return Observation(DONE, f"{_describe(step, spec)} is ready (simulated)")
 
     def apply(self, step: Step, spec: TeamSpec) -> Observation:
+        self._slow_call()
         with self._lock:
             self.calls += 1
             self._maybe_fail(step, spec.team)
@@ -120,6 +127,7 @@ class SimulatedBackend:
         return self.observe(step, spec)
 
     def remove(self, step: Step, spec: TeamSpec) -> Observation:
+        self._slow_call()
         with self._lock:
             self.calls += 1
             self._maybe_fail(step, spec.team)

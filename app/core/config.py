@@ -6,6 +6,7 @@ import re
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -81,6 +82,13 @@ class Settings(BaseSettings):
         le=3600,
         description="Simulated backend: seconds each provisioning step takes.",
     )
+    simulated_call_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        le=600,
+        description="Simulated backend: seconds each cluster call blocks (a slow API "
+        "server or helm install), to see leases held during a pass.",
+    )
     worker_enabled: bool = Field(default=True, description="Run the provisioning worker.")
     worker_interval_seconds: float = Field(
         default=2.0,
@@ -126,6 +134,24 @@ class Settings(BaseSettings):
         default=None,
         description="Read kai_queue_allocated_gpus and kai_queue_fair_share_gpu from this "
         "Prometheus instead of computing them.",
+    )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token that /metrics requires on the portal's port. Without it "
+        "(and without PORTAL_METRICS_PORT) /metrics answers only in development.",
+    )
+    metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Serve /metrics on this separate port instead (reachable only where "
+        "the network allows, e.g. by Prometheus in the cluster); the main port then has "
+        "no /metrics.",
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="text: one readable line per record; json: one JSON object per line "
+        "with the request id, for log collectors.",
     )
     retry_base_seconds: float = Field(
         default=2.0, ge=0, le=3600, description="First retry delay after a failure."

@@ -116,3 +116,16 @@ def ping(engine: Engine) -> None:
     """One round trip to the database; raises when it cannot be reached."""
     with engine.connect() as conn:
         conn.execute(text("SELECT 1"))
+
+
+def migrations_behind(engine: Engine, script_location: str) -> str | None:
+    """None when the database is at the newest migration; otherwise what differs."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    head = set(ScriptDirectory(script_location).get_heads())
+    with engine.connect() as conn:
+        current = set(MigrationContext.configure(conn).get_current_heads())
+    if current == head:
+        return None
+    return f"database at {sorted(current) or 'no migration'}, code expects {sorted(head)}"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
+import json
 import logging
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 _SECRET_PARAMS = re.compile(
@@ -50,3 +53,61 @@ def install() -> None:
 
     logging.setLogRecordFactory(redacting_factory)
     _installed = True
+
+
+# --- request ids and the log format ---------------------------------------------------
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, request id, exception."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        request_id = REQUEST_ID.get()
+        if request_id:
+            entry["request_id"] = request_id
+        if record.exc_info:
+            entry["exception"] = redact(self.formatException(record.exc_info))
+        return json.dumps(entry, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        request_id = REQUEST_ID.get()
+        return f"{line} [request {request_id}]" if request_id else line
+
+
+def dict_config(log_format: str = "text", level: str = "INFO") -> dict[str, Any]:
+    """A logging.config.dictConfig for the process (uvicorn applies it in every worker):
+    the root logger and uvicorn's loggers write through one handler in the chosen format."""
+    formatter = (
+        "app.core.logs.JsonFormatter" if log_format == "json" else "app.core.logs.TextFormatter"
+    )
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"portal": {"()": formatter}},
+        "handlers": {
+            "stderr": {
+                "class": "logging.StreamHandler",
+                "formatter": "portal",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "root": {"handlers": ["stderr"], "level": level},
+        "loggers": {
+            name: {"handlers": [], "propagate": True, "level": level}
+            for name in ("uvicorn", "uvicorn.error", "uvicorn.access")
+        },
+    }

@@ -13,12 +13,14 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from datetime import timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit import service as audit
+from app.core import metrics
 from app.core.config import Settings
 from app.core.db import Effect, request_effect, unit_of_work
 from app.core.models import (
@@ -70,6 +72,8 @@ class Reconciler:
         self.settings = settings
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.wake = threading.Event()
+        # Set at shutdown: finish the team in hand, take no other, give every lease back.
+        self.stopping = threading.Event()
         self.timing = Timing(
             retry_base_seconds=settings.retry_base_seconds,
             retry_max_seconds=settings.retry_max_seconds,
@@ -91,8 +95,9 @@ class Reconciler:
         """One pass over every due team; returns how many were reconciled."""
         handled = 0
         seen: set[int] = set()
+        started = time.perf_counter()
         try:
-            while True:
+            while not self.stopping.is_set():
                 # Each team at most once per pass, however soon it is due again.
                 team_ids = self.claim(exclude=frozenset(seen))
                 if not team_ids:
@@ -103,16 +108,27 @@ class Reconciler:
                     with contextlib.suppress(BackendError):
                         self.backend.begin_pass()
                 for team_id in team_ids:
+                    if self.stopping.is_set():
+                        break  # the rest stay claimed until release_all hands them back
                     try:
                         self.reconcile(team_id)
                     except Exception:
                         log.exception("reconciling team %s failed unexpectedly", team_id)
                         self._release(team_id)
-                handled += len(team_ids)
+                    handled += 1
         finally:
             if handled:
                 self.backend.end_pass()
+                metrics.RECONCILE_PASS.observe(time.perf_counter() - started)
         return handled
+
+    def release_all(self) -> int:
+        """Give back every lease this worker holds, so another replica resumes at once."""
+        with unit_of_work(self.session_factory) as session:
+            released = repo.release_owned(session, owner=self.owner)
+        if released:
+            metrics.LEASES_RELEASED.inc(released)
+        return released
 
     def _release(self, team_id: int) -> None:
         with unit_of_work(self.session_factory) as session:
@@ -157,6 +173,8 @@ class Reconciler:
         except Exception as exc:  # a bug or an unexpected client error: shown, retried
             log.exception("backend call failed for team %s", spec.team)
             error = f"{type(exc).__name__}: {exc}"
+        if error is not None:
+            metrics.BACKEND_ERRORS.labels(failed_step.value if failed_step else "none").inc()
         self._record(
             team_id,
             PassResult(status, generation, attempts, results, failed_step, error, repaired),
@@ -178,6 +196,8 @@ class Reconciler:
             rows = {row.step: row for row in teams.get_steps(session, team.id)}
             verdict = decide(result, _now(team, rows), self.timing)
             _write(session, team, rows, verdict)
+            if result.error is not None and team.next_attempt_at is not None:
+                metrics.RETRIES.inc()
 
 
 def _now(team: Team, rows: dict[Step, ProvisioningStep]) -> TeamNow:
@@ -264,10 +284,25 @@ class Worker:
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Finish the team in hand (its cluster calls are bounded by their timeouts), take
+        no other, then hand every lease back: another replica resumes at once instead of
+        after the leases expire."""
         self._stop.set()
+        self.reconciler.stopping.set()
         self.reconciler.wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("the provisioning worker is still busy after %.0f s", timeout)
+        try:
+            released = self.reconciler.release_all()
+        except Exception:
+            log.exception("could not hand the leases back; they expire on their own")
+        else:
+            log.info("provisioning worker stopped; handed back %d lease(s)", released)
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -63,3 +63,14 @@ def release(session: Session, *, team_id: int, owner: str) -> None:
         .where(Team.id == team_id, Team.lease_owner == owner)
         .values(lease_owner=None, lease_until=None)
     )
+
+
+def release_owned(session: Session, *, owner: str) -> int:
+    """Give back every lease ``owner`` holds (at shutdown); how many there were."""
+    result = session.execute(
+        update(Team)
+        .where(Team.lease_owner == owner)
+        .values(lease_owner=None, lease_until=None)
+        .execution_options(synchronize_session=False)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)

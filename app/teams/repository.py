@@ -216,3 +216,8 @@ def get_team_rows(
     if name_contains:
         query = query.where(Team.name.contains(name_contains.lower(), autoescape=True))
     return [TeamRow(*row) for row in session.execute(query).all()]
+
+
+def count_by_status(session: Session) -> dict[str, int]:
+    rows = session.execute(select(Team.status, func.count()).group_by(Team.status)).all()
+    return {str(status): int(count) for status, count in rows}

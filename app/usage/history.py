@@ -139,6 +139,9 @@ class CollectorThread:
         self._thread = threading.Thread(target=self._run, name="usage-collector", daemon=True)
         self._thread.start()
 
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
         if self._thread is not None:

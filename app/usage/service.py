@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from app.core import metrics
 from app.core.models import Team
 from app.usage.fairshare import UNLIMITED, QueueInput, fair_shares
 from app.usage.sources import KaiMetricsSource, MetricsError, QueueUsage, UsageReader
@@ -135,6 +136,9 @@ class UsageCache:
                 self._queues = frozenset(names)
                 self._at = time.monotonic()
                 self.reads += 1
+                metrics.CLUSTER_READS.labels("miss").inc()
+            else:
+                metrics.CLUSTER_READS.labels("hit").inc()
             return {name: self._data[name] for name in wanted if name in self._data}
 
     def _read_prometheus(self, names: list[str]) -> None:

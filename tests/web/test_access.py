@@ -25,6 +25,10 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "GET /login": (None, (200, 200, 200, 200, 200)),
     "GET /docs": (None, (200, 200, 200, 200, 200)),
     "GET /redoc": (None, (200, 200, 200, 200, 200)),
+    # Operations: probes open; metrics open only in development (these tests run there).
+    "GET /healthz": (None, (200, 200, 200, 200, 200)),
+    "GET /readyz": (None, (200, 200, 200, 200, 200)),
+    "GET /metrics": (None, (200, 200, 200, 200, 200)),
     "POST /login/dev": ({}, (422, 422, 422, 422, 422)),
     "POST /logout": ({}, (303, 303, 303, 303, 303)),
     "GET /auth/start": (None, (403, 403, 403, 403, 403)),

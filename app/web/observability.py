@@ -1,0 +1,113 @@
+"""Per request: an id (X-Request-ID accepted and returned, carried by every log record
+written while the request runs, uvicorn's access line included) and metrics; and the
+operational endpoints /healthz, /readyz and /metrics."""
+
+from __future__ import annotations
+
+import hmac
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.core import metrics
+from app.core.logs import REQUEST_ID
+
+router = APIRouter(include_in_schema=False)
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class RequestContext:
+    """Outermost middleware: every request gets an id and a metric sample."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
+        request_id = given if _SAFE_ID.match(given) else uuid.uuid4().hex
+        token = REQUEST_ID.set(request_id)
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (b"x-request-id", request_id.encode()),
+                ]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            method = scope.get("method", "")
+            metrics.HTTP_REQUESTS.labels(method, template, str(status)).inc()
+            metrics.HTTP_LATENCY.labels(method, template).observe(elapsed)
+            REQUEST_ID.reset(token)
+
+
+@dataclass
+class Readiness:
+    """What /readyz checks, filled in by the app's lifespan."""
+
+    checks: dict[str, Any] = field(default_factory=dict)
+    stopping: bool = False
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """The process answers. Nothing else is checked: a slow database must not restart it."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+def readyz(request: Request) -> JSONResponse:
+    """Ready for traffic: database reachable, migrations at head, background threads alive."""
+    readiness: Readiness = request.app.state.readiness
+    if readiness.stopping:
+        return JSONResponse({"status": "stopping"}, status_code=503)
+    results = {name: check() for name, check in readiness.checks.items()}
+    failed = {name: problem for name, problem in results.items() if problem}
+    body = {"status": "ready" if not failed else "not ready", "failed": failed}
+    return JSONResponse(body, status_code=200 if not failed else 503)
+
+
+@router.get("/metrics")
+def metrics_endpoint(request: Request) -> Response:
+    settings = request.app.state.settings
+    if settings.metrics_port:
+        return JSONResponse(
+            {"detail": f"metrics are served on port {settings.metrics_port}"}, status_code=404
+        )
+    if settings.metrics_token is not None:
+        expected = "Bearer " + settings.metrics_token.get_secret_value()
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), expected.encode()):
+            return JSONResponse(
+                {"detail": "send Authorization: Bearer <PORTAL_METRICS_TOKEN>"},
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="metrics"'},
+            )
+    elif not settings.development:
+        return JSONResponse(
+            {"detail": "metrics are off: set PORTAL_METRICS_TOKEN or PORTAL_METRICS_PORT"},
+            status_code=403,
+        )
+    body = metrics.render(request.app.state.metrics_registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
