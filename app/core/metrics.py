@@ -20,7 +20,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-disable_created_metrics()  # type: ignore[no-untyped-call] - no *_created series: they double the output for no use here
+# No *_created series: they double the output for no use here.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 PROCESS = CollectorRegistry(auto_describe=True)
 
 HTTP_REQUESTS = Counter(
