@@ -74,6 +74,7 @@ class Reconciler:
         self.wake = threading.Event()
         # Set at shutdown: finish the team in hand, take no other, give every lease back.
         self.stopping = threading.Event()
+        self.in_hand: int | None = None  # the team whose pass is running
         self.timing = Timing(
             retry_base_seconds=settings.retry_base_seconds,
             retry_max_seconds=settings.retry_max_seconds,
@@ -110,11 +111,14 @@ class Reconciler:
                 for team_id in team_ids:
                     if self.stopping.is_set():
                         break  # the rest stay claimed until release_all hands them back
+                    self.in_hand = team_id
                     try:
                         self.reconcile(team_id)
                     except Exception:
                         log.exception("reconciling team %s failed unexpectedly", team_id)
                         self._release(team_id)
+                    finally:
+                        self.in_hand = None
                     handled += 1
         finally:
             if handled:
@@ -123,9 +127,14 @@ class Reconciler:
         return handled
 
     def release_all(self) -> int:
-        """Give back every lease this worker holds, so another replica resumes at once."""
+        """Give back every lease this worker holds, so another replica resumes at once;
+        except the team whose pass is still running (its lease expires if we never finish
+        it): two workers must never work on one team at once."""
+        busy = self.in_hand
         with unit_of_work(self.session_factory) as session:
-            released = repo.release_owned(session, owner=self.owner)
+            released = repo.release_owned(
+                session, owner=self.owner, keep=() if busy is None else (busy,)
+            )
         if released:
             metrics.LEASES_RELEASED.inc(released)
         return released

@@ -65,12 +65,14 @@ def release(session: Session, *, team_id: int, owner: str) -> None:
     )
 
 
-def release_owned(session: Session, *, owner: str) -> int:
-    """Give back every lease ``owner`` holds (at shutdown); how many there were."""
+def release_owned(session: Session, *, owner: str, keep: Collection[int] = ()) -> int:
+    """Give back every lease ``owner`` holds but those of ``keep``; how many there were."""
+    query = update(Team).where(Team.lease_owner == owner)
+    if keep:
+        query = query.where(Team.id.not_in(keep))
     result = session.execute(
-        update(Team)
-        .where(Team.lease_owner == owner)
-        .values(lease_owner=None, lease_until=None)
-        .execution_options(synchronize_session=False)
+        query.values(lease_owner=None, lease_until=None).execution_options(
+            synchronize_session=False
+        )
     )
     return int(getattr(result, "rowcount", 0) or 0)
