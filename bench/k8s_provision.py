@@ -32,7 +32,7 @@ from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa:
 from app.core.models import Org, Team, TeamStatus, User, utcnow  # noqa: E402
 from app.provisioning.reconciler import Reconciler  # noqa: E402
 from app.teams import service  # noqa: E402
-from tests.k8s.conftest import apply_manifests  # noqa: E402
+from tests.k8s.conftest import install_portal_chart  # noqa: E402
 from tests.k8s.control_plane import control_plane  # noqa: E402
 from tests.k8s.queue_crd import kai_queue_crd  # noqa: E402
 
@@ -48,7 +48,7 @@ def main() -> None:
     with control_plane() as plane:
         admin = config.new_client_from_config(str(plane.kubeconfig))
         client.ApiextensionsV1Api(admin).create_custom_resource_definition(kai_queue_crd())
-        apply_manifests(admin, ROOT / "deploy/rbac.yaml")
+        install_portal_chart(plane)
         time.sleep(1)
         token = (
             client.CoreV1Api(admin)

@@ -8,15 +8,15 @@ cd "$(dirname "$0")/.."
 CACHE="${PORTAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-portal}"
 mkdir -p "$CACHE/bin"
 
-build() {  # name, module folder, package folder within it
-  local name=$1 module=$2 package=$3 stamp
+build() {  # name, module folder, package folder within it, [go build -ldflags]
+  local name=$1 module=$2 package=$3 ldflags=${4:-} stamp
   if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/$name" ]; then
     return
   fi
-  stamp="$CACHE/bin/.$name-$(cat "$module/go.mod" "$module/go.sum" "$module/$package"/*.go | sha256sum | cut -c1-12)"
+  stamp="$CACHE/bin/.$name-$( (cat "$module/go.mod" "$module/go.sum" "$module/$package"/*.go; echo "$ldflags") | sha256sum | cut -c1-12)"
   if [ ! -x "$CACHE/bin/$name" ] || [ ! -f "$stamp" ]; then
     echo "building $name (once; cached in $CACHE/bin)"
-    (cd "$module" && go build -o "$CACHE/bin/$name" "./$package")
+    (cd "$module" && go build -ldflags "$ldflags" -o "$CACHE/bin/$name" "./$package")
     rm -f "$CACHE"/bin/."$name"-*
     touch "$stamp"
   fi
@@ -24,8 +24,13 @@ build() {  # name, module folder, package folder within it
 
 build composecheck tools/composecheck .
 build etcd tools/etcd .
-build kube-apiserver tools/kube kube-apiserver
-build kube-controller-manager tools/kube kube-controller-manager
+# The version the servers report (helm and the vcluster CLI check it), as upstream's
+# release build stamps it: the k8s.io/kubernetes version the module pins.
+KUBE_VERSION="$(awk '$1 == "k8s.io/kubernetes" {print $2}' tools/kube/go.mod)"
+KUBE_MINOR="$(echo "$KUBE_VERSION" | cut -d. -f2)"
+kube_ldflags="-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$KUBE_MINOR -X k8s.io/component-base/version.gitTreeState=clean"
+build kube-apiserver tools/kube kube-apiserver "$kube_ldflags"
+build kube-controller-manager tools/kube kube-controller-manager "$kube_ldflags"
 
 PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-v0.316.0}"
 if [ ! -x "$CACHE/bin/prometheus-$PROMETHEUS_VERSION" ]; then
@@ -46,6 +51,18 @@ if [ ! -x "$CACHE/bin/helm-$HELM_VERSION" ]; then
   rmdir "$CACHE/bin/.helm-build"
 fi
 ln -sf "helm-$HELM_VERSION" "$CACHE/bin/helm"
+
+# The ServiceMonitor CRD (for the chart's server-side dry run with metrics.serviceMonitor
+# on), generated from prometheus-operator's own API types with controller-gen.
+mkdir -p "$CACHE/crds"
+crds="$CACHE/crds/monitoring-$(cat tools/monitoring-crd/go.sum | sha256sum | cut -c1-12)"
+if [ ! -f "$crds/monitoring.coreos.com_servicemonitors.yaml" ]; then
+  echo "generating the ServiceMonitor CRD (once; cached in $CACHE/crds)"
+  (cd tools/monitoring-crd && go run sigs.k8s.io/controller-tools/cmd/controller-gen crd \
+    paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 \
+    "output:crd:dir=$crds")
+fi
+ln -sfn "$crds" "$CACHE/crds/monitoring"
 
 # KAI Scheduler's Queue CRD at a pinned version, from its Go module, when the module proxy
 # serves it; the tests fall back to building the same schema from KAI's types otherwise.

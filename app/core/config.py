@@ -49,7 +49,14 @@ class Settings(BaseSettings):
     kube_service_account: str | None = Field(
         default=None,
         description="The portal's own ServiceAccount as namespace/name; bound to the "
-        "gpu-portal-team-namespace role in each team namespace it creates.",
+        "team-namespace ClusterRole (PORTAL_KUBE_TEAM_ROLE) in each team namespace it creates.",
+    )
+    kube_team_role: str = Field(
+        default="gpu-portal-team-namespace",
+        min_length=1,
+        max_length=253,
+        description="The ClusterRole the portal binds itself to in each team namespace "
+        "(the Helm chart names it <release>-team-namespace and sets this).",
     )
     vcluster_installer: str = Field(
         default="cli", description="Install vClusters with the `cli` (vcluster) or `helm`."

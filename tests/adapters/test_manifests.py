@@ -78,7 +78,7 @@ def test_namespace_and_portal_binding() -> None:
         "kind": "Namespace",
         "metadata": {"name": "vcluster-nlp", "labels": OWNED},
     }
-    binding = m.make_portal_binding(spec, "gpu-portal/portal")
+    binding = m.make_portal_binding(spec, "gpu-portal/portal", "gpu-portal-team-namespace")
     assert binding["metadata"] == {"name": "gpu-portal", "namespace": "vcluster-nlp",
                                    "labels": OWNED}  # fmt: skip
     assert binding["subjects"] == [

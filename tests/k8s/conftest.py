@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import stat
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -10,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from kubernetes import client, config
@@ -21,6 +22,7 @@ from app.teams.seed import seed_example
 from tests.conftest import settings_for
 from tests.k8s.control_plane import ControlPlane, control_plane
 from tests.k8s.queue_crd import kai_queue_crd
+from tests.servers import tool
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,27 +45,47 @@ def cluster() -> Iterator[ControlPlane]:
         yield plane
 
 
-def apply_manifests(api: Any, path: Path) -> None:
-    """Create deploy/'s objects as an admin would (kubectl apply)."""
-    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    create = {
-        "Namespace": lambda d: core.create_namespace(d),
-        "ServiceAccount": lambda d: core.create_namespaced_service_account(
-            d["metadata"]["namespace"], d
-        ),
-        "ClusterRole": lambda d: rbac.create_cluster_role(d),
-        "ClusterRoleBinding": lambda d: rbac.create_cluster_role_binding(d),
-    }
-    for doc in yaml.safe_load_all(path.read_text()):
-        if doc:
-            create[doc["kind"]](doc)
+CHART = ROOT / "deploy/helm/gpu-portal"
+
+
+def helm(cluster: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
+    """The project's helm (built into the cache) against the test API server, as its admin."""
+    return subprocess.run(
+        [str(tool("helm")), "--kubeconfig", str(cluster.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **os.environ,
+            "HELM_CACHE_HOME": str(cluster.kubeconfig.parent / "helm-cache"),
+            "HELM_CONFIG_HOME": str(cluster.kubeconfig.parent / "helm-config"),
+            "HELM_DATA_HOME": str(cluster.kubeconfig.parent / "helm-data"),
+        },
+    )
+
+
+def install_portal_chart(cluster: ControlPlane) -> None:
+    """The portal installed from its own chart (the one source of its RBAC), without pods
+    (nothing here runs a kubelet): release gpu-portal in namespace gpu-portal."""
+    installed = helm(
+        cluster,
+        "install",
+        "gpu-portal",
+        str(CHART),
+        "--namespace",
+        "gpu-portal",
+        "--create-namespace",
+        "--set",
+        "replicaCount=0",
+    )
+    assert installed.returncode == 0, installed.stderr
 
 
 @pytest.fixture(scope="session")
 def portal_kubeconfig(cluster: ControlPlane) -> Path:
-    """The portal's own ServiceAccount with the RBAC from deploy/, and a token for it."""
+    """The chart's ServiceAccount, with a token, as the portal's identity."""
+    install_portal_chart(cluster)
     api = config.new_client_from_config(str(cluster.kubeconfig))
-    apply_manifests(api, ROOT / "deploy/rbac.yaml")
     token = (
         client.CoreV1Api(api)
         .create_namespaced_service_account_token(

@@ -249,12 +249,14 @@ def test_a_portal_killed_mid_provisioning_resumes_without_duplicates(
 
         first.state.backend.apply(Step.QUEUE, spec)
         first.state.backend.apply(Step.NAMESPACE, spec)
-    second = create_app(kube_settings)
-    with TestClient(second):
-        assert second.state.reconciler.run_once() == 0, "leases still protect the teams"
-        with unit_of_work(second.state.session_factory) as session:
-            session.execute(update(Team).values(lease_until=utcnow() - timedelta(seconds=1)))
-        reconcile_until(second, lambda: all_ready(second))
+        # The first process never shuts down (a crash: no lifespan end hands its leases
+        # back), so the second one starts while the first one's leases are in the table.
+        second = create_app(kube_settings)
+        with TestClient(second):
+            assert second.state.reconciler.run_once() == 0, "leases still protect the teams"
+            with unit_of_work(second.state.session_factory) as session:
+                session.execute(update(Team).values(lease_until=utcnow() - timedelta(seconds=1)))
+            reconcile_until(second, lambda: all_ready(second))
     names = sorted(
         q["metadata"]["name"]
         for q in client.CustomObjectsApi(admin_api).list_cluster_custom_object(*QUEUES)["items"]

@@ -163,11 +163,9 @@ def vcluster_values(
     return values
 
 
-TEAM_NAMESPACE_ROLE = "gpu-portal-team-namespace"
-
-
-def make_portal_binding(spec: TeamSpec, service_account: str) -> dict[str, Any]:
-    """Gives the portal the namespaced permissions of deploy/rbac.yaml in this namespace."""
+def make_portal_binding(spec: TeamSpec, service_account: str, role: str) -> dict[str, Any]:
+    """Gives the portal the namespaced permissions of its chart's team-namespace role
+    (deploy/helm/gpu-portal/templates/rbac.yaml) in this namespace."""
     namespace, _, name = service_account.partition("/")
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -181,6 +179,6 @@ def make_portal_binding(spec: TeamSpec, service_account: str) -> dict[str, Any]:
         "roleRef": {
             "apiGroup": "rbac.authorization.k8s.io",
             "kind": "ClusterRole",
-            "name": TEAM_NAMESPACE_ROLE,
+            "name": role,
         },
     }

@@ -184,7 +184,7 @@ class ClusterObjects(Part):
         )
         account = self.settings.kube_service_account
         if account:
-            binding = m.make_portal_binding(spec, account)
+            binding = m.make_portal_binding(spec, account, self.settings.kube_team_role)
             self._call(
                 f"granting the portal its role in {spec.namespace}",
                 lambda: self.kube.rbac.patch_namespaced_role_binding(
