@@ -242,7 +242,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         https_only=not settings.development,
     )
     app.add_middleware(SecurityHeaders, headers=security_headers(settings))
-    app.add_middleware(observability.RequestContext)  # outermost: ids, metrics, access log
+    # Outermost: request ids, and the request metrics unless they are off.
+    app.add_middleware(observability.RequestContext, count=settings.metrics_enabled)
     app.mount("/static", StaticFiles(directory=str(PROJECT_ROOT / "static")), name="static")
     for router in ROUTERS:
         app.include_router(router)

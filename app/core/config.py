@@ -142,6 +142,11 @@ class Settings(BaseSettings):
         description="Read kai_queue_allocated_gpus and kai_queue_fair_share_gpu from this "
         "Prometheus instead of computing them.",
     )
+    metrics_enabled: bool = Field(
+        default=True,
+        description="Count requests and their latency for /metrics (the per-request "
+        "middleware); off leaves /metrics with the database and worker figures only.",
+    )
     metrics_token: SecretStr | None = Field(
         default=None,
         description="Bearer token that /metrics requires on the portal's port. Without it "

@@ -27,8 +27,9 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 class RequestContext:
     """Outermost middleware: every request gets an id and a metric sample."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, count: bool = True) -> None:
         self.app = app
+        self.count = count
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -53,13 +54,17 @@ class RequestContext:
         try:
             await self.app(scope, receive, send_with_id)
         finally:
-            elapsed = time.perf_counter() - started
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
-            method = scope.get("method", "")
-            metrics.HTTP_REQUESTS.labels(method, template, str(status)).inc()
-            metrics.HTTP_LATENCY.labels(method, template).observe(elapsed)
             REQUEST_ID.reset(token)
+            if self.count:
+                self._observe(scope, status, time.perf_counter() - started)
+
+    @staticmethod
+    def _observe(scope: Scope, status: int, elapsed: float) -> None:
+        route = scope.get("route")
+        template = getattr(route, "path", None) or "unmatched"
+        method = scope.get("method", "")
+        metrics.HTTP_REQUESTS.labels(method, template, str(status)).inc()
+        metrics.HTTP_LATENCY.labels(method, template).observe(elapsed)
 
 
 @dataclass

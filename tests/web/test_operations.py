@@ -152,3 +152,12 @@ def test_json_logs_carry_the_request_id(fmt: str, capsys: pytest.CaptureFixture[
     assert entry["logger"] == "gpu_portal.test"
     assert "abc123" not in line
     assert "code=[redacted]" in entry["message"]
+
+
+def test_request_metrics_can_be_switched_off(db_url: str) -> None:
+    app = create_app(settings_for(db_url, metrics_enabled=False))
+    with TestClient(app) as client:
+        client.get("/login")
+        text = client.get("/metrics").text
+    assert 'route="/login"' not in text
+    assert "portal_teams" in text, "the database's figures stay"
