@@ -34,7 +34,7 @@ from app.provisioning.reconciler import Reconciler  # noqa: E402
 from app.teams import service  # noqa: E402
 from tests.k8s.conftest import install_portal_chart  # noqa: E402
 from tests.k8s.control_plane import control_plane  # noqa: E402
-from tests.k8s.queue_crd import kai_queue_crd  # noqa: E402
+from tests.shared import kai_crds  # noqa: E402
 
 WRITES = ("apply", "delete", "cli")
 
@@ -47,7 +47,8 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="k8s-bench-"))
     with control_plane() as plane:
         admin = config.new_client_from_config(str(plane.kubeconfig))
-        client.ApiextensionsV1Api(admin).create_custom_resource_definition(kai_queue_crd())
+        for crd in kai_crds():
+            client.ApiextensionsV1Api(admin).create_custom_resource_definition(crd)
         install_portal_chart(plane)
         time.sleep(1)
         token = (

@@ -52,6 +52,19 @@ if [ ! -x "$CACHE/bin/helm-$HELM_VERSION" ]; then
 fi
 ln -sf "helm-$HELM_VERSION" "$CACHE/bin/helm"
 
+# The vcluster CLI at the version tools/vcluster/go.mod pins, its version stamped as
+# upstream's release build does.
+VCLUSTER_VERSION="$(grep -oE 'github.com/loft-sh/vcluster v[0-9][^ ]*' tools/vcluster/go.mod | head -1 | cut -d' ' -f2)"
+vstamp="$CACHE/bin/.vcluster-$(cat tools/vcluster/go.mod tools/vcluster/go.sum | sha256sum | cut -c1-12)"
+if [ ! -x "$CACHE/bin/vcluster" ] || [ ! -f "$vstamp" ]; then
+  echo "building vcluster $VCLUSTER_VERSION (once, a few minutes; cached in $CACHE/bin)"
+  (cd tools/vcluster && GONOSUMDB=github.com/loft-sh go build \
+    -ldflags "-X main.version=${VCLUSTER_VERSION#v}" \
+    -o "$CACHE/bin/vcluster" github.com/loft-sh/vcluster/cmd/vclusterctl)
+  rm -f "$CACHE"/bin/.vcluster-*
+  touch "$vstamp"
+fi
+
 # The ServiceMonitor CRD (for the chart's server-side dry run with metrics.serviceMonitor
 # on), generated from prometheus-operator's own API types with controller-gen.
 mkdir -p "$CACHE/crds"
@@ -63,16 +76,3 @@ if [ ! -f "$crds/monitoring.coreos.com_servicemonitors.yaml" ]; then
     "output:crd:dir=$crds")
 fi
 ln -sfn "$crds" "$CACHE/crds/monitoring"
-
-# KAI Scheduler's Queue CRD at a pinned version, from its Go module, when the module proxy
-# serves it; the tests fall back to building the same schema from KAI's types otherwise.
-KAI_VERSION="${KAI_VERSION:-v0.17.0}"
-crd="$CACHE/kai-$KAI_VERSION-queues.yaml"
-if [ ! -f "$crd" ]; then
-  if dir=$(cd tools/etcd && go mod download -json "github.com/NVIDIA/KAI-scheduler@$KAI_VERSION" 2>/dev/null \
-      | python3 -c 'import json,sys; print(json.load(sys.stdin).get("Dir", ""))'); [ -n "$dir" ]; then
-    cp "$dir/deployments/kai-scheduler/crds/scheduling.run.ai_queues.yaml" "$crd"
-  else
-    echo "KAI Scheduler's module $KAI_VERSION is not served here: the tests build its Queue CRD from its types"
-  fi
-fi

@@ -21,8 +21,8 @@ from app.main import create_app
 from app.teams.seed import seed_example
 from tests.conftest import settings_for
 from tests.k8s.control_plane import ControlPlane, control_plane
-from tests.k8s.queue_crd import kai_queue_crd
 from tests.servers import tool
+from tests.shared import kai_crds
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def cluster() -> Iterator[ControlPlane]:
     with control_plane() as plane:
         api = config.new_client_from_config(str(plane.kubeconfig))
-        client.ApiextensionsV1Api(api).create_custom_resource_definition(kai_queue_crd())
+        for crd in kai_crds():
+            client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
         deadline = time.monotonic() + 30
         custom = client.CustomObjectsApi(api)
         while True:

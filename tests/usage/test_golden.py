@@ -3,15 +3,11 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from app.usage.fairshare import QueueInput, divide
+from tests.shared import SHARED
 
-# The shared artifacts sit beside the repository (../shared), or where PORTAL_SHARED_DIR says.
-SHARED = Path(os.environ.get("PORTAL_SHARED_DIR", Path(__file__).resolve().parents[3] / "shared"))
 GOLDEN = SHARED / "golden" / "kai-fair-share-v0.13.0.tsv"
 
 
