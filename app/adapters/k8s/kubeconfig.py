@@ -53,15 +53,25 @@ class Kubeconfigs(Part):
         if expose == "NodePort":
             if not self.settings.vcluster_node_address:
                 raise BackendError("set PORTAL_VCLUSTER_NODE_ADDRESS for NodePort exposure")
-            port = next((p.node_port for p in service.spec.ports or [] if p.node_port), None)
+            port = https_node_port(service.spec.ports or [])
             if port is None:
-                raise BackendError(f"service {spec.vcluster_name} has no node port yet")
+                raise BackendError(f"service {spec.vcluster_name} has no https node port yet")
             return f"https://{self.settings.vcluster_node_address}:{port}"
         ingress = (service.status.load_balancer.ingress or []) if service.status else []
         if not ingress:
             raise BackendError(f"the load balancer of {spec.vcluster_name} has no address yet")
         address = ingress[0].ip or ingress[0].hostname
         return f"https://{address}"
+
+
+def https_node_port(ports: list[Any]) -> int | None:
+    """The node port of the API server's port: the one named https (the chart's name), or
+    port 443. Never just the first: the chart's Service also exposes a kubelet port."""
+    for wanted in (lambda p: p.name == "https", lambda p: p.port == 443):
+        for port in ports:
+            if wanted(port) and port.node_port:
+                return int(port.node_port)
+    return None
 
 
 def rewrite_kubeconfig(raw: dict[str, Any], *, team: str, server: str) -> dict[str, Any]:
