@@ -390,3 +390,61 @@ def test_the_helm_installer_does_the_same(
         reconcile_until(app, lambda: all_ready(app))
         pods = client.CoreV1Api(admin_api).list_namespaced_pod("vcluster-vision").items
         assert [p.metadata.name for p in pods] == ["vision-0"]
+
+
+def test_hand_edits_to_the_queue_pinning_policy_are_restored(
+    kube_app: FastAPI, admin_api: Any
+) -> None:
+    """Each of these edits lets a team's pods escape its queue while both objects still
+    exist; the next pass must put back exactly what the portal wants, and say so."""
+    from sqlalchemy import select
+
+    from app.core.models import AuditEvent
+
+    reconcile_until(kube_app, lambda: all_ready(kube_app))
+    admission = client.AdmissionregistrationV1Api(admin_api)
+    name = "gpu-portal-queue-nlp"
+    wanted_policy = admission.read_validating_admission_policy(name).spec.to_dict()
+    wanted_binding = admission.read_validating_admission_policy_binding(name).spec.to_dict()
+    edits = [
+        (
+            "binding",
+            {
+                "spec": {
+                    "matchResources": {
+                        "namespaceSelector": {
+                            "matchLabels": {"kubernetes.io/metadata.name": "elsewhere"}
+                        }
+                    }
+                }
+            },
+        ),
+        ("binding", {"spec": {"validationActions": ["Audit"]}}),
+        ("policy", {"spec": {"failurePolicy": "Ignore"}}),
+        (
+            "policy",
+            {"spec": {"matchConditions": [{"name": "never", "expression": "false"}]}},
+        ),
+    ]
+    for kind, patch in edits:
+        if kind == "binding":
+            admission.patch_validating_admission_policy_binding(name, patch)
+        else:
+            admission.patch_validating_admission_policy(name, patch)
+        reconcile_until(
+            kube_app,
+            lambda: (
+                admission.read_validating_admission_policy(name).spec.to_dict() == wanted_policy
+                and admission.read_validating_admission_policy_binding(name).spec.to_dict()
+                == wanted_binding
+            ),
+        )
+    with kube_app.state.session_factory() as session:
+        repaired = session.scalars(
+            select(AuditEvent.summary).where(AuditEvent.action == "provisioning.drift_repaired")
+        ).all()
+    text = " ".join(repaired)
+    assert "spec.matchResources.namespaceSelector.matchLabels" in text
+    assert "spec.validationActions" in text
+    assert "spec.failurePolicy differs" in text
+    assert "spec.matchConditions added" in text

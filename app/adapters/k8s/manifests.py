@@ -121,6 +121,42 @@ def make_policy(spec: TeamSpec) -> dict[str, Any]:
     }
 
 
+# What the API server fills in on admission policies and bindings when left out
+# (admissionregistration.k8s.io/v1 defaults): not a change made by someone.
+_SERVER_DEFAULTS: dict[str, Any] = {
+    "matchPolicy": "Equivalent",
+    "namespaceSelector": {},
+    "objectSelector": {},
+    "scope": "*",
+}
+
+
+def spec_difference(wanted: Any, actual: Any, path: str = "spec") -> str | None:
+    """Where ``actual`` differs from ``wanted`` (None when it does not), ignoring only
+    fields the API server defaults to their default values; any other extra field counts."""
+    if isinstance(wanted, dict) and isinstance(actual, dict):
+        for key in sorted(set(wanted) | set(actual)):
+            if key not in wanted:
+                if key in _SERVER_DEFAULTS and actual[key] == _SERVER_DEFAULTS[key]:
+                    continue
+                return f"{path}.{key} added"
+            if key not in actual:
+                return f"{path}.{key} removed"
+            found = spec_difference(wanted[key], actual[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(wanted, list) and isinstance(actual, list):
+        if len(wanted) != len(actual):
+            return f"{path} has {len(actual)} entries, not {len(wanted)}"
+        for n, (w, a) in enumerate(zip(wanted, actual, strict=True)):
+            found = spec_difference(w, a, f"{path}[{n}]")
+            if found:
+                return found
+        return None
+    return None if wanted == actual else f"{path} differs"
+
+
 def make_policy_binding(spec: TeamSpec) -> dict[str, Any]:
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",

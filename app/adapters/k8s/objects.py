@@ -237,32 +237,68 @@ class ClusterObjects(Part):
             )
         if policy is None or binding is None:
             return Observation(MISSING, f"admission policy {name} does not exist")
-        wanted = m.make_policy(spec)["spec"]
+        # The whole spec, not just that the objects exist: a hand-edited selector, match
+        # condition or expression could let the team's pods escape queue pinning.
         actual: dict[str, Any] = self.kube.api.sanitize_for_serialization(policy.spec)
-        if [v.get("expression") for v in actual.get("validations", [])] != [
-            v["expression"] for v in wanted["validations"]
-        ]:
-            return Observation(MISSING, f"admission policy {name} was changed")
+        changed = m.spec_difference(m.make_policy(spec)["spec"], actual)
+        if changed:
+            return Observation(MISSING, f"admission policy {name} was changed ({changed})")
         bound: dict[str, Any] = self.kube.api.sanitize_for_serialization(binding.spec)
-        if bound.get("validationActions") != ["Deny"] or bound.get("policyName") != name:
-            return Observation(MISSING, f"admission policy binding {name} was changed")
+        changed = m.spec_difference(m.make_policy_binding(spec)["spec"], bound)
+        if changed:
+            return Observation(MISSING, f"admission policy binding {name} was changed ({changed})")
         return Observation(DONE, f"pods in {spec.namespace} are pinned to {spec.queue_name}")
 
     def apply_policy(self, spec: TeamSpec) -> None:
         name = m.policy_name(spec)
         policy, binding = m.make_policy(spec), m.make_policy_binding(spec)
-        self._call(
+        admission = self.kube.admission
+        applied_policy: Any = self._call(
             f"applying policy {name}",
-            lambda: self.kube.admission.patch_validating_admission_policy(
+            lambda: admission.patch_validating_admission_policy(
                 name, policy, field_manager=FIELD_MANAGER, force=True, _content_type=APPLY
             ),
         )
-        self._call(
+        applied_binding: Any = self._call(
             f"applying policy binding {name}",
-            lambda: self.kube.admission.patch_validating_admission_policy_binding(
+            lambda: admission.patch_validating_admission_policy_binding(
                 name, binding, field_manager=FIELD_MANAGER, force=True, _content_type=APPLY
             ),
         )
+        # Server-side apply keeps fields another manager added (say, a matchConditions
+        # that skips every pod): when any is left, replace the whole object.
+        if m.spec_difference(policy["spec"], self._plain(applied_policy.spec)):
+            body: Any = {
+                **policy,
+                "metadata": {
+                    **policy["metadata"],
+                    "resourceVersion": applied_policy.metadata.resource_version,
+                },
+            }
+            self._call(
+                f"replacing policy {name}",
+                lambda: admission.replace_validating_admission_policy(
+                    name, body, field_manager=FIELD_MANAGER
+                ),
+            )
+        if m.spec_difference(binding["spec"], self._plain(applied_binding.spec)):
+            body_b: Any = {
+                **binding,
+                "metadata": {
+                    **binding["metadata"],
+                    "resourceVersion": applied_binding.metadata.resource_version,
+                },
+            }
+            self._call(
+                f"replacing policy binding {name}",
+                lambda: admission.replace_validating_admission_policy_binding(
+                    name, body_b, field_manager=FIELD_MANAGER
+                ),
+            )
+
+    def _plain(self, obj: Any) -> dict[str, Any]:
+        plain: dict[str, Any] = self.kube.api.sanitize_for_serialization(obj)
+        return plain
 
     def remove_policy(self, spec: TeamSpec) -> Observation:
         name = m.policy_name(spec)
