@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
+from app.auth.principal import Principal
 from app.core.errors import InvalidInput
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.provisioning.service import download_kubeconfig
@@ -155,14 +156,22 @@ def team_page(
         request,
         "teams/detail.html",
         {
-            "principal": principal,
-            "d": detail,
-            "step_labels": STEP_LABELS,
-            "pods": example_pods(team, queue_label=request.app.state.settings.kai_queue_label),
+            **panels_context(request, principal, detail),
             **share_context(request, session, detail, last="", same=0),
         },
         partial="teams/partials/status.html",
     )
+
+
+def panels_context(request: Request, principal: Principal, detail: TeamDetail) -> dict[str, Any]:
+    """What the team page's panels show: the whole page, and the status poll that
+    replaces them when the team changed."""
+    return {
+        "principal": principal,
+        "d": detail,
+        "step_labels": STEP_LABELS,
+        "pods": example_pods(detail.team, queue_label=request.app.state.settings.kai_queue_label),
+    }
 
 
 STEADY_POLLS = 6  # a minute without change at one poll every 10 s
@@ -216,13 +225,7 @@ def team_status(
 ) -> Response:
     detail = team_detail(session, team, usage)
     changed = request.headers.get("X-Page-Version", detail.version) != detail.version
-    context: dict[str, Any] = {
-        "principal": principal,
-        "d": detail,
-        "step_labels": STEP_LABELS,
-        "changed": changed,
-        "pods": example_pods(team, queue_label=request.app.state.settings.kai_queue_label),
-    }
+    context = {**panels_context(request, principal, detail), "changed": changed}
     response = render(request, "teams/partials/status.html", context)
     if changed:
         # Whatever else listens (the live share gauge) refreshes now, not at its next poll.
