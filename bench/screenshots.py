@@ -11,26 +11,24 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, seeded_portal, sign_in  # noqa: E402
+from tests.browser.conftest import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    pin_usage,
+    seeded_portal,
+    sign_in,
+    wait_ready,
+)
 
 OUT = ROOT / "docs" / "screenshots"
 DESKTOP = {"width": 1280, "height": 860}
 PHONE = {"width": 390, "height": 844}
-
-
-def _ready(page: Any, portal: str) -> None:
-    deadline = time.monotonic() + 60
-    while any(t["status"] != "ready" for t in page.request.get(portal + "/api/v1/teams").json()):
-        if time.monotonic() > deadline:
-            raise SystemExit("the example teams never became ready")
-        time.sleep(0.3)
 
 
 def _shoot(page: Any, name: str, *, full: bool = False) -> None:
@@ -54,15 +52,9 @@ def main() -> None:
     ):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         admin = sign_in(browser, portal, "admin@example.org", admin=True, viewport=DESKTOP)
-        _ready(admin, portal)
+        wait_ready(admin, portal, seconds=60)
         for team, allocated, requested in (("nlp", "0.6", "0.8"), ("vision", "0.1", "0.1")):
-            admin.goto(portal + "/admin")
-            admin.click("summary:has-text('Pin a team')")
-            admin.fill("#u-team", team)
-            admin.fill("#u-allocated", allocated)
-            admin.fill("#u-requested", requested)
-            admin.click("button:has-text('Pin')")
-            admin.locator(".toast", has_text=f"{team} now shows").wait_for()
+            pin_usage(admin, portal, team, allocated, requested)
         admin.goto(portal + "/admin")
         _shoot(admin, "admin-overview.png")
 

@@ -133,13 +133,17 @@ def oidc_provider(*extra: str) -> Iterator[str]:
         os.unlink(log.name)
 
 
-def tool(name: str) -> Path:
-    """A binary built by scripts/build-tools.sh into the cache outside git."""
-    cache = Path(
+def cache_dir() -> Path:
+    """The cache outside git where set-up puts tools and assets (as the scripts say)."""
+    return Path(
         os.environ.get("PORTAL_CACHE")
         or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-portal"
     )
-    path = cache / "bin" / name
+
+
+def tool(name: str) -> Path:
+    """A binary built by scripts/build-tools.sh into the cache outside git."""
+    path = cache_dir() / "bin" / name
     if not path.exists():
         root = Path(__file__).resolve().parents[1]
         subprocess.run([str(root / "scripts/build-tools.sh")], check=True)

@@ -11,12 +11,10 @@ import pytest
 import yaml
 
 from app.core.config import Settings
+from tests.servers import cache_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE = Path(
-    os.environ.get("PORTAL_CACHE")
-    or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-portal"
-)
+CACHE = cache_dir()
 
 
 @pytest.fixture(scope="module")

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.servers import free_port, portal_process
+from tests.servers import cache_dir, free_port, portal_process
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -50,19 +50,12 @@ def browser() -> Iterator[object]:
         instance.close()
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("PORTAL_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpu-portal"
-    )
-    return Path(root)
-
-
 AXE_VERSION = "4.14.1"  # the version scripts/fetch-assets.sh installs
 
 
 def axe_source() -> str:
     """axe-core from npm (scripts/fetch-assets.sh puts it in the cache, never in git)."""
-    path = _cache_dir() / "npm" / f"axe-core-{AXE_VERSION}" / "node_modules/axe-core/axe.min.js"
+    path = cache_dir() / "npm" / f"axe-core-{AXE_VERSION}" / "node_modules/axe-core/axe.min.js"
     if not path.exists():
         pytest.fail(f"axe-core is not in the cache ({path.name}): run `make setup`")
     return path.read_text()
@@ -98,3 +91,22 @@ def sign_in(browser: Any, portal: str, email: str, *, admin: bool = False, **con
     page.click("button:has-text('Sign in')")
     page.wait_for_url(lambda url: "/login" not in url)
     return page
+
+
+def wait_ready(page: Any, portal: str, seconds: float = 30) -> None:
+    """Until the worker has made every team ready (asked through the page's session)."""
+    deadline = time.monotonic() + seconds
+    while any(t["status"] != "ready" for t in page.request.get(portal + "/api/v1/teams").json()):
+        assert time.monotonic() < deadline, "the teams never became ready"
+        time.sleep(0.3)
+
+
+def pin_usage(admin: Any, portal: str, team: str, allocated: str, requested: str) -> None:
+    """Hold a team's usage with the pool page's simulated-backend form, as an admin."""
+    admin.goto(portal + "/admin")
+    admin.click("summary:has-text('Pin a team')")
+    admin.fill("#u-team", team)
+    admin.fill("#u-allocated", allocated)
+    admin.fill("#u-requested", requested)
+    admin.click("button:has-text('Pin')")
+    admin.locator(".toast", has_text=f"{team} now shows").wait_for()

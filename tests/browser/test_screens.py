@@ -8,14 +8,13 @@ screen: values in cells, widths in pixels, axe-core's findings.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from tests.browser.conftest import axe_violations, seeded_portal, sign_in
+from tests.browser.conftest import axe_violations, pin_usage, seeded_portal, sign_in, wait_ready
 
 pytestmark = pytest.mark.browser
 
@@ -66,24 +65,6 @@ def _walk(page: Any, portal: str, paths: tuple[str, ...]) -> dict[str, list[str]
     return problems
 
 
-def _wait_ready(page: Any, portal: str) -> None:
-    deadline = time.monotonic() + 30
-    while any(t["status"] != "ready" for t in page.request.get(portal + "/api/v1/teams").json()):
-        assert time.monotonic() < deadline, "the example teams never became ready"
-        time.sleep(0.3)
-
-
-def _pin_usage(admin: Any, portal: str, team: str, allocated: str, requested: str) -> None:
-    _wait_ready(admin, portal)
-    admin.goto(portal + "/admin")
-    admin.click("summary:has-text('Pin a team')")
-    admin.fill("#u-team", team)
-    admin.fill("#u-allocated", allocated)
-    admin.fill("#u-requested", requested)
-    admin.click("button:has-text('Pin')")
-    admin.locator(".toast", has_text=f"{team} now shows").wait_for()
-
-
 def test_every_page_fits_a_phone_and_has_no_serious_accessibility_problem(
     portal: str, browser: Any
 ) -> None:
@@ -91,7 +72,8 @@ def test_every_page_fits_a_phone_and_has_no_serious_accessibility_problem(
 
     admin = sign_in(browser, portal, "admin@example.org", admin=True, viewport=PHONE)
     # A team borrowing above its guarantee: the orange tag and hatched gauge are on screen.
-    _pin_usage(admin, portal, "nlp", "0.6", "0.6")
+    wait_ready(admin, portal)
+    pin_usage(admin, portal, "nlp", "0.6", "0.6")
     admin.goto(portal + "/admin")
     expect(admin.locator(".tag-borrow").first).to_contain_text("borrowing 0.27")
     assert _walk(admin, portal, ADMIN_PAGES) == {}

@@ -5,14 +5,13 @@ types."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.browser.conftest import seeded_portal
+from tests.browser.conftest import pin_usage, seeded_portal, wait_ready
 
 pytestmark = pytest.mark.browser
 
@@ -60,22 +59,13 @@ def test_gauge_explanation_and_api_agree_above_the_fair_share(portal: str, brows
     assert isinstance(admin, Page)
     # Wait for the example teams to be ready, then hold their usage where nlp borrowed
     # while vision was idle and vision now asks for its guarantee.
-    deadline = time.monotonic() + 30
-    while any(t["status"] != "ready" for t in _api(admin, portal, "/api/v1/teams")):
-        assert time.monotonic() < deadline, "the example teams never became ready"
-        time.sleep(0.3)
-    admin.reload()
+    wait_ready(admin, portal)
     for team, allocated, requested in (
         ("nlp", "0.9", "0.9"),
         ("vision", "0.05", "0.5"),
         ("recommender", "0.05", "0.05"),
     ):
-        admin.click("summary:has-text('Pin a team')")
-        admin.fill("#u-team", team)
-        admin.fill("#u-allocated", allocated)
-        admin.fill("#u-requested", requested)
-        admin.click("button:has-text('Pin')")
-        expect(admin.locator(".toast")).to_contain_text(f"{team} now shows")
+        pin_usage(admin, portal, team, allocated, requested)
 
     admin.goto(portal + "/teams/1")
     share = admin.locator("#share")

@@ -14,11 +14,11 @@ from kubernetes import client, config, utils
 from app.core.config import Settings
 from tests.k8s.conftest import CHART, helm
 from tests.k8s.control_plane import ControlPlane
-from tests.servers import tool
+from tests.servers import cache_dir, tool
 
 FULL = CHART / "ci/full-values.yaml"
 KUBE = "1.35.0"
-CACHE = tool("helm").parent.parent
+CACHE = cache_dir()
 
 
 def _helm(*args: str) -> subprocess.CompletedProcess[str]:
