@@ -133,12 +133,16 @@ def oidc_provider(*extra: str) -> Iterator[str]:
         os.unlink(log.name)
 
 
+# Read once: some tests give the tools they start another HOME.
+_CACHE = Path(
+    os.environ.get("PORTAL_CACHE")
+    or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-portal"
+)
+
+
 def cache_dir() -> Path:
     """The cache outside git where set-up puts tools and assets (as the scripts say)."""
-    return Path(
-        os.environ.get("PORTAL_CACHE")
-        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-portal"
-    )
+    return _CACHE
 
 
 def tool(name: str) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tarfile
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
@@ -20,6 +21,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 class ClusterBackendKind(StrEnum):
     SIMULATED = "simulated"
     KUBERNETES = "kubernetes"
+
+
+_QUANTITY = r"^[0-9]+(\\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 
 
 class Settings(BaseSettings):
@@ -64,10 +68,49 @@ class Settings(BaseSettings):
     vcluster_cli: str = Field(default="vcluster", description="The vcluster executable.")
     helm_cli: str = Field(default="helm", description="The helm executable (helm installer).")
     vcluster_chart_repo: str = Field(
-        default="https://charts.loft.sh", description="Helm installer: the vCluster chart's repo."
+        default="https://charts.loft.sh",
+        description="Where the vCluster chart comes from: a chart repository URL (the "
+        "public one or a mirror), an OCI repository holding chart `vcluster` "
+        "(oci://registry/path), or a chart archive on the portal's disk (an absolute path "
+        "to vcluster-<version>.tgz) for an air-gapped cluster.",
     )
     vcluster_chart_version: str = Field(
-        default="0.26.1", description="vCluster chart version to install (>= 0.21)."
+        default="0.36.1",
+        pattern=r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$",
+        description="vCluster chart version to install (>= 0.21). Changing it upgrades "
+        "every team's vCluster, one at a time (progress on the Pool page).",
+    )
+    vcluster_image_registry: str = Field(
+        default="",
+        max_length=253,
+        description="Registry that serves the vCluster images (e.g. a mirror); empty keeps "
+        "the chart's own registries.",
+    )
+    vcluster_telemetry: bool = Field(
+        default=False, description="Let vCluster control planes send telemetry to its vendor."
+    )
+    vcluster_cpu_request: str = Field(
+        default="200m", pattern=_QUANTITY, description="CPU each vCluster control plane asks."
+    )
+    vcluster_memory_request: str = Field(
+        default="256Mi", pattern=_QUANTITY, description="Memory each control plane asks."
+    )
+    vcluster_memory_limit: str = Field(
+        default="4Gi", pattern=_QUANTITY, description="Memory limit of each control plane."
+    )
+    vcluster_storage_size: str = Field(
+        default="5Gi", pattern=_QUANTITY, description="Size of each control plane's volume."
+    )
+    vcluster_storage_class: str = Field(
+        default="",
+        max_length=253,
+        description="StorageClass of each control plane's volume; empty = the cluster's default.",
+    )
+    vcluster_upgrade_timeout_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        le=86400,
+        description="An upgraded vCluster not ready after this long stops the rollout.",
     )
     vcluster_expose: str = Field(
         default="LoadBalancer",
@@ -280,6 +323,9 @@ class Settings(BaseSettings):
             )
         if self.vcluster_installer not in ("cli", "helm"):
             raise ValueError("PORTAL_VCLUSTER_INSTALLER must be cli or helm")
+        chart_problem = chart_source_problem(self.vcluster_chart_repo, self.vcluster_chart_version)
+        if chart_problem:
+            raise ValueError(chart_problem)
         if self.vcluster_expose not in ("LoadBalancer", "NodePort", "Ingress"):
             raise ValueError("PORTAL_VCLUSTER_EXPOSE must be LoadBalancer, NodePort or Ingress")
         if self.oidc_team_group_pattern and "{team}" not in self.oidc_team_group_pattern:
@@ -305,6 +351,49 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+
+def chart_source_problem(source: str, version: str) -> str | None:
+    """What is wrong with PORTAL_VCLUSTER_CHART_REPO, or None."""
+    if source.startswith(("https://", "http://", "oci://")):
+        return None
+    if not source.startswith("/"):
+        return (
+            "PORTAL_VCLUSTER_CHART_REPO must be a chart repository URL (https://...), an OCI "
+            "repository (oci://registry/path) or the absolute path of a chart archive "
+            f"(/charts/vcluster-{version.lstrip('v')}.tgz)"
+        )
+    path = Path(source)
+    if not path.is_file():
+        return f"PORTAL_VCLUSTER_CHART_REPO: no chart archive at {source}"
+    found = chart_archive_version(path)
+    if found is None:
+        return f"PORTAL_VCLUSTER_CHART_REPO: {source} is not a Helm chart archive"
+    if found != version.lstrip("v"):
+        return (
+            f"PORTAL_VCLUSTER_CHART_REPO holds chart version {found} but "
+            f"PORTAL_VCLUSTER_CHART_VERSION is {version}: set one to match the other"
+        )
+    return None
+
+
+def chart_archive_version(path: Path) -> str | None:
+    """The version in a packaged chart's Chart.yaml (the top folder's), or None."""
+    try:
+        with tarfile.open(path, "r:gz") as archive:
+            for member in archive.getmembers():
+                parts = member.name.split("/")
+                if len(parts) == 2 and parts[1] == "Chart.yaml" and member.isfile():
+                    handle = archive.extractfile(member)
+                    if handle is None:
+                        return None
+                    for line in handle.read().decode("utf-8", "replace").splitlines():
+                        key, _, value = line.partition(":")
+                        if key == "version":
+                            return value.strip().strip("'\"")
+    except (OSError, tarfile.TarError):
+        return None
+    return None
 
 
 def describe_error(exc: ValidationError) -> list[str]:

@@ -212,6 +212,8 @@ class Team(Base):
     last_reconciled_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     lease_owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # The vCluster chart version last seen installed.
+    vcluster_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
     org: Mapped[Org] = relationship(lazy="raise")
     steps: Mapped[list[ProvisioningStep]] = relationship(
@@ -229,6 +231,26 @@ class Team(Base):
     @property
     def queue_name(self) -> str:
         return f"team-{self.name}"
+
+
+class ChartRollout(Base):
+    """Moving every team's vCluster to one chart version, one team at a time.
+
+    ``team_id`` holds the turn (the team being upgraded); a failed or stuck upgrade stops
+    the rollout until an admin resumes it."""
+
+    __tablename__ = "chart_rollouts"
+
+    version: Mapped[str] = mapped_column(String(64), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), default="running")  # running | stopped
+    team_id: Mapped[int | None] = mapped_column(
+        ForeignKey("teams.id", ondelete="SET NULL"), nullable=True
+    )
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    upgraded: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
 
 class TeamMember(Base):

@@ -71,8 +71,9 @@ def spec_for(team: Team, org: Org, *, queue_label: str = DEFAULT_QUEUE_LABEL) ->
 class Observation:
     """What a backend sees of one step: done, progressing (wait) or missing (apply)."""
 
-    state: str  # "done" | "progressing" | "missing"
+    state: str  # "done" | "progressing" | "missing" | "outdated"
     message: str = ""
+    version: str | None = None  # the installed version, where a step has one (vCluster)
 
     @property
     def done(self) -> bool:
@@ -82,6 +83,7 @@ class Observation:
 DONE = "done"
 PROGRESSING = "progressing"
 MISSING = "missing"
+OUTDATED = "outdated"  # works, at another version than configured: upgrade in turn
 
 
 class ClusterBackend(Protocol):

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -36,6 +36,7 @@ from app.core.models import (
 from app.provisioning import repository as repo
 from app.provisioning.backend import (
     DONE,
+    OUTDATED,
     PROGRESSING,
     BackendError,
     ClusterBackend,
@@ -52,6 +53,9 @@ from app.provisioning.decide import (
     decide,
 )
 from app.teams import repository as teams
+
+# Teams whose vCluster is being installed for the first time: no rollout turn needed.
+FIRST_INSTALL = (TeamStatus.APPROVED, TeamStatus.PROVISIONING)
 
 __all__ = ["POLL_SECONDS", "Reconciler", "Worker", "backoff_seconds"]
 
@@ -146,6 +150,7 @@ class Reconciler:
     # --- one team ------------------------------------------------------------------------
 
     def reconcile(self, team_id: int) -> None:
+        version = self.settings.vcluster_chart_version.lstrip("v")
         with self.session_factory() as session:
             team = teams.get_team(session, team_id)
             spec = spec_for(team, teams.get_org(session), queue_label=self.settings.kai_queue_label)
@@ -154,6 +159,8 @@ class Reconciler:
             # A decision not yet applied explains any difference: that is no drift.
             settled = team.observed_generation == team.desired_generation
             attempts = team.attempts
+            holder, turn_started = repo.turn_holder(session, version)
+        upgrading = holder == team_id
         results: dict[Step, Observation] = {}
         error: str | None = None
         failed_step: Step | None = None
@@ -169,7 +176,15 @@ class Reconciler:
                 for step in STEP_ORDER:
                     failed_step = step
                     seen = self.backend.observe(step, spec)
-                    if seen.state not in (DONE, PROGRESSING):
+                    if seen.state == OUTDATED and status not in FIRST_INSTALL:
+                        # A working vCluster at another chart version: upgraded in turn.
+                        wait = self._take_turn(team_id, version)
+                        if wait is None:
+                            upgrading = True
+                            seen = self.backend.apply(step, spec)
+                        else:
+                            seen = Observation(DONE, f"{seen.message} — {wait}", seen.version)
+                    elif seen.state not in (DONE, PROGRESSING):
                         if status == TeamStatus.READY and settled:
                             repaired.append(f"{step.value}: {seen.message}")
                         seen = self.backend.apply(step, spec)
@@ -184,10 +199,64 @@ class Reconciler:
             error = f"{type(exc).__name__}: {exc}"
         if error is not None:
             metrics.BACKEND_ERRORS.labels(failed_step.value if failed_step else "none").inc()
+        if upgrading:
+            self._upgrade_progress(
+                team_id, spec.team, version, results.get(Step.VCLUSTER), error, turn_started
+            )
         self._record(
             team_id,
             PassResult(status, generation, attempts, results, failed_step, error, repaired),
         )
+
+    # --- chart upgrades, one team at a time ----------------------------------------------
+
+    def _take_turn(self, team_id: int, version: str) -> str | None:
+        with unit_of_work(self.session_factory) as session:
+            return repo.take_turn(session, version=version, team_id=team_id, now=utcnow())
+
+    def _upgrade_progress(
+        self,
+        team_id: int,
+        name: str,
+        version: str,
+        seen: Observation | None,
+        error: str | None,
+        started: datetime | None,
+    ) -> None:
+        """The turn holder's pass: done frees the turn for the next team; a failure, or a
+        control plane still not ready after the time-out, stops the rollout."""
+        now = utcnow()
+        timeout = self.settings.vcluster_upgrade_timeout_seconds
+        with unit_of_work(self.session_factory) as session:
+            if seen is not None and seen.done and seen.version == version:
+                if repo.finish_turn(session, version=version, team_id=team_id, now=now):
+                    audit.record(
+                        session,
+                        actor=None,
+                        action="vcluster.upgraded",
+                        team_id=team_id,
+                        summary=f"{name}'s vCluster upgraded to chart {version}",
+                        details={"version": version},
+                    )
+                    # The next team need not wait for its resync.
+                    repo.nudge_outdated(session, version=version, now=now)
+                return
+            if error is not None:
+                why = f"{name}: {error}"
+            elif started is not None and (now - started).total_seconds() > timeout:
+                message = seen.message if seen is not None else "no answer"
+                why = f"{name} is not ready {timeout:.0f}s after its upgrade: {message}"
+            else:
+                return
+            if repo.stop_rollout(session, version=version, error=why, now=now):
+                audit.record(
+                    session,
+                    actor=None,
+                    action="vcluster.rollout_stopped",
+                    team_id=team_id,
+                    summary=f"upgrade to chart {version} stopped: {why}",
+                    details={"version": version, "error": why},
+                )
 
     def _record(self, team_id: int, result: PassResult) -> None:
         """Write what the pass means (``decide``) unless the team moved on meanwhile."""
@@ -203,6 +272,9 @@ class Reconciler:
                 team.next_attempt_at = now
                 return
             rows = {row.step: row for row in teams.get_steps(session, team.id)}
+            vcluster = result.results.get(Step.VCLUSTER)
+            if vcluster is not None and vcluster.version:
+                team.vcluster_version = vcluster.version
             verdict = decide(result, _now(team, rows), self.timing)
             _write(session, team, rows, verdict)
             if result.error is not None and team.next_attempt_at is not None:

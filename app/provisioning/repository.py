@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.core.models import Team, TeamStatus
+from app.core.models import ChartRollout, Team, TeamStatus
 
 # Teams the reconciler looks at: everything that holds, or is building or removing, objects.
 WORK_STATUSES = (
@@ -76,3 +78,146 @@ def release_owned(session: Session, *, owner: str, keep: Collection[int] = ()) -
         )
     )
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+# --- vCluster chart rollouts -----------------------------------------------------------
+
+# A team in one of these is still upgrading (or retrying its upgrade) when it holds the turn.
+HOLDING_STATUSES = (TeamStatus.READY, TeamStatus.FAILED, TeamStatus.PROVISIONING)
+
+
+def rollout(session: Session, version: str) -> ChartRollout:
+    """The rollout to ``version``, created (running) when first needed."""
+    found = session.get(ChartRollout, version)
+    if found is not None:
+        return found
+    try:
+        with session.begin_nested():
+            session.add(ChartRollout(version=version, state="running", upgraded=0))
+    except IntegrityError:
+        pass  # another worker made it meanwhile
+    found = session.get(ChartRollout, version, populate_existing=True)
+    assert found is not None
+    return found
+
+
+def take_turn(session: Session, *, version: str, team_id: int, now: datetime) -> str | None:
+    """Give ``team_id`` the one upgrade turn of the rollout to ``version``: None when it
+    has it, else why it must wait. Atomic across portal processes (conditional update)."""
+    row = rollout(session, version)
+    if row.state == "stopped":
+        return f"the rollout of chart {version} is stopped: {row.error}"
+    if row.team_id == team_id:
+        return None
+    holder = session.get(Team, row.team_id) if row.team_id is not None else None
+    if holder is not None and holder.status in HOLDING_STATUSES:
+        return f"waiting for its turn to upgrade to {version} ({holder.name} is upgrading)"
+    taken = session.execute(
+        update(ChartRollout)
+        .where(
+            ChartRollout.version == version,
+            ChartRollout.state == "running",
+            ChartRollout.team_id.is_(None)
+            if row.team_id is None
+            else ChartRollout.team_id == row.team_id,
+        )
+        .values(team_id=team_id, started_at=now, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    if getattr(taken, "rowcount", 0) == 1:
+        return None
+    return f"waiting for its turn to upgrade to {version}"
+
+
+def finish_turn(session: Session, *, version: str, team_id: int, now: datetime) -> bool:
+    """The team's upgrade is done: free the turn. False when it did not hold it."""
+    done = session.execute(
+        update(ChartRollout)
+        .where(ChartRollout.version == version, ChartRollout.team_id == team_id)
+        .values(team_id=None, started_at=None, upgraded=ChartRollout.upgraded + 1, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return getattr(done, "rowcount", 0) == 1
+
+
+def stop_rollout(session: Session, *, version: str, error: str, now: datetime) -> bool:
+    """Stop the rollout (the holder keeps its turn and retries alone). False if it was."""
+    stopped = session.execute(
+        update(ChartRollout)
+        .where(ChartRollout.version == version, ChartRollout.state == "running")
+        .values(state="stopped", error=error, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return getattr(stopped, "rowcount", 0) == 1
+
+
+def resume_rollout(session: Session, *, version: str, now: datetime) -> bool:
+    resumed = session.execute(
+        update(ChartRollout)
+        .where(ChartRollout.version == version, ChartRollout.state == "stopped")
+        .values(state="running", error=None, started_at=now, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return getattr(resumed, "rowcount", 0) == 1
+
+
+def turn_holder(session: Session, version: str) -> tuple[int | None, datetime | None]:
+    row = session.get(ChartRollout, version)
+    return (row.team_id, row.started_at) if row is not None else (None, None)
+
+
+def nudge_outdated(session: Session, *, version: str, now: datetime) -> None:
+    """Teams still on another chart version look again now (one of them takes the turn)."""
+    session.execute(
+        update(Team)
+        .where(
+            Team.status == TeamStatus.READY,
+            or_(Team.vcluster_version.is_(None), Team.vcluster_version != version),
+        )
+        .values(next_attempt_at=now)
+        .execution_options(synchronize_session=False)
+    )
+
+
+@dataclass(frozen=True)
+class RolloutProgress:
+    version: str
+    total: int  # teams with a vCluster whose version is known
+    upgraded: int  # of them, at ``version``
+    state: str  # running | stopped
+    holder: str | None  # the team being upgraded
+    started_at: datetime | None
+    error: str | None
+
+    @property
+    def behind(self) -> int:
+        return self.total - self.upgraded
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.upgraded / self.total) if self.total else 100
+
+
+def rollout_progress(session: Session, version: str) -> RolloutProgress | None:
+    """Where the move to ``version`` stands; None when no team runs another version and
+    no rollout is stopped."""
+    counts = session.execute(
+        select(
+            func.count(),
+            func.count().filter(Team.vcluster_version == version),
+        ).where(Team.status.in_(HOLDING_STATUSES), Team.vcluster_version.is_not(None))
+    ).one()
+    total, upgraded = int(counts[0]), int(counts[1])
+    row = session.get(ChartRollout, version)
+    if total == upgraded and (row is None or row.state == "running"):
+        return None
+    holder = session.get(Team, row.team_id) if row is not None and row.team_id else None
+    return RolloutProgress(
+        version=version,
+        total=total,
+        upgraded=upgraded,
+        state=row.state if row is not None else "running",
+        holder=holder.name if holder is not None else None,
+        started_at=row.started_at if row is not None else None,
+        error=row.error if row is not None else None,
+    )

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
-import stat
+import socket
 import subprocess
-import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +24,9 @@ from app.main import create_app
 from app.teams.seed import seed_example
 from tests.conftest import settings_for
 from tests.k8s.control_plane import ControlPlane, control_plane
+from tests.k8s.vcluster_runtime import VClusterRuntime, vcluster_runtime
 from tests.servers import tool
-from tests.shared import kai_crds
+from tests.shared import kai_crds, shared
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,14 +102,51 @@ def portal_kubeconfig(cluster: ControlPlane) -> Path:
 
 
 @pytest.fixture(scope="session")
-def fake_vcluster(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("bin")
-    script = folder / "vcluster"
-    script.write_text(
-        f'#!/bin/sh\ncd {ROOT}\nexec {sys.executable} -m tests.k8s.fake_vcluster "$@"\n'
-    )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return script
+def runtime(cluster: ControlPlane) -> Iterator[VClusterRuntime]:
+    """Plays the kubelet, the storage provisioner and the running vCluster."""
+    with vcluster_runtime(config.new_client_from_config(str(cluster.kubeconfig))) as played:
+        yield played
+    assert not played.errors, played.errors
+
+
+@contextlib.contextmanager
+def serve_folder(folder: Path) -> Iterator[str]:
+    """A folder over plain HTTP on loopback (a chart repository mirror)."""
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(folder))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextlib.contextmanager
+def hanging_server() -> Iterator[str]:
+    """Accepts connections and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+VCLUSTER_CHART = "third_party/vcluster/vcluster-{version}.tgz"
+
+
+def real_installer(version: str = "0.36.1") -> dict[str, Any]:
+    """Settings for the real vcluster CLI and helm (built into the cache) installing the
+    real chart from ../shared."""
+    return {
+        "vcluster_cli": str(tool("vcluster")),
+        "helm_cli": str(tool("helm")),
+        "vcluster_chart_repo": str(shared(VCLUSTER_CHART.format(version=version))),
+        "vcluster_chart_version": version,
+    }
 
 
 @pytest.fixture
@@ -142,22 +183,23 @@ def clean_cluster(admin_api: Any) -> Iterator[None]:
 @pytest.fixture
 def kube_settings(
     cluster: ControlPlane,
-    fake_vcluster: Path,
+    runtime: VClusterRuntime,
     portal_kubeconfig: Path,
     db_url: str,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Any:
-    """The portal acts as its ServiceAccount: every test proves the RBAC is enough."""
-    monkeypatch.setenv("FAKE_VCLUSTER_READY_SECONDS", "0.5")
-    monkeypatch.setenv("FAKE_VCLUSTER_ADMIN_KUBECONFIG", str(cluster.kubeconfig))
+    """The portal acts as its ServiceAccount: every test proves the RBAC is enough. The
+    real CLI writes its config under HOME, and helm its caches."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     return settings_for(
         db_url,
         cluster_backend="kubernetes",
         kubeconfig=str(portal_kubeconfig),
         kube_service_account="gpu-portal/gpu-portal",
-        vcluster_cli=str(fake_vcluster),
         vcluster_expose="Ingress",
-        vcluster_timeout_seconds=20.0,
+        vcluster_timeout_seconds=60.0,
+        **real_installer(),
     )
 
 

@@ -1,8 +1,10 @@
 """A real etcd and kube-apiserver on loopback ports, the way envtest runs them.
 
 Binaries come from KUBEBUILDER_ASSETS when it is set, else from the cache that
-scripts/build-tools.sh fills from the Go module proxy. Nothing runs controllers: what a
-controller would do (a vCluster's pod becoming Ready) is played by the stand-in.
+scripts/build-tools.sh fills from the Go module proxy. kube-controller-manager runs the
+controllers the tests need (namespaces, garbage collection, StatefulSets, volume binding
+and protection); what a node or a running vCluster would do is played by
+tests/k8s/vcluster_runtime.py.
 """
 
 from __future__ import annotations
@@ -161,7 +163,7 @@ def control_plane() -> Iterator[ControlPlane]:
             [
                 str(binary("kube-controller-manager")),
                 f"--kubeconfig={plane.kubeconfig}",
-                "--controllers=namespace,garbagecollector",
+                "--controllers=namespace,garbagecollector,statefulset,persistentvolume-binder,pvc-protection,pv-protection",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={free_port()}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +12,8 @@ from kubernetes import client
 
 from app.core.models import TeamStatus
 from app.teams import repository as repo
-from tests.k8s.conftest import reconcile_until
+from tests.k8s.conftest import hanging_server, reconcile_until, serve_folder
+from tests.servers import tool
 
 pytestmark = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 QUEUES = ("scheduling.run.ai", "v2", "queues")
@@ -307,29 +309,37 @@ def test_quota_change_and_decommission(kube_app: FastAPI, admin_api: Any) -> Non
     assert not _queue_exists(admin_api, "ml-org"), "the parent goes with its last child"
 
 
-def test_vcluster_cli_failures_are_shown(
-    kube_app: FastAPI, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("FAKE_VCLUSTER_FAIL", "1")
-    reconcile_until(kube_app, lambda: statuses(kube_app)["nlp"] == TeamStatus.FAILED)
-    with kube_app.state.session_factory() as session:
-        error = repo.get_team(session, 1).last_error or ""
-    assert "vcluster exited with 1" in error
-    assert "context deadline exceeded" in error
-    monkeypatch.delenv("FAKE_VCLUSTER_FAIL")
-    monkeypatch.setenv("FAKE_VCLUSTER_HANG", "1")
-    kube_app.state.backend.settings = kube_app.state.backend.settings.model_copy(
-        update={"vcluster_timeout_seconds": 1.0}
-    )
-    reconcile_until(
-        kube_app,
-        lambda: "did not finish in 1s" in (_error(kube_app, 1)),
-    )
-    monkeypatch.delenv("FAKE_VCLUSTER_HANG")
-    kube_app.state.backend.settings = kube_app.state.backend.settings.model_copy(
-        update={"vcluster_timeout_seconds": 20.0}
-    )
+def test_vcluster_cli_failures_are_shown(kube_app: FastAPI, tmp_path: Path) -> None:
+    """Real failures of the real CLI: a chart mirror that has no such chart, then one that
+    never answers (the CLI and the helm it runs are stopped at the time-out)."""
+    backend = kube_app.state.backend
+    good = backend.settings
+    with serve_folder(tmp_path) as empty_mirror:
+        backend.settings = good.model_copy(update={"vcluster_chart_repo": empty_mirror})
+        reconcile_until(kube_app, lambda: statuses(kube_app)["nlp"] == TeamStatus.FAILED)
+    error = _error(kube_app, 1)
+    assert "installing vCluster nlp: vcluster exited with 1" in error
+    assert "404" in error or "not found" in error.lower(), error
+    with hanging_server() as silent:
+        backend.settings = good.model_copy(
+            update={"vcluster_chart_repo": silent, "vcluster_timeout_seconds": 2.0}
+        )
+        reconcile_until(kube_app, lambda: "did not finish in 2s" in _error(kube_app, 1))
+        assert not _processes_of(tool("helm")), "helm was left running after the time-out"
+    backend.settings = good
     reconcile_until(kube_app, lambda: all_ready(kube_app))
+
+
+def _processes_of(executable: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "exe").resolve() == executable.resolve():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
 
 
 def _error(app: FastAPI, team_id: int) -> str:
@@ -347,7 +357,14 @@ def test_what_the_portals_rbac_does_not_allow(kube_app: FastAPI, cluster: Any) -
     refused = [
         lambda: core.list_namespaced_secret("kube-system"),
         lambda: core.list_namespaced_secret("default"),
-        lambda: core.list_namespaced_pod("default"),
+        # It reads pods everywhere (the vCluster chart's node sync needs that, so the
+        # portal must hold it to grant it), but changes them nowhere but its namespaces.
+        lambda: core.create_namespaced_pod(
+            "default", {"metadata": {"name": "x"}, "spec": {"containers": [{"name": "x"}]}}
+        ),
+        lambda: core.delete_collection_namespaced_pod("default"),
+        # No kubelet access: the vCluster's kubelet proxies are off.
+        lambda: core.connect_get_node_proxy("any"),
         lambda: core.delete_node("any"),
         lambda: client.CustomObjectsApi(portal).patch_cluster_custom_object_status(
             *QUEUES, "team-nlp", {"status": {"allocated": {"nvidia.com/gpu": "8"}}}
@@ -372,7 +389,7 @@ def test_what_the_portals_rbac_does_not_allow(kube_app: FastAPI, cluster: Any) -
 
 
 def test_the_helm_installer_does_the_same(
-    kube_settings: Any, admin_api: Any, clean_cluster: None, fake_vcluster: Any
+    kube_settings: Any, admin_api: Any, clean_cluster: None
 ) -> None:
     from fastapi.testclient import TestClient
 
@@ -380,16 +397,15 @@ def test_the_helm_installer_does_the_same(
     from app.main import create_app
     from app.teams.seed import seed_example
 
-    settings = kube_settings.model_copy(
-        update={"vcluster_installer": "helm", "helm_cli": str(fake_vcluster)}
-    )
-    app = create_app(settings)
+    app = create_app(kube_settings.model_copy(update={"vcluster_installer": "helm"}))
     with TestClient(app):
         with unit_of_work(app.state.session_factory) as session:
             seed_example(session)
         reconcile_until(app, lambda: all_ready(app))
         pods = client.CoreV1Api(admin_api).list_namespaced_pod("vcluster-vision").items
         assert [p.metadata.name for p in pods] == ["vision-0"]
+        sets = client.AppsV1Api(admin_api).list_namespaced_stateful_set("vcluster-vision").items
+        assert [s.metadata.labels["chart"] for s in sets] == ["vcluster-0.36.1"]
 
 
 def test_hand_edits_to_the_queue_pinning_policy_are_restored(

@@ -8,6 +8,7 @@ of 0 as a cap of zero: GPU pods in such a queue stay Pending, even within the qu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from app.provisioning.backend import ResourceQuota, TeamSpec
@@ -178,11 +179,45 @@ def make_policy_binding(spec: TeamSpec) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class ControlPlane:
+    """How a team's vCluster control plane runs on the host (the portal's settings)."""
+
+    image_registry: str = ""  # "" = the chart's own registries
+    telemetry: bool = False
+    cpu_request: str = "200m"
+    memory_request: str = "256Mi"
+    memory_limit: str = "4Gi"
+    storage_size: str = "5Gi"
+    storage_class: str = ""  # "" = the cluster's default StorageClass
+
+
 def vcluster_values(
-    spec: TeamSpec, *, expose: str, ingress_host: str | None, extra_sans: list[str]
+    spec: TeamSpec,
+    *,
+    expose: str,
+    ingress_host: str | None,
+    extra_sans: list[str],
+    plane: ControlPlane | None = None,
 ) -> dict[str, Any]:
-    """The vcluster.yaml the design source requires, plus how it is reached."""
-    control_plane: dict[str, Any] = {}
+    """The vcluster.yaml the design source requires, plus how it is reached and how its
+    control plane runs."""
+    plane = plane or ControlPlane()
+    control_plane: dict[str, Any] = {
+        "statefulSet": {
+            "resources": {
+                "requests": {"cpu": plane.cpu_request, "memory": plane.memory_request},
+                "limits": {"memory": plane.memory_limit},
+            },
+            "persistence": {"volumeClaim": {"size": plane.storage_size}},
+        }
+    }
+    if plane.storage_class:
+        control_plane["statefulSet"]["persistence"]["volumeClaim"]["storageClass"] = (
+            plane.storage_class
+        )
+    if plane.image_registry:
+        control_plane["advanced"] = {"defaultImageRegistry": plane.image_registry}
     if expose in ("LoadBalancer", "NodePort"):
         control_plane["service"] = {"spec": {"type": expose}}
     elif expose == "Ingress" and ingress_host:
@@ -190,13 +225,16 @@ def vcluster_values(
     sans = [s for s in extra_sans if s]
     if sans:
         control_plane["proxy"] = {"extraSANs": sans}
-    values: dict[str, Any] = {
+    return {
         "experimental": {"syncSettings": {"setOwner": False}},
         "sync": {"fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}}},
+        # The kubelet proxies would need nodes/proxy on the host (a way to run commands
+        # through any node's kubelet), which neither the portal nor a team should hold;
+        # they only serve metrics tools inside the vCluster.
+        "networking": {"advanced": {"proxyKubelets": {"byHostname": False, "byIP": False}}},
+        "telemetry": {"enabled": plane.telemetry},
+        "controlPlane": control_plane,
     }
-    if control_plane:
-        values["controlPlane"] = control_plane
-    return values
 
 
 def make_portal_binding(spec: TeamSpec, service_account: str, role: str) -> dict[str, Any]:

@@ -3,7 +3,11 @@ control-plane pod is."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -13,7 +17,19 @@ import yaml
 
 from app.adapters.k8s import manifests as m
 from app.adapters.k8s.client import Part
-from app.provisioning.backend import DONE, MISSING, PROGRESSING, BackendError, Observation, TeamSpec
+from app.core.config import Settings
+from app.provisioning.backend import (
+    DONE,
+    MISSING,
+    OUTDATED,
+    PROGRESSING,
+    BackendError,
+    Observation,
+    TeamSpec,
+)
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+REVISION = "controller-revision-hash"
 
 
 class VClusterInstaller(Part):
@@ -31,25 +47,93 @@ class VClusterInstaller(Part):
         return self.kube.deep(spec.team, "vCluster", lambda: self._check(spec))
 
     def _check(self, spec: TeamSpec) -> Observation:
-        pods = self._control_plane_pods(spec)
-        if not pods:
-            installed = self._call(
-                f"reading statefulset {spec.vcluster_name}",
-                lambda: self.kube.apps.read_namespaced_stateful_set(
-                    spec.vcluster_name, spec.namespace
-                ),
-                missing_ok=True,
-            )
-            if installed is None:
-                return Observation(MISSING, f"vCluster {spec.vcluster_name} is not installed")
+        name = spec.vcluster_name
+        installed: Any = self._call(
+            f"reading statefulset {name}",
+            lambda: self.kube.apps.read_namespaced_stateful_set(name, spec.namespace),
+            missing_ok=True,
+        )
+        if installed is None:
+            return Observation(MISSING, f"vCluster {name} is not installed")
+        chart = (installed.metadata.labels or {}).get("chart", "")
+        version = chart.removeprefix("vcluster-") or None
+        wanted = chart_version(self.settings)
+        if version != wanted:
             return Observation(
-                PROGRESSING, f"vCluster {spec.vcluster_name} is installed; its pod is starting"
+                OUTDATED,
+                f"vCluster {name} runs chart {version or 'of unknown version'}; "
+                f"{wanted} is configured",
+                version=version,
             )
-        if any(_ready(pod) for pod in pods):
-            return Observation(DONE, f"vCluster {spec.vcluster_name} control plane is ready")
-        return Observation(PROGRESSING, f"vCluster {spec.vcluster_name} control plane is starting")
+        pods = self._control_plane_pods(spec)
+        status = installed.status
+        revision = status.update_revision if status else None
+        rolled = bool(status) and (status.observed_generation or 0) >= (
+            installed.metadata.generation or 0
+        )
+        current = [
+            pod
+            for pod in pods
+            if not pod.metadata.deletion_timestamp
+            and (not revision or (pod.metadata.labels or {}).get(REVISION) == revision)
+        ]
+        if rolled and any(_ready(pod) for pod in current):
+            return Observation(
+                DONE, f"vCluster {name} control plane is ready (chart {version})", version=version
+            )
+        waiting = self._pending_claim(spec)
+        if waiting:
+            return Observation(PROGRESSING, f"vCluster {name} is waiting for storage: {waiting}")
+        if not current:
+            return Observation(
+                PROGRESSING, f"vCluster {name} is installed; its pod is starting", version=version
+            )
+        return Observation(
+            PROGRESSING, f"vCluster {name} control plane is starting", version=version
+        )
+
+    def _pending_claim(self, spec: TeamSpec) -> str | None:
+        """The control plane's volume claim when it is Pending, with the cluster's reason."""
+        claims: Any = self._call(
+            f"listing volume claims in {spec.namespace}",
+            lambda: self.kube.core.list_namespaced_persistent_volume_claim(
+                spec.namespace, label_selector=f"app=vcluster,release={spec.vcluster_name}"
+            ),
+            missing_ok=True,
+        )
+        for claim in claims.items if claims is not None else []:
+            if claim.status and claim.status.phase == "Pending":
+                selector = (
+                    "involvedObject.kind=PersistentVolumeClaim,"
+                    f"involvedObject.name={claim.metadata.name}"
+                )
+                events: Any = self._call(
+                    f"reading events of {claim.metadata.name}",
+                    lambda: self.kube.core.list_namespaced_event(
+                        spec.namespace, field_selector=selector
+                    ),
+                    missing_ok=True,
+                )
+                items = sorted(
+                    events.items if events is not None else [],
+                    key=lambda e: str(e.last_timestamp or e.event_time or ""),
+                )
+                reason = (
+                    f"{items[-1].reason}: {items[-1].message}"
+                    if items
+                    else "no volume has been provisioned for it yet"
+                )
+                size = (claim.spec.resources.requests or {}).get("storage", "?")
+                storage_class = claim.spec.storage_class_name or "the default StorageClass"
+                return (
+                    f"volume claim {claim.metadata.name} ({size}, {storage_class}) is "
+                    f"Pending — {reason}"
+                )
+        return None
 
     def install(self, spec: TeamSpec) -> None:
+        """Install or upgrade (the same call) the team's vCluster at the configured chart
+        version."""
         settings = self.settings
         host = settings.vcluster_ingress_host.replace("{team}", spec.team)
         expose = settings.vcluster_expose
@@ -58,42 +142,17 @@ class VClusterInstaller(Part):
             expose=expose,
             ingress_host=host if expose == "Ingress" else None,
             extra_sans=[settings.vcluster_node_address or ""] if expose == "NodePort" else [],
+            plane=control_plane_of(settings),
         )
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
-            yaml.safe_dump(values, handle)
-            values_file = handle.name
-        try:
+        with tempfile.TemporaryDirectory(prefix="gpu-portal-vcluster-") as work:
+            values_file = os.path.join(work, "values.yaml")
+            with open(values_file, "w") as handle:
+                yaml.safe_dump(values, handle)
             if settings.vcluster_installer == "helm":
-                args = [
-                    "upgrade",
-                    "--install",
-                    spec.vcluster_name,
-                    "vcluster",
-                    "--repo",
-                    settings.vcluster_chart_repo,
-                    "--namespace",
-                    spec.namespace,
-                    "--version",
-                    settings.vcluster_chart_version,
-                    "--values",
-                    values_file,
-                ]
+                args = helm_install_args(spec, settings, values_file)
             else:
-                args = [
-                    "create",
-                    spec.vcluster_name,
-                    "--namespace",
-                    spec.namespace,
-                    "--values",
-                    values_file,
-                    "--connect=false",
-                    "--chart-version",
-                    settings.vcluster_chart_version,
-                    "--upgrade",
-                ]
-            self._cli(args, what=f"installing vCluster {spec.vcluster_name}")
-        finally:
-            os.unlink(values_file)
+                args = cli_create_args(spec, settings, values_file)
+            self._cli(args, what=f"installing vCluster {spec.vcluster_name}", cwd=work)
 
     def remove(self, spec: TeamSpec) -> Observation:
         ns: Any = self._call(
@@ -105,11 +164,19 @@ class VClusterInstaller(Part):
             return Observation(DONE, f"vCluster {spec.vcluster_name} goes with its namespace")
         if not self._control_plane_pods(spec):
             return Observation(DONE, f"vCluster {spec.vcluster_name} deleted")
-        verb = "uninstall" if self.settings.vcluster_installer == "helm" else "delete"
-        self._cli(
-            [verb, spec.vcluster_name, "--namespace", spec.namespace],
-            what=f"deleting vCluster {spec.vcluster_name}",
-        )
+        if self.settings.vcluster_installer == "helm":
+            args = ["uninstall", spec.vcluster_name, "--namespace", spec.namespace]
+        else:
+            # The portal owns the namespace and polls for the pods to go.
+            args = [
+                "delete",
+                spec.vcluster_name,
+                "--namespace",
+                spec.namespace,
+                "--wait=false",
+                "--auto-delete-namespace=false",
+            ]
+        self._cli([*args, "--ignore-not-found"], what=f"deleting vCluster {spec.vcluster_name}")
         return self._observe_gone(spec)
 
     def _observe_gone(self, spec: TeamSpec) -> Observation:
@@ -117,8 +184,13 @@ class VClusterInstaller(Part):
             return Observation(PROGRESSING, f"vCluster {spec.vcluster_name} is being deleted")
         return Observation(DONE, f"vCluster {spec.vcluster_name} deleted")
 
-    def _cli(self, args: list[str], *, what: str) -> None:
+    def _cli(self, args: list[str], *, what: str, cwd: str | None = None) -> None:
         env = dict(os.environ)
+        # The CLI runs helm from PATH and checks for a newer release of itself online.
+        env.setdefault("VCLUSTER_SKIP_VERSION_CHECK", "true")
+        helm_dir = os.path.dirname(self.settings.helm_cli)
+        if helm_dir:
+            env["PATH"] = helm_dir + os.pathsep + env.get("PATH", "")
         helm = self.settings.vcluster_installer == "helm"
         executable = self.settings.helm_cli if helm else self.settings.vcluster_cli
         if self.settings.kubeconfig:
@@ -126,27 +198,99 @@ class VClusterInstaller(Part):
         if self.settings.kube_context:
             args = [*args, "--kube-context" if helm else "--context", self.settings.kube_context]
         self.kube.requests += 1
+        if not shutil.which(executable):
+            raise BackendError(f"{what}: {executable} is not installed")
+        # Its own process group: at the time-out the helm it started goes with it.
+        process = subprocess.Popen(  # noqa: S603 - a configured executable, no shell
+            [executable, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
         try:
-            result = subprocess.run(  # noqa: S603 - a configured executable, no shell
-                [executable, *args],
-                capture_output=True,
-                text=True,
-                timeout=self.settings.vcluster_timeout_seconds,
-                env=env,
-                check=False,
-            )
+            stdout, stderr = process.communicate(timeout=self.settings.vcluster_timeout_seconds)
         except subprocess.TimeoutExpired as exc:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
             raise BackendError(
                 f"{what}: `{Path(executable).name} {args[0]}` did not finish in "
                 f"{self.settings.vcluster_timeout_seconds:.0f}s"
             ) from exc
-        except FileNotFoundError as exc:
-            raise BackendError(f"{what}: {executable} is not installed") from exc
+        result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
         if result.returncode != 0:
-            stderr = (result.stderr or result.stdout).strip()[-800:]
+            stderr = ANSI.sub("", result.stderr or result.stdout).strip()[-800:]
             raise BackendError(
                 f"{what}: {Path(executable).name} exited with {result.returncode}: {stderr}"
             )
+
+
+def control_plane_of(settings: Settings) -> m.ControlPlane:
+    return m.ControlPlane(
+        image_registry=settings.vcluster_image_registry,
+        telemetry=settings.vcluster_telemetry,
+        cpu_request=settings.vcluster_cpu_request,
+        memory_request=settings.vcluster_memory_request,
+        memory_limit=settings.vcluster_memory_limit,
+        storage_size=settings.vcluster_storage_size,
+        storage_class=settings.vcluster_storage_class,
+    )
+
+
+def chart_version(settings: Settings) -> str:
+    return settings.vcluster_chart_version.lstrip("v")
+
+
+def helm_install_args(spec: TeamSpec, settings: Settings, values_file: str) -> list[str]:
+    """`helm upgrade --install` from a chart repository, an OCI repository or an archive."""
+    source = settings.vcluster_chart_repo
+    version = chart_version(settings)
+    if source.startswith("oci://"):
+        chart = [source.rstrip("/") + "/vcluster", "--version", version]
+    elif source.startswith("/"):
+        chart = [source]  # its version is checked against the setting at start
+    else:
+        chart = ["vcluster", "--repo", source, "--version", version]
+    return [
+        "upgrade",
+        "--install",
+        spec.vcluster_name,
+        *chart,
+        "--namespace",
+        spec.namespace,
+        "--values",
+        values_file,
+    ]
+
+
+def cli_create_args(spec: TeamSpec, settings: Settings, values_file: str) -> list[str]:
+    """`vcluster create --upgrade`: the CLI runs helm with the same chart source."""
+    source = settings.vcluster_chart_repo
+    version = chart_version(settings)
+    if source.startswith("/"):
+        chart = ["--local-chart-dir", source]
+    elif source.startswith("oci://"):
+        # The CLI hands a chart path to helm as is (without the version), so the exact
+        # chart reference goes there.
+        chart = ["--local-chart-dir", source.rstrip("/") + "/vcluster:" + version]
+    else:
+        chart = ["--chart-repo", source]
+    return [
+        "create",
+        spec.vcluster_name,
+        "--namespace",
+        spec.namespace,
+        "--values",
+        values_file,
+        "--connect=false",
+        "--chart-version",
+        version,
+        *chart,
+        "--upgrade",
+    ]
 
 
 def _ready(pod: Any) -> bool:

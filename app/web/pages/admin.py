@@ -10,15 +10,25 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.audit import repository as audit_repo
+from app.audit import service as audit
 from app.core.db import discard_changes
 from app.core.errors import DomainError, InvalidInput
-from app.core.models import ClusterRequest, RequestKind, RequestStatus, Step, TeamStatus
+from app.core.models import ClusterRequest, RequestKind, RequestStatus, Step, TeamStatus, utcnow
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.provisioning import repository as provisioning
 from app.teams import repository as repo
 from app.teams import service
 from app.usage import history
 from app.usage.impact import Impact
-from app.web.deps import AdminPrincipal, BackendDep, FormDep, Id, SessionDep, UsageDep
+from app.web.deps import (
+    AdminPrincipal,
+    BackendDep,
+    FormDep,
+    Id,
+    SessionDep,
+    SettingsDep,
+    UsageDep,
+)
 from app.web.templating import flash, redirect, render
 from app.web.views import cards, org_impact, pool_summary, request_impact, what_if
 
@@ -39,6 +49,7 @@ def overview(
     session: SessionDep,
     principal: AdminPrincipal,
     usage: UsageDep,
+    settings: SettingsDep,
     status: str = "live",
     sort: str = "name",
     q: str = "",
@@ -83,6 +94,9 @@ def overview(
                 session, action_prefix="provisioning.drift_repaired", limit=5
             ),
             "steps": [s.value for s in Step],
+            "rollout": provisioning.rollout_progress(
+                session, settings.vcluster_chart_version.lstrip("v")
+            ),
         },
         partial="admin/partials/teams_table.html",
     )
@@ -98,6 +112,26 @@ def update_pool(
         flash(request, "Pool not changed: " + "; ".join(exc.errors.values()), "error")
         return redirect(request, "/admin")
     flash(request, f"Pool is now {format_hundredths(org.gpus_centi)} GPU.")
+    return redirect(request, "/admin")
+
+
+@router.post("/rollout/resume")
+def resume_rollout(
+    request: Request, session: SessionDep, principal: AdminPrincipal, settings: SettingsDep
+) -> Response:
+    version = settings.vcluster_chart_version.lstrip("v")
+    if provisioning.resume_rollout(session, version=version, now=utcnow()):
+        audit.record(
+            session,
+            actor=principal.user,
+            action="vcluster.rollout_resumed",
+            summary=f"upgrade to chart {version} resumed",
+            details={"version": version},
+        )
+        provisioning.nudge_outdated(session, version=version, now=utcnow())
+        flash(request, f"The upgrade to vCluster chart {version} goes on.")
+    else:
+        flash(request, f"The upgrade to vCluster chart {version} is not stopped.", "error")
     return redirect(request, "/admin")
 
 

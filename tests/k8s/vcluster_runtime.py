@@ -1,0 +1,202 @@
+"""What a node and a running vCluster would do, which these machines cannot run.
+
+Everything else is real: the portal installs the real vCluster chart (from ../shared) with
+the real vcluster CLI or helm, the real StatefulSet controller creates the control
+plane's pod and its volume claim, and the real PersistentVolume controller binds the
+claim. This helper plays only:
+
+- the storage provisioner: a claim without a StorageClass gets a volume of its size (a
+  claim that names a class nobody serves stays Pending, as on a real cluster);
+- the kubelet: a control-plane pod whose claims are bound is marked Running and Ready
+  through the status subresource (after ``ready_seconds``);
+- the vCluster itself: once its pod is Ready, it writes secret ``vc-<name>`` with a
+  kubeconfig for https://localhost:8443, as the syncer does.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+MANAGED = "app.kubernetes.io/managed-by=gpu-portal"
+
+
+class VClusterRuntime:
+    def __init__(self, api: client.ApiClient, *, ready_seconds: float = 0.3) -> None:
+        self.core = client.CoreV1Api(api)
+        self.ready_seconds = ready_seconds
+        self.paused = threading.Event()  # set: pods stay as they are (a stuck rollout)
+        self._stop = threading.Event()
+        self._seen: dict[str, float] = {}
+        self._written: set[str] = set()
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        while not self._stop.wait(0.15):
+            if self.paused.is_set():
+                continue
+            try:
+                self.step()
+            except ApiException as exc:
+                # 403 "is being terminated": a namespace on its way out (decommission).
+                terminating = exc.status == 403 and "being terminated" in str(exc.body)
+                if exc.status not in (404, 409) and not terminating:
+                    self.errors.append(f"{exc.status} {exc.reason}: {exc.body}")
+            except Exception as exc:  # keep playing; the tests report what went wrong
+                self.errors.append(repr(exc))
+
+    def step(self) -> None:
+        for claim in self.core.list_persistent_volume_claim_for_all_namespaces(
+            label_selector="app=vcluster"
+        ).items:
+            self._provision(claim)
+        for pod in self.core.list_pod_for_all_namespaces(label_selector="app=vcluster").items:
+            if pod.metadata.deletion_timestamp:
+                continue
+            if not _ready(pod):
+                self._start(pod)
+            else:
+                self._write_kubeconfig(pod)
+
+    def _provision(self, claim: Any) -> None:
+        if (
+            claim.status.phase != "Pending"
+            or claim.spec.storage_class_name
+            or claim.metadata.deletion_timestamp
+        ):
+            return
+        name = f"pv-{claim.metadata.namespace}-{claim.metadata.name}"
+        try:
+            self.core.create_persistent_volume(
+                {
+                    "metadata": {"name": name},
+                    "spec": {
+                        "capacity": {"storage": claim.spec.resources.requests["storage"]},
+                        "accessModes": claim.spec.access_modes,
+                        "persistentVolumeReclaimPolicy": "Delete",
+                        "hostPath": {"path": f"/var/tmp/{name}"},
+                        "claimRef": {
+                            "namespace": claim.metadata.namespace,
+                            "name": claim.metadata.name,
+                        },
+                    },
+                }
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    def _start(self, pod: Any) -> None:
+        for volume in pod.spec.volumes or []:
+            if volume.persistent_volume_claim is None:
+                continue
+            claim = self.core.read_namespaced_persistent_volume_claim(
+                volume.persistent_volume_claim.claim_name, pod.metadata.namespace
+            )
+            if claim.status.phase != "Bound":
+                return  # not schedulable: stays Pending
+        key = f"{pod.metadata.namespace}/{pod.metadata.name}/{pod.metadata.uid}"
+        first = self._seen.setdefault(key, time.monotonic())
+        if time.monotonic() - first < self.ready_seconds:
+            return
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.core.patch_namespaced_pod_status(
+            pod.metadata.name,
+            pod.metadata.namespace,
+            {
+                "status": {
+                    "phase": "Running",
+                    "podIP": "10.244.0.10",
+                    "conditions": [
+                        {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+                        {"type": "Ready", "status": "True", "lastTransitionTime": now},
+                    ],
+                }
+            },
+        )
+
+    def _write_kubeconfig(self, pod: Any) -> None:
+        namespace = pod.metadata.namespace
+        name = (pod.metadata.labels or {}).get("release")
+        if not name or pod.metadata.uid in self._written:
+            return
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "my-vcluster",
+                    "cluster": {
+                        "server": "https://localhost:8443",
+                        "certificate-authority-data": base64.b64encode(b"vcluster-ca").decode(),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "my-vcluster",
+                    "user": {
+                        "client-certificate-data": base64.b64encode(b"vcluster-cert").decode(),
+                        "client-key-data": base64.b64encode(b"vcluster-key").decode(),
+                    },
+                }
+            ],
+            "contexts": [
+                {
+                    "name": "my-vcluster",
+                    "context": {"cluster": "my-vcluster", "user": "my-vcluster"},
+                }
+            ],
+            "current-context": "my-vcluster",
+        }
+        data = {
+            "config": yaml.safe_dump(kubeconfig),
+            "certificate-authority": "vcluster-ca",
+            "client-certificate": "vcluster-cert",
+            "client-key": "vcluster-key",
+        }
+        try:
+            self.core.create_namespaced_secret(
+                namespace,
+                {
+                    "metadata": {
+                        "name": f"vc-{name}",
+                        "labels": {"app": "vcluster", "vcluster-name": name},
+                    },
+                    "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+                },
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        self._written.add(pod.metadata.uid)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _ready(pod: Any) -> bool:
+    conditions = (pod.status.conditions or []) if pod.status else []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+@contextmanager
+def vcluster_runtime(
+    api: client.ApiClient, *, ready_seconds: float = 0.3
+) -> Iterator[VClusterRuntime]:
+    runtime = VClusterRuntime(api, ready_seconds=ready_seconds)
+    thread = threading.Thread(target=runtime.run, name="vcluster-runtime", daemon=True)
+    thread.start()
+    try:
+        yield runtime
+    finally:
+        runtime.stop()
+        thread.join(5)
