@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from app.core.config import DEFAULT_SECRET_KEY, ClusterBackendKind, Settings
+from app.core.config import DEFAULT_SECRET_KEY, ClusterBackendKind, Settings, describe_error
+from tests.shared import shared
 
 
 def test_default_secret_refused_outside_development() -> None:
@@ -127,3 +130,39 @@ def test_secrets_are_hidden_in_reprs() -> None:
     assert "x" * 40 not in repr(settings)
     assert "y" * 40 not in repr(settings)
     assert settings.secret_key.get_secret_value() == "x" * 40
+
+
+def test_where_the_vcluster_chart_comes_from(tmp_path: Path) -> None:
+    """A chart repository (the public one or a mirror), an OCI repository, or an archive on
+    disk whose version must match; anything else is refused with what to set."""
+    for source in ("https://charts.loft.sh", "http://mirror.internal/charts", "oci://r.io/c"):
+        assert Settings(development=True, vcluster_chart_repo=source).vcluster_chart_repo
+    with pytest.raises(ValidationError, match="must be a chart repository URL"):
+        Settings(development=True, vcluster_chart_repo="charts.loft.sh")
+    with pytest.raises(
+        ValidationError, match=re.escape("no chart archive at /nowhere/vcluster.tgz")
+    ):
+        Settings(development=True, vcluster_chart_repo="/nowhere/vcluster.tgz")
+    chart = shared("third_party/vcluster/vcluster-0.36.0.tgz")
+    assert Settings(
+        development=True, vcluster_chart_repo=str(chart), vcluster_chart_version="0.36.0"
+    )
+    with pytest.raises(
+        ValidationError,
+        match=re.escape("holds chart version 0.36.0 but PORTAL_VCLUSTER_CHART_VERSION is 0.36.1"),
+    ):
+        Settings(development=True, vcluster_chart_repo=str(chart), vcluster_chart_version="0.36.1")
+    (tmp_path / "not-a-chart.tgz").write_bytes(b"nope")
+    with pytest.raises(ValidationError, match="is not a Helm chart archive"):
+        Settings(development=True, vcluster_chart_repo=str(tmp_path / "not-a-chart.tgz"))
+
+
+def test_control_plane_sizes_are_kubernetes_quantities() -> None:
+    assert Settings(development=True, vcluster_memory_limit="8Gi", vcluster_cpu_request="1.5")
+    with pytest.raises(ValidationError) as bad:
+        Settings(development=True, vcluster_storage_size="5 GB", vcluster_chart_version="latest")
+    assert describe_error(bad.value) == [
+        "PORTAL_VCLUSTER_CHART_VERSION: must be a chart version such as 0.36.1 (got 'latest')",
+        "PORTAL_VCLUSTER_STORAGE_SIZE: must be a Kubernetes quantity such as 500m, 2, 256Mi "
+        "or 5Gi (got '5 GB')",
+    ]

@@ -23,7 +23,7 @@ class ClusterBackendKind(StrEnum):
     KUBERNETES = "kubernetes"
 
 
-_QUANTITY = r"^[0-9]+(\\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+_QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 
 
 class Settings(BaseSettings):
@@ -76,7 +76,6 @@ class Settings(BaseSettings):
     )
     vcluster_chart_version: str = Field(
         default="0.36.1",
-        pattern=r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$",
         description="vCluster chart version to install (>= 0.21). Changing it upgrades "
         "every team's vCluster, one at a time (progress on the Pool page).",
     )
@@ -90,16 +89,16 @@ class Settings(BaseSettings):
         default=False, description="Let vCluster control planes send telemetry to its vendor."
     )
     vcluster_cpu_request: str = Field(
-        default="200m", pattern=_QUANTITY, description="CPU each vCluster control plane asks."
+        default="200m", description="CPU each vCluster control plane asks."
     )
     vcluster_memory_request: str = Field(
-        default="256Mi", pattern=_QUANTITY, description="Memory each control plane asks."
+        default="256Mi", description="Memory each control plane asks."
     )
     vcluster_memory_limit: str = Field(
-        default="4Gi", pattern=_QUANTITY, description="Memory limit of each control plane."
+        default="4Gi", description="Memory limit of each control plane."
     )
     vcluster_storage_size: str = Field(
-        default="5Gi", pattern=_QUANTITY, description="Size of each control plane's volume."
+        default="5Gi", description="Size of each control plane's volume."
     )
     vcluster_storage_class: str = Field(
         default="",
@@ -302,6 +301,27 @@ class Settings(BaseSettings):
             raise ValueError(
                 "PORTAL_DATABASE_URL: use the psycopg driver, "
                 "postgresql+psycopg://user:password@host/database"
+            )
+        return value
+
+    @field_validator("vcluster_chart_version")
+    @classmethod
+    def _chart_version(cls, value: str) -> str:
+        if not re.fullmatch(r"v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?", value):
+            raise ValueError(f"must be a chart version such as 0.36.1 (got {value!r})")
+        return value
+
+    @field_validator(
+        "vcluster_cpu_request",
+        "vcluster_memory_request",
+        "vcluster_memory_limit",
+        "vcluster_storage_size",
+    )
+    @classmethod
+    def _quantity(cls, value: str) -> str:
+        if not re.fullmatch(_QUANTITY, value):
+            raise ValueError(
+                f"must be a Kubernetes quantity such as 500m, 2, 256Mi or 5Gi (got {value!r})"
             )
         return value
 

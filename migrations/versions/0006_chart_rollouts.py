@@ -18,8 +18,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("teams") as batch_op:
-        batch_op.add_column(sa.Column("vcluster_version", sa.String(64), nullable=True))
+    # Plain ALTER TABLE (no batch copy): a copy of teams would drop 0004's triggers.
+    op.add_column("teams", sa.Column("vcluster_version", sa.String(64), nullable=True))
     op.create_table(
         "chart_rollouts",
         sa.Column("version", sa.String(64), primary_key=True),
@@ -37,5 +37,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("chart_rollouts")
-    with op.batch_alter_table("teams") as batch_op:
-        batch_op.drop_column("vcluster_version")
+    op.drop_column("teams", "vcluster_version")

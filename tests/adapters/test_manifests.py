@@ -111,26 +111,70 @@ def test_policy_pins_synced_pods_to_kai_and_the_team_queue() -> None:
 
 def test_vcluster_values_per_exposure() -> None:
     spec = design_source_spec()
+    plane = {
+        "statefulSet": {
+            "resources": {
+                "requests": {"cpu": "200m", "memory": "256Mi"},
+                "limits": {"memory": "4Gi"},
+            },
+            "persistence": {"volumeClaim": {"size": "5Gi"}},
+        }
+    }
     base = {
         "experimental": {"syncSettings": {"setOwner": False}},
         "sync": {"fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}}},
+        "networking": {"advanced": {"proxyKubelets": {"byHostname": False, "byIP": False}}},
+        "telemetry": {"enabled": False},
     }
     assert m.vcluster_values(spec, expose="LoadBalancer", ingress_host=None, extra_sans=[]) == {
         **base,
-        "controlPlane": {"service": {"spec": {"type": "LoadBalancer"}}},
+        "controlPlane": {**plane, "service": {"spec": {"type": "LoadBalancer"}}},
     }
     assert m.vcluster_values(
         spec, expose="NodePort", ingress_host=None, extra_sans=["10.0.0.5", ""]
     ) == {
         **base,
         "controlPlane": {
+            **plane,
             "service": {"spec": {"type": "NodePort"}},
             "proxy": {"extraSANs": ["10.0.0.5"]},
         },
     }
     assert m.vcluster_values(
         spec, expose="Ingress", ingress_host="nlp.vc.example.org", extra_sans=[]
-    ) == {**base, "controlPlane": {"ingress": {"enabled": True, "host": "nlp.vc.example.org"}}}
+    ) == {
+        **base,
+        "controlPlane": {**plane, "ingress": {"enabled": True, "host": "nlp.vc.example.org"}},
+    }
+
+
+def test_vcluster_values_for_a_mirrored_cluster() -> None:
+    values = m.vcluster_values(
+        design_source_spec(),
+        expose="LoadBalancer",
+        ingress_host=None,
+        extra_sans=[],
+        plane=m.ControlPlane(
+            image_registry="registry.internal:5000",
+            telemetry=True,
+            cpu_request="1",
+            memory_request="1Gi",
+            memory_limit="8Gi",
+            storage_size="20Gi",
+            storage_class="fast-ssd",
+        ),
+    )
+    plane = values["controlPlane"]
+    assert plane["advanced"] == {"defaultImageRegistry": "registry.internal:5000"}
+    assert plane["statefulSet"]["resources"] == {
+        "requests": {"cpu": "1", "memory": "1Gi"},
+        "limits": {"memory": "8Gi"},
+    }
+    assert plane["statefulSet"]["persistence"]["volumeClaim"] == {
+        "size": "20Gi",
+        "storageClass": "fast-ssd",
+    }
+    assert values["telemetry"] == {"enabled": True}
 
 
 def test_the_queue_label_is_a_setting() -> None:

@@ -5,8 +5,10 @@ the real vcluster CLI or helm, the real StatefulSet controller creates the contr
 plane's pod and its volume claim, and the real PersistentVolume controller binds the
 claim. This helper plays only:
 
-- the storage provisioner: a claim without a StorageClass gets a volume of its size (a
-  claim that names a class nobody serves stays Pending, as on a real cluster);
+- the storage provisioner: a claim without a StorageClass, or with one that exists, gets
+  a volume of its size (a claim that names a class that does not exist stays Pending, as
+  on a real cluster);
+- the cloud's load balancer: a LoadBalancer Service of a vCluster gets an address;
 - the kubelet: a control-plane pod whose claims are bound is marked Running and Ready
   through the status subresource (after ``ready_seconds``);
 - the vCluster itself: once its pod is Ready, it writes secret ``vc-<name>`` with a
@@ -26,12 +28,13 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-MANAGED = "app.kubernetes.io/managed-by=gpu-portal"
+LOAD_BALANCER_IP = "192.0.2.10"
 
 
 class VClusterRuntime:
     def __init__(self, api: client.ApiClient, *, ready_seconds: float = 0.3) -> None:
         self.core = client.CoreV1Api(api)
+        self.storage = client.StorageV1Api(api)
         self.ready_seconds = ready_seconds
         self.paused = threading.Event()  # set: pods stay as they are (a stuck rollout)
         self._stop = threading.Event()
@@ -54,6 +57,10 @@ class VClusterRuntime:
                 self.errors.append(repr(exc))
 
     def step(self) -> None:
+        for service in self.core.list_service_for_all_namespaces(
+            label_selector="app=vcluster"
+        ).items:
+            self._balance(service)
         for claim in self.core.list_persistent_volume_claim_for_all_namespaces(
             label_selector="app=vcluster"
         ).items:
@@ -66,13 +73,28 @@ class VClusterRuntime:
             else:
                 self._write_kubeconfig(pod)
 
-    def _provision(self, claim: Any) -> None:
-        if (
-            claim.status.phase != "Pending"
-            or claim.spec.storage_class_name
-            or claim.metadata.deletion_timestamp
+    def _balance(self, service: Any) -> None:
+        if service.spec.type != "LoadBalancer" or (
+            service.status.load_balancer and service.status.load_balancer.ingress
         ):
             return
+        self.core.patch_namespaced_service_status(
+            service.metadata.name,
+            service.metadata.namespace,
+            {"status": {"loadBalancer": {"ingress": [{"ip": LOAD_BALANCER_IP}]}}},
+        )
+
+    def _provision(self, claim: Any) -> None:
+        if claim.status.phase != "Pending" or claim.metadata.deletion_timestamp:
+            return
+        storage_class = claim.spec.storage_class_name
+        if (
+            storage_class
+            and not self.storage.list_storage_class(
+                field_selector=f"metadata.name={storage_class}"
+            ).items
+        ):
+            return  # nobody serves that class: the claim stays Pending
         name = f"pv-{claim.metadata.namespace}-{claim.metadata.name}"
         try:
             self.core.create_persistent_volume(
@@ -83,6 +105,7 @@ class VClusterRuntime:
                         "accessModes": claim.spec.access_modes,
                         "persistentVolumeReclaimPolicy": "Delete",
                         "hostPath": {"path": f"/var/tmp/{name}"},
+                        "storageClassName": storage_class or "",
                         "claimRef": {
                             "namespace": claim.metadata.namespace,
                             "name": claim.metadata.name,

@@ -4,6 +4,7 @@ control-plane pod is."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -109,8 +110,10 @@ class VClusterInstaller(Part):
                 )
                 events: Any = self._call(
                     f"reading events of {claim.metadata.name}",
-                    lambda: self.kube.core.list_namespaced_event(
-                        spec.namespace, field_selector=selector
+                    functools.partial(
+                        self.kube.core.list_namespaced_event,
+                        spec.namespace,
+                        field_selector=selector,
                     ),
                     missing_ok=True,
                 )

@@ -1,0 +1,274 @@
+"""The real vCluster chart, installed by the real CLI and helm as the portal's
+ServiceAccount: every exposure mode, a mirrored chart repository, a control plane waiting
+for storage, and upgrades from 0.36.0 to 0.36.1 one team at a time."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from kubernetes import client
+from sqlalchemy import select
+
+from app.core.db import unit_of_work
+from app.core.models import AuditEvent, ChartRollout, Step, TeamStatus
+from app.main import create_app
+from app.teams import repository as repo
+from app.teams.seed import seed_example
+from tests.k8s.conftest import VCLUSTER_CHART, real_installer, reconcile_until, serve_folder
+from tests.k8s.vcluster_runtime import LOAD_BALANCER_IP, VClusterRuntime
+from tests.servers import tool
+from tests.shared import shared
+from tests.web.conftest import client_for
+
+pytestmark = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+TEAMS = ("nlp", "vision", "recommender")
+
+
+@contextmanager
+def portal(settings: Any) -> Iterator[FastAPI]:
+    app = create_app(settings)
+    with TestClient(app):
+        with unit_of_work(app.state.session_factory) as session:
+            seed_example(session)
+        yield app
+
+
+def statuses(app: FastAPI) -> dict[str, str]:
+    with app.state.session_factory() as session:
+        return {t.name: t.status for t in repo.get_teams(session)}
+
+
+def all_ready(app: FastAPI) -> bool:
+    return set(statuses(app).values()) == {TeamStatus.READY}
+
+
+def chart_of(api: Any, team: str) -> str:
+    sets = client.AppsV1Api(api).list_namespaced_stateful_set(f"vcluster-{team}").items
+    return str(sets[0].metadata.labels["chart"]) if sets else ""
+
+
+def download(app: FastAPI, team_id: int, lead: str) -> dict[str, Any]:
+    answer = client_for(app, lead).get(f"/api/v1/teams/{team_id}/kubeconfig")
+    assert answer.status_code == 200, answer.text
+    loaded: dict[str, Any] = yaml.safe_load(answer.text)
+    return loaded
+
+
+def use(app: FastAPI, **changes: Any) -> None:
+    """New settings for the running portal, as a restart with them would give."""
+    settings = app.state.settings.model_copy(update=changes)
+    app.state.settings = settings
+    app.state.backend.settings = settings
+    app.state.reconciler.settings = settings
+
+
+@pytest.fixture
+def mirror(tmp_path: Path) -> Iterator[str]:
+    """A chart repository mirror over HTTP: the real chart and an index made by helm."""
+    folder = tmp_path / "mirror"
+    folder.mkdir()
+    shutil.copy(shared(VCLUSTER_CHART.format(version="0.36.1")), folder)
+    with serve_folder(folder) as url:
+        indexed = subprocess.run(
+            [str(tool("helm")), "repo", "index", str(folder), "--url", url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert indexed.returncode == 0, indexed.stderr
+        yield url
+
+
+@pytest.mark.parametrize(
+    ("expose", "installer"),
+    [("LoadBalancer", "cli"), ("NodePort", "cli"), ("Ingress", "cli"), ("NodePort", "helm")],
+)
+def test_every_exposure_mode_installs_as_the_portal(
+    kube_settings: Any,
+    admin_api: Any,
+    clean_cluster: None,
+    mirror: str,
+    expose: str,
+    installer: str,
+) -> None:
+    """From a mirrored chart repository (no internet): the chart's Role and ClusterRole
+    are granted by the portal's ServiceAccount, and the download points where users go."""
+    settings = kube_settings.model_copy(
+        update={
+            "vcluster_expose": expose,
+            "vcluster_installer": installer,
+            "vcluster_chart_repo": mirror,
+            "vcluster_node_address": "10.0.0.5",
+            "vcluster_image_registry": "registry.internal:5000",
+        }
+    )
+    with portal(settings) as app:
+        reconcile_until(app, lambda: all_ready(app), timeout=90)
+        rbac = client.RbacAuthorizationV1Api(admin_api)
+        role = rbac.read_namespaced_role("vc-nlp", "vcluster-nlp")
+        assert any("pods/portforward" in (r.resources or []) for r in role.rules)
+        cluster_role = rbac.read_cluster_role("vc-nlp-v-vcluster-nlp")
+        granted = {res for rule in cluster_role.rules for res in (rule.resources or [])}
+        assert granted == {"pods", "nodes", "nodes/status"}, "no kubelet proxy rights"
+        service = client.CoreV1Api(admin_api).read_namespaced_service("nlp", "vcluster-nlp")
+        sts = client.AppsV1Api(admin_api).read_namespaced_stateful_set("nlp", "vcluster-nlp")
+        image = sts.spec.template.spec.containers[0].image
+        assert image.startswith("registry.internal:5000/"), image
+        server = download(app, 1, "lead-nlp@example.org")["clusters"][0]["cluster"]["server"]
+        if expose == "LoadBalancer":
+            assert service.spec.type == "LoadBalancer"
+            assert server == f"https://{LOAD_BALANCER_IP}"
+        elif expose == "NodePort":
+            https = next(p for p in service.spec.ports if p.name == "https")
+            assert service.spec.type == "NodePort"
+            assert server == f"https://10.0.0.5:{https.node_port}"
+        else:
+            ingress = client.NetworkingV1Api(admin_api).read_namespaced_ingress(
+                "nlp", "vcluster-nlp"
+            )
+            assert ingress.spec.rules[0].host == "nlp.vcluster.example.org"
+            assert server == "https://nlp.vcluster.example.org"
+
+
+def test_a_control_plane_waiting_for_storage_says_why(
+    kube_settings: Any, admin_api: Any, clean_cluster: None
+) -> None:
+    settings = kube_settings.model_copy(update={"vcluster_storage_class": "fast-ssd"})
+    storage = client.StorageV1Api(admin_api)
+    with portal(settings) as app:
+        reconcile_until(app, lambda: "is Pending" in _vcluster_step(app, "nlp"), timeout=60)
+        message = _vcluster_step(app, "nlp")
+        assert "volume claim data-nlp-0 (5Gi, fast-ssd) is Pending" in message
+        assert 'storageclass.storage.k8s.io "fast-ssd" not found' in message
+        page = client_for(app, "lead-nlp@example.org").get("/teams/1")
+        assert "data-nlp-0 (5Gi, fast-ssd) is Pending" in page.text
+        assert statuses(app)["nlp"] == TeamStatus.PROVISIONING
+        storage.create_storage_class(
+            {"metadata": {"name": "fast-ssd"}, "provisioner": "example.org/ssd"}
+        )
+        try:
+            reconcile_until(app, lambda: all_ready(app), timeout=90)
+        finally:
+            storage.delete_storage_class("fast-ssd")
+
+
+def _vcluster_step(app: FastAPI, team: str) -> str:
+    with app.state.session_factory() as session:
+        found = next(t for t in repo.get_teams(session) if t.name == team)
+        steps = {row.step: row.message for row in repo.get_steps(session, found.id)}
+    return steps.get(Step.VCLUSTER) or ""
+
+
+def test_changing_the_chart_version_upgrades_one_team_at_a_time(
+    kube_settings: Any, admin_api: Any, clean_cluster: None
+) -> None:
+    with portal(kube_settings.model_copy(update=real_installer("0.36.0"))) as app:
+        reconcile_until(app, lambda: all_ready(app), timeout=90)
+        assert {chart_of(admin_api, t) for t in TEAMS} == {"vcluster-0.36.0"}
+        use(app, **real_installer("0.36.1"))
+        admin = client_for(app, "admin@example.org", admin=True)
+        pages: list[str] = []
+        most_in_flight = 0
+
+        def upgraded() -> bool:
+            nonlocal most_in_flight
+            most_in_flight = max(most_in_flight, _in_flight(admin_api))
+            pages.append(admin.get("/admin").text)
+            return {chart_of(admin_api, t) for t in TEAMS} == {"vcluster-0.36.1"} and all(
+                _vcluster_step(app, t).endswith("(chart 0.36.1)") for t in TEAMS
+            )
+
+        reconcile_until(app, upgraded, timeout=180)
+        assert most_in_flight == 1, "two vClusters were upgraded at once"
+        assert any("vCluster upgrade to 0.36.1" in p and "of 3 teams" in p for p in pages)
+        assert any("Upgrading <b>" in p for p in pages)
+        with app.state.session_factory() as session:
+            summaries = session.scalars(
+                select(AuditEvent.summary)
+                .where(AuditEvent.action == "vcluster.upgraded")
+                .order_by(AuditEvent.id)
+            ).all()
+            row = session.get(ChartRollout, "0.36.1")
+        assert sorted(summaries) == sorted(
+            f"{t}'s vCluster upgraded to chart 0.36.1" for t in TEAMS
+        )
+        assert row is not None
+        assert row.upgraded == 3
+        assert row.team_id is None
+        assert "vCluster upgrade to" not in admin.get("/admin").text, "done: the card goes"
+        assert all_ready(app), "teams stay ready while upgraded"
+
+
+def _in_flight(api: Any) -> int:
+    """StatefulSets changed to a new revision whose pod is not Ready there yet."""
+    busy = 0
+    core = client.CoreV1Api(api)
+    for team in TEAMS:
+        sets = client.AppsV1Api(api).list_namespaced_stateful_set(f"vcluster-{team}").items
+        if not sets:
+            continue
+        status = sets[0].status
+        pods = core.list_namespaced_pod(f"vcluster-{team}", label_selector="app=vcluster").items
+        ready_new = any(
+            (p.metadata.labels or {}).get("controller-revision-hash") == status.update_revision
+            and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+            for p in pods
+        )
+        if status.update_revision != status.current_revision or not ready_new:
+            busy += 1
+    return busy
+
+
+def test_a_stuck_upgrade_stops_the_rollout_until_resumed(
+    kube_settings: Any, admin_api: Any, clean_cluster: None, runtime: VClusterRuntime
+) -> None:
+    with portal(kube_settings.model_copy(update=real_installer("0.36.0"))) as app:
+        reconcile_until(app, lambda: all_ready(app), timeout=90)
+        runtime.paused.set()  # no node starts the new pod
+        try:
+            use(app, vcluster_upgrade_timeout_seconds=3.0, **real_installer("0.36.1"))
+            reconcile_until(app, lambda: _rollout(app) == "stopped", timeout=60)
+            time.sleep(1.0)
+            for _ in range(3):  # more passes: nobody else takes a turn
+                reconcile_until(app, lambda: True)
+        finally:
+            runtime.paused.clear()
+        charts = sorted(chart_of(admin_api, t) for t in TEAMS)
+        assert charts == ["vcluster-0.36.0", "vcluster-0.36.0", "vcluster-0.36.1"]
+        admin = client_for(app, "admin@example.org", admin=True)
+        page = admin.get("/admin").text
+        assert "Stopped." in page
+        assert "is not ready 3s after its upgrade" in page
+        assert "0 of 3 teams" in page
+        resumed = admin.form("/admin/rollout/resume", follow_redirects=False)
+        assert resumed.status_code == 303, resumed.text
+        reconcile_until(
+            app,
+            lambda: (
+                {chart_of(admin_api, t) for t in TEAMS} == {"vcluster-0.36.1"}
+                and _rollout(app) == "running"
+            ),
+            timeout=180,
+        )
+        with app.state.session_factory() as session:
+            actions = session.scalars(
+                select(AuditEvent.action).where(AuditEvent.action.like("vcluster.%"))
+            ).all()
+        assert actions.count("vcluster.rollout_stopped") == 1
+        assert actions.count("vcluster.rollout_resumed") == 1
+
+
+def _rollout(app: FastAPI) -> str | None:
+    with app.state.session_factory() as session:
+        row = session.get(ChartRollout, "0.36.1")
+        return row.state if row is not None else None
