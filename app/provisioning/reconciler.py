@@ -273,7 +273,8 @@ class Reconciler:
                 return
             rows = {row.step: row for row in teams.get_steps(session, team.id)}
             vcluster = result.results.get(Step.VCLUSTER)
-            if vcluster is not None and vcluster.version:
+            if vcluster is not None and vcluster.version and vcluster.state != PROGRESSING:
+                # The version that serves the team (an upgrade counts once it is ready).
                 team.vcluster_version = vcluster.version
             verdict = decide(result, _now(team, rows), self.timing)
             _write(session, team, rows, verdict)

@@ -249,7 +249,7 @@ def test_a_stuck_upgrade_stops_the_rollout_until_resumed(
         page = admin.get("/admin").text
         assert "Stopped." in page
         assert "is not ready 3s after its upgrade" in page
-        assert "0 of 3 teams" in page
+        assert "0 of 3 teams" in page, page[page.find("vCluster upgrade") :][:1500]
         resumed = admin.form("/admin/rollout/resume", follow_redirects=False)
         assert resumed.status_code == 303, resumed.text
         reconcile_until(

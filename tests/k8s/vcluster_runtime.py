@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import urllib3
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -53,6 +54,8 @@ class VClusterRuntime:
                 terminating = exc.status == 403 and "being terminated" in str(exc.body)
                 if exc.status not in (404, 409) and not terminating:
                     self.errors.append(f"{exc.status} {exc.reason}: {exc.body}")
+            except urllib3.exceptions.HTTPError:
+                continue  # the API server is down (an outage test): a kubelet waits too
             except Exception as exc:  # keep playing; the tests report what went wrong
                 self.errors.append(repr(exc))
 

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,12 @@ class VClusterInstaller(Part):
         return list(pods.items) if pods is not None else []
 
     def observe(self, spec: TeamSpec) -> Observation:
-        return self.kube.deep(spec.team, "vCluster", lambda: self._check(spec))
+        seen = self.kube.deep(spec.team, "vCluster", lambda: self._check(spec))
+        if seen.version is not None and seen.version != chart_version(self.settings):
+            # Checked at the version configured before: look again.
+            self.kube.forget(spec.team, ("vCluster",))
+            seen = self.kube.deep(spec.team, "vCluster", lambda: self._check(spec))
+        return seen
 
     def _check(self, spec: TeamSpec) -> Observation:
         name = spec.vcluster_name
@@ -201,6 +207,16 @@ class VClusterInstaller(Part):
         if self.settings.kube_context:
             args = [*args, "--kube-context" if helm else "--context", self.settings.kube_context]
         self.kube.requests += 1
+        self.kube.calls["cli"] += 1
+        started = time.perf_counter()
+        try:
+            self._run(executable, args, env=env, what=what, cwd=cwd)
+        finally:
+            self.kube.cli_seconds.append(time.perf_counter() - started)
+
+    def _run(
+        self, executable: str, args: list[str], *, env: dict[str, str], what: str, cwd: str | None
+    ) -> None:
         if not shutil.which(executable):
             raise BackendError(f"{what}: {executable} is not installed")
         # Its own process group: at the time-out the helm it started goes with it.
