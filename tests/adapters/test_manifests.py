@@ -189,3 +189,56 @@ def test_the_queue_label_is_a_setting() -> None:
         "has(object.metadata.labels) && 'runai/queue' in object.metadata.labels && "
         "object.metadata.labels['runai/queue'] == 'team-nlp'"
     )
+
+
+def test_installer_arguments_for_each_chart_source() -> None:
+    """Where the chart comes from decides the installer's arguments: a repository (the
+    public one or a mirror), an OCI repository (the exact chart tag, since the CLI hands
+    a chart path to helm without a version), or an archive on disk."""
+    from app.adapters.k8s.vcluster import cli_create_args, helm_install_args
+    from app.core.config import Settings
+
+    spec = design_source_spec()
+
+    def both(source: str) -> tuple[list[str], list[str]]:
+        settings = Settings.model_construct(
+            **{**Settings(development=True).model_dump(), "vcluster_chart_repo": source}
+        )
+        return (
+            cli_create_args(spec, settings, "/tmp/v.yaml"),
+            helm_install_args(spec, settings, "/tmp/v.yaml"),
+        )
+
+    common = ["--namespace", "vcluster-nlp", "--values", "/tmp/v.yaml"]
+    cli, helm = both("https://charts.loft.sh")
+    assert cli == [
+        "create",
+        "nlp",
+        *common,
+        "--connect=false",
+        "--chart-version",
+        "0.36.1",
+        "--chart-repo",
+        "https://charts.loft.sh",
+        "--upgrade",
+    ]
+    assert helm == [
+        "upgrade",
+        "--install",
+        "nlp",
+        "vcluster",
+        "--repo",
+        "https://charts.loft.sh",
+        "--version",
+        "0.36.1",
+        *common,
+    ]
+    cli, helm = both("oci://registry.internal/charts/")
+    assert (
+        cli[cli.index("--local-chart-dir") + 1] == "oci://registry.internal/charts/vcluster:0.36.1"
+    )
+    assert helm[3:6] == ["oci://registry.internal/charts/vcluster", "--version", "0.36.1"]
+    cli, helm = both("/charts/vcluster-0.36.1.tgz")
+    assert cli[cli.index("--local-chart-dir") + 1] == "/charts/vcluster-0.36.1.tgz"
+    assert "--chart-repo" not in cli
+    assert helm[3:5] == ["/charts/vcluster-0.36.1.tgz", "--namespace"]

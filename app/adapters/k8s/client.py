@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from app.core.config import Settings
-from app.provisioning.backend import DONE, BackendError, Observation
+from app.provisioning.backend import BackendError, Observation
 
 T = TypeVar("T")
 VERBS = {
