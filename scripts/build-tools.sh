@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the Go test tools from the Go module proxy into a cache outside git:
 # composecheck (docker-compose.yml as `docker compose config` reads it), Prometheus,
-# etcd, kube-apiserver and kube-controller-manager. A binary is rebuilt only when its
-# module or source changes. KUBEBUILDER_ASSETS, when set, provides the Kubernetes ones.
+# etcd, kube-apiserver and kube-controller-manager, an OCI registry, helm and the vcluster
+# CLI. A binary is rebuilt only when its module or source changes. KUBEBUILDER_ASSETS, when set, provides the Kubernetes ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE="${PORTAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-portal}"
@@ -40,6 +40,16 @@ if [ ! -x "$CACHE/bin/prometheus-$PROMETHEUS_VERSION" ]; then
   rmdir "$CACHE/bin/.prometheus-build"
 fi
 ln -sf "prometheus-$PROMETHEUS_VERSION" "$CACHE/bin/prometheus"
+
+# An OCI registry (CNCF Distribution), to install the vCluster chart from oci:// in tests.
+REGISTRY_VERSION="${REGISTRY_VERSION:-v3.0.0}"
+if [ ! -x "$CACHE/bin/registry-$REGISTRY_VERSION" ]; then
+  echo "building the OCI registry $REGISTRY_VERSION (once; cached in $CACHE/bin)"
+  GOBIN="$CACHE/bin/.registry-build" go install "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION"
+  mv "$CACHE/bin/.registry-build/registry" "$CACHE/bin/registry-$REGISTRY_VERSION"
+  rmdir "$CACHE/bin/.registry-build"
+fi
+ln -sf "registry-$REGISTRY_VERSION" "$CACHE/bin/registry"
 
 # helm, for the portal's own chart (lint, template, server-side dry-run install).
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"

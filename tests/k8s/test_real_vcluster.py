@@ -26,7 +26,7 @@ from app.teams import repository as repo
 from app.teams.seed import seed_example
 from tests.k8s.conftest import VCLUSTER_CHART, real_installer, reconcile_until, serve_folder
 from tests.k8s.vcluster_runtime import LOAD_BALANCER_IP, VClusterRuntime
-from tests.servers import tool
+from tests.servers import free_port, tool
 from tests.shared import shared
 from tests.web.conftest import client_for
 
@@ -87,6 +87,97 @@ def mirror(tmp_path: Path) -> Iterator[str]:
         )
         assert indexed.returncode == 0, indexed.stderr
         yield url
+
+
+@pytest.fixture
+def oci_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A real OCI registry (CNCF Distribution) over TLS with a private CA, holding the
+    real chart pushed by helm: oci://127.0.0.1:<port>/charts."""
+    folder = tmp_path / "registry"
+    folder.mkdir()
+    made = subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(folder / "key.pem"),
+            "-out",
+            str(folder / "cert.pem"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    port = free_port()
+    (folder / "config.yml").write_text(
+        yaml.safe_dump(
+            {
+                "version": 0.1,
+                "log": {"level": "warn"},
+                "storage": {"filesystem": {"rootdirectory": str(folder / "data")}},
+                "http": {
+                    "addr": f"127.0.0.1:{port}",
+                    "tls": {
+                        "certificate": str(folder / "cert.pem"),
+                        "key": str(folder / "key.pem"),
+                    },
+                },
+            }
+        )
+    )
+    # The portal, the CLI and helm trust the registry's CA as a cluster's private CA.
+    monkeypatch.setenv("SSL_CERT_FILE", str(folder / "cert.pem"))
+    log = (folder / "registry.log").open("w")
+    server = subprocess.Popen(
+        [str(tool("registry")), "serve", str(folder / "config.yml")],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            pushed = subprocess.run(
+                [
+                    str(tool("helm")),
+                    "push",
+                    str(shared(VCLUSTER_CHART.format(version="0.36.1"))),
+                    f"oci://127.0.0.1:{port}/charts",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            if pushed.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert pushed.returncode == 0, pushed.stderr
+        yield f"oci://127.0.0.1:{port}/charts"
+    finally:
+        server.terminate()
+        server.wait(10)
+        log.close()
+
+
+@pytest.mark.parametrize("installer", ["cli", "helm"])
+def test_the_chart_from_an_oci_registry(
+    kube_settings: Any, admin_api: Any, clean_cluster: None, oci_registry: str, installer: str
+) -> None:
+    settings = kube_settings.model_copy(
+        update={"vcluster_chart_repo": oci_registry, "vcluster_installer": installer}
+    )
+    with portal(settings) as app:
+        reconcile_until(app, lambda: all_ready(app), timeout=90)
+        assert {chart_of(admin_api, t) for t in TEAMS} == {"vcluster-0.36.1"}
 
 
 @pytest.mark.parametrize(
