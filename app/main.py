@@ -26,7 +26,7 @@ from app.core.errors import DomainError, InvalidInput
 from app.core.models import TeamStatus
 from app.provisioning.reconciler import Reconciler, Worker
 from app.teams import repository as teams_repo
-from app.usage.history import Collector, CollectorThread, RecentHistory
+from app.usage.history import Collector, CollectorThread, RecentHistory, ViewRefresher
 from app.usage.service import UsageCache
 from app.web import observability
 from app.web.api import audit as audit_api
@@ -183,6 +183,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             interval=settings.usage_sample_seconds,
         )
         collector = CollectorThread(app.state.collector)
+        refresher = ViewRefresher(app.state.session_factory, app.state.usage_cache)
         app.state.collector_thread = collector
         app.state.recent_history = RecentHistory(ttl=min(30.0, settings.usage_sample_seconds))
         app.state.oidc = OidcClient(settings) if settings.oidc_enabled else None
@@ -193,6 +194,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             worker.start()
         if settings.usage_collector_enabled:
             collector.start()
+            refresher.start()
 
         def count_teams() -> dict[str, int]:
             with app.state.session_factory() as session:
@@ -215,6 +217,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # Not ready any more; the worker finishes its team and hands its leases back.
             app.state.readiness.stopping = True
             collector.stop()
+            refresher.stop()
             worker.stop()
             if metrics_server is not None:
                 metrics_server.shutdown()

@@ -156,6 +156,45 @@ class CollectorThread:
             self._stop.wait(self.collector.interval)
 
 
+class ViewRefresher:
+    """Keeps the org-wide view (every team's quota and share) fresh off the request path:
+    one computation per ``usage_cache_seconds`` whatever the number of viewers."""
+
+    def __init__(self, session_factory: sessionmaker[Session], usage: UsageCache) -> None:
+        self.session_factory = session_factory
+        self.usage = usage
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def refresh_once(self) -> None:
+        with self.session_factory() as session:
+            org = teams.get_org(session)
+            self.usage.refresh_view(
+                lambda: repo.get_quota_rows(session, org.id),
+                pool_centi=org.gpus_centi,
+                parent=org.parent_queue,
+            )
+
+    def start(self) -> None:
+        self.usage.refresher_running = True
+        self._thread = threading.Thread(target=self._run, name="view-refresher", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self.usage.refresher_running = False
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.refresh_once()
+            except Exception:
+                log.exception("refreshing the org view failed; pages compute it meanwhile")
+            self._stop.wait(max(0.2, self.usage.ttl / 2))
+
+
 @dataclass(frozen=True)
 class Point:
     at: datetime

@@ -95,6 +95,27 @@ class TeamRowLike(Protocol):
     def gpu_limit_centi(self) -> int: ...
 
 
+@dataclass(frozen=True)
+class OrgView:
+    """Everything pages need that depends on every team, computed once per refresh."""
+
+    rows: list[TeamQuota]
+    shares: dict[int, GpuShare]
+    names: dict[int, str]
+    borrowers: list[tuple[str, float]]  # (team, GPUs above its guarantee), most first
+    allocated: float | None  # GPUs in use across the org, when reported
+
+    @classmethod
+    def of(cls, rows: list[TeamQuota], shares: dict[int, GpuShare]) -> OrgView:
+        names = {row.id: row.name for row in rows}
+        borrowers = sorted(
+            ((names[tid], s.borrowed) for tid, s in shares.items() if s.borrowed > 0.005),
+            key=lambda b: -b[1],
+        )
+        used = [s.allocated for s in shares.values() if s.allocated is not None]
+        return cls(rows, shares, names, borrowers, round(sum(used), 2) if used else None)
+
+
 class UsageCache:
     """Reads usage of all queues at most once per ``ttl`` seconds, whoever asks."""
 
@@ -116,7 +137,11 @@ class UsageCache:
         self.reads = 0
         self.error: str | None = None
         self._shares_key: object = None
+        self._shares_rows: list[TeamQuota] | None = None
         self._rows: tuple[float, tuple[int, str], list[TeamQuota]] | None = None
+        self._view: tuple[float, tuple[int, str], OrgView] | None = None
+        self._compute = threading.Lock()  # one org-wide computation at a time
+        self.refresher_running = False
         self._shares: dict[int, GpuShare] = {}
 
     def get(self, queue_names: list[str]) -> dict[str, QueueUsage]:
@@ -177,46 +202,89 @@ class UsageCache:
     def shares(
         self, teams: list[TeamQuota], *, pool_centi: int, parent: str
     ) -> dict[int, GpuShare]:
-        """Shares of all teams, computed once per usage read and set of quotas."""
+        """Shares of all teams, computed once per usage read and set of quotas (the rows
+        list is only replaced when quotas are read again: its identity is the key)."""
         usage = self.get([t.queue_name for t in teams])
-        key = (self._at, tuple(teams), pool_centi, parent)
+        key = (self._at, pool_centi, parent)
         with self._lock:
-            if key == self._shares_key:
+            # The same list object (kept referenced here) means the same rows.
+            if key == self._shares_key and teams is self._shares_rows:
                 return self._shares
         computed = shares_for(
             teams, usage, pool_centi=pool_centi, parent=parent, fair_override=self.fair_override
         )
         with self._lock:
-            self._shares_key, self._shares = key, computed
+            self._shares_key, self._shares_rows, self._shares = key, teams, computed
         return computed
 
     def org_shares(
         self, load: Callable[[], list[TeamQuota]], *, pool_centi: int, parent: str
     ) -> tuple[list[TeamQuota], dict[int, GpuShare]]:
-        """The org's quota rows and shares; the rows are re-read from the database at most
-        once per ``ttl`` too, so a page view costs neither a scan of every team nor a
-        fair-share computation. A quota change shows within ``ttl`` seconds."""
+        view = self.org_view(load, pool_centi=pool_centi, parent=parent)
+        return view.rows, view.shares
+
+    def org_view(
+        self, load: Callable[[], list[TeamQuota]], *, pool_centi: int, parent: str
+    ) -> OrgView:
+        """The org's quota rows, shares and what pages derive from all of them, computed
+        by one thread at a time and at most once per ``ttl``: a page view reads a ready
+        result (the refresher keeps it fresh), and when it is stale, one caller computes
+        while the others wait for that result instead of each computing it again."""
+        wanted = (pool_centi, parent)
+        view = self._fresh_view(wanted)
+        if view is not None:
+            return view
+        with self._compute:
+            view = self._fresh_view(wanted)  # another caller may have computed it meanwhile
+            if view is not None:
+                return view
+            return self._compute_view(load, wanted)
+
+    def refresh_view(
+        self, load: Callable[[], list[TeamQuota]], *, pool_centi: int, parent: str
+    ) -> OrgView:
+        """Compute the view now (the refresher's call)."""
+        with self._compute:
+            return self._compute_view(load, (pool_centi, parent))
+
+    def _compute_view(
+        self, load: Callable[[], list[TeamQuota]], wanted: tuple[int, str]
+    ) -> OrgView:
+        """Quotas from the database (another replica may have changed them), usage from
+        the cluster at most once per ``ttl``, shares computed over every team."""
+        pool_centi, parent = wanted
+        rows = load()
+        shares = self.shares(rows, pool_centi=pool_centi, parent=parent)
+        view = OrgView.of(rows, shares)
         with self._lock:
-            cached = self._rows
-            fresh = cached is not None and time.monotonic() - cached[0] < self.ttl
-        if fresh and cached is not None and cached[1] == (pool_centi, parent):
-            rows = cached[2]
-        else:
-            rows = load()
-            with self._lock:
-                self._rows = (time.monotonic(), (pool_centi, parent), rows)
-        return rows, self.shares(rows, pool_centi=pool_centi, parent=parent)
+            self._rows = (time.monotonic(), wanted, rows)
+            self._view = (time.monotonic(), wanted, view)
+        return view
+
+    def _fresh_view(self, wanted: tuple[int, str]) -> OrgView | None:
+        """The ready view, unless invalidated by a decision; one older than ``ttl`` only
+        while the refresher runs (it is about to replace it)."""
+        with self._lock:
+            cached = self._view
+            if cached is None or cached[1] != wanted:
+                return None
+            age = time.monotonic() - cached[0]
+            if age < self.ttl or (self.refresher_running and age < 3 * self.ttl + 1):
+                return cached[2]
+        return None
 
     def forget(self) -> None:
         """Read usage and quotas afresh at the next view."""
         with self._lock:
             self._rows = None
+            self._view = None
             self._at = float("-inf")
 
     def forget_quotas(self) -> None:
         """Called after a decision, so the next view reads the new quotas."""
         with self._lock:
             self._rows = None
+            self._view = None
 
 
 def share_of(

@@ -34,7 +34,7 @@ from app.teams.repository import TeamRow
 from app.teams.rules import QuotaValues, parse_quota
 from app.usage import repository as usage_repo
 from app.usage.impact import Impact, impact
-from app.usage.service import GpuShare, TeamQuota, UsageCache, share_of
+from app.usage.service import GpuShare, OrgView, TeamQuota, UsageCache, share_of
 from app.web.schemas import (
     AuditEventOut,
     DecisionOut,
@@ -188,23 +188,27 @@ class TeamDetail:
         ) or any(r.status == "approved" for r in self.requests)
 
 
-def team_detail(session: Session, team: Team, usage: UsageCache) -> TeamDetail:
-    org = repo.get_org(session)
-    rows, shares = org_rows_and_shares(session, usage, org)
-    requests = repo.get_team_requests(session, team.id)
-    names = {row.id: row.name for row in rows}
-    people = team_members.get_all(session, team)
-    borrowers = sorted(
-        ((names[tid], s.borrowed) for tid, s in shares.items() if s.borrowed > 0.005),
-        key=lambda b: -b[1],
+def org_view(session: Session, usage: UsageCache, org: Org) -> OrgView:
+    return usage.org_view(
+        lambda: usage_repo.get_quota_rows(session, org.id),
+        pool_centi=org.gpus_centi,
+        parent=org.parent_queue,
     )
+
+
+def team_detail(session: Session, team: Team, usage: UsageCache) -> TeamDetail:
+    """Costs the same whatever the number of teams: the org-wide parts are read ready."""
+    org = repo.get_org(session)
+    view = org_view(session, usage, org)
+    requests = repo.get_team_requests(session, team.id)
+    people = team_members.get_all(session, team)
     return TeamDetail(
         team=team,
         org=org,
-        share=shares.get(team.id)
+        share=view.shares.get(team.id)
         or asked_shares(session, [team.id], org.gpus_centi).get(team.id)
         or share_of(team, None, org.gpus_centi),
-        borrowers=borrowers,
+        borrowers=view.borrowers,
         steps=repo.get_steps(session, team.id),
         leads=[u for u, m in people if m.role == "lead"],
         members=people,

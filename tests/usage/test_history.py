@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,7 +15,7 @@ from app.core.db import unit_of_work
 from app.core.models import Team, TeamStatus, UsageSample
 from app.teams.seed import seed_example
 from app.usage import history
-from app.usage.service import UsageCache
+from app.usage.service import TeamQuota, UsageCache
 from app.usage.sources import QueueUsage
 
 NOW = datetime(2026, 11, 29, 12, 0, 30, tzinfo=UTC)
@@ -209,8 +211,59 @@ def test_one_cluster_read_serves_every_viewer() -> None:
     for _ in range(50):
         assert cache.get(["team-a"])["team-a"].allocated_gpu == 0.5
     assert backend.reads == 1
-    import time
-
     time.sleep(0.35)
     cache.get(["team-a"])
     assert backend.reads == 2
+
+
+def test_one_computation_however_many_viewers_wait() -> None:
+    """When the org view is stale, one caller computes it and the others wait for that
+    result: no herd of identical computations (16 viewers, a slow quota read)."""
+    cache = UsageCache(FixedUsage({"team-a": (0.5, 0.5)}), ttl=60)
+    loads = 0
+    rows = [
+        TeamQuota(
+            id=1, name="a", gpu_quota_centi=50, gpu_limit_centi=100, weight_centi=100, priority=100
+        )
+    ]
+
+    def load() -> list[TeamQuota]:
+        nonlocal loads
+        loads += 1
+        time.sleep(0.3)
+        return rows
+
+    barrier = threading.Barrier(16)
+    seen: list[float | None] = []
+
+    def view() -> None:
+        barrier.wait(10)
+        seen.append(cache.org_view(load, pool_centi=100, parent="org").shares[1].allocated)
+
+    threads = [threading.Thread(target=view) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert loads == 1
+    assert seen == [0.5] * 16
+    cache.forget_quotas()  # a decision: the next view reads quotas again
+    cache.org_view(load, pool_centi=100, parent="org")
+    assert loads == 2
+
+
+def test_the_refresher_keeps_the_view_ready(seeded: sessionmaker[Session]) -> None:
+    """Viewers read the refresher's result; an old one is served while it runs."""
+    cache = UsageCache(FixedUsage({"team-nlp": (0.8, 1.0)}), ttl=0.2)
+    refresher = history.ViewRefresher(seeded, cache)
+    refresher.refresh_once()
+
+    def fail() -> list[TeamQuota]:
+        raise AssertionError("a viewer computed the org view")
+
+    cache.refresher_running = True
+    time.sleep(0.3)  # older than ttl: the refresher is about to replace it
+    view = cache.org_view(fail, pool_centi=100, parent="ml-org")
+    assert view.names[1] == "nlp"
+    assert view.shares[1].allocated == 0.8
+    assert view.allocated == 0.8, "the org's GPUs in use, summed once per refresh"
