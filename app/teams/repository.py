@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, selectinload
@@ -200,22 +201,84 @@ class TeamRow:
     last_error: str | None
 
 
-def get_team_rows(
-    session: Session, *, statuses: Sequence[str] | None = None, name_contains: str = ""
-) -> list[TeamRow]:
-    query = select(
-        Team.id,
-        Team.name,
-        Team.status,
-        Team.gpu_quota_centi,
-        Team.gpu_limit_centi,
-        Team.last_error,
-    ).order_by(Team.name, Team.id)
+TEAM_ROW_COLUMNS = (
+    Team.id,
+    Team.name,
+    Team.status,
+    Team.gpu_quota_centi,
+    Team.gpu_limit_centi,
+    Team.last_error,
+)
+# Orders the database can give (the overview's sorts that need no live usage).
+SQL_SORTS = {
+    "name": (Team.name, Team.id),
+    "status": (Team.status, Team.name, Team.id),
+    "guarantee": (Team.gpu_quota_centi.desc(), Team.name, Team.id),
+}
+
+
+def _team_filter(query: Any, statuses: Sequence[str] | None, name_contains: str) -> Any:
     if statuses is not None:
         query = query.where(Team.status.in_(statuses))
     if name_contains:
         query = query.where(Team.name.contains(name_contains.lower(), autoescape=True))
+    return query
+
+
+def get_team_rows(
+    session: Session,
+    *,
+    statuses: Sequence[str] | None = None,
+    name_contains: str = "",
+    ids: Sequence[int] | None = None,
+) -> list[TeamRow]:
+    query = _team_filter(
+        select(*TEAM_ROW_COLUMNS).order_by(Team.name, Team.id), statuses, name_contains
+    )
+    if ids is not None:
+        query = query.where(Team.id.in_(ids))
     return [TeamRow(*row) for row in session.execute(query).all()]
+
+
+def get_team_page(
+    session: Session,
+    *,
+    statuses: Sequence[str] | None,
+    name_contains: str,
+    sort: str,
+    offset: int,
+    limit: int,
+) -> tuple[int, list[TeamRow]]:
+    """One page of the overview, filtered, sorted and counted by the database."""
+    total = int(
+        session.scalar(_team_filter(select(func.count(Team.id)), statuses, name_contains)) or 0
+    )
+    query = (
+        _team_filter(select(*TEAM_ROW_COLUMNS), statuses, name_contains)
+        .order_by(*SQL_SORTS.get(sort, SQL_SORTS["name"]))
+        .offset(offset)
+        .limit(limit)
+    )
+    return total, [TeamRow(*row) for row in session.execute(query).all()]
+
+
+def get_team_keys(
+    session: Session, *, statuses: Sequence[str] | None, name_contains: str
+) -> list[tuple[int, str]]:
+    """(id, name) of every matching team, for orders that need live usage."""
+    query = _team_filter(select(Team.id, Team.name), statuses, name_contains)
+    return [(int(i), str(n)) for i, n in session.execute(query).all()]
+
+
+def count_live(session: Session, org_id: int) -> int:
+    return int(
+        session.scalar(
+            select(func.count(Team.id)).where(
+                Team.org_id == org_id, Team.status.in_(COMMITTED_STATUSES)
+            )
+        )
+        or 0
+    )
 
 
 def count_by_status(session: Session) -> dict[str, int]:

@@ -114,6 +114,19 @@ def cards(
     ]
 
 
+def cards_from(
+    session: Session, teams: Sequence[Team | TeamRow], view: OrgView, org: Org
+) -> list[TeamCard]:
+    """Cards for the shown teams only, with shares from the ready org view."""
+    asked = asked_shares(
+        session, [t.id for t in teams if t.status == TeamStatus.SUBMITTED], org.gpus_centi
+    )
+    return [
+        TeamCard(t, view.shares.get(t.id) or asked.get(t.id) or share_of(t, None, org.gpus_centi))
+        for t in teams
+    ]
+
+
 def asked_shares(session: Session, team_ids: list[int], pool_centi: int) -> dict[int, GpuShare]:
     """A team waiting for approval shows what it asked for, not a guarantee of 0."""
     if not team_ids:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
@@ -20,6 +22,7 @@ from app.teams import repository as repo
 from app.teams import service
 from app.usage import history
 from app.usage.impact import Impact
+from app.usage.service import OrgView
 from app.web.deps import (
     AdminPrincipal,
     BackendDep,
@@ -30,17 +33,27 @@ from app.web.deps import (
     UsageDep,
 )
 from app.web.templating import flash, redirect, render
-from app.web.views import cards, org_impact, pool_summary, request_impact, what_if
+from app.web.views import (
+    PoolSummary,
+    cards_from,
+    org_impact,
+    org_view,
+    request_impact,
+    what_if,
+)
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
 
 PAGE_SIZE = 50
-SORTS = {
-    "name": lambda c: (c.team.name,),
-    "status": lambda c: (c.team.status, c.team.name),
-    "guarantee": lambda c: (-c.team.gpu_quota_centi, c.team.name),
-    "usage": lambda c: (-(c.share.allocated or 0), c.team.name),
+SORTS: dict[str, Callable[[repo.TeamRow], tuple[Any, ...]]] = {
+    "status": lambda r: (r.status, r.name),
+    "guarantee": lambda r: (-r.gpu_quota_centi, r.name),
 }
+
+
+def _allocated(view: OrgView, team_id: int) -> float:
+    share = view.shares.get(team_id)
+    return share.allocated or 0.0 if share is not None else 0.0
 
 
 @router.get("", response_class=HTMLResponse)
@@ -63,17 +76,56 @@ def overview(
         statuses = [status]
     else:
         statuses = None
-    teams = repo.get_team_rows(session, statuses=statuses, name_contains=q)
-    team_cards = cards(session, teams, usage, org)
-    if status == "borrowing":
-        team_cards = [c for c in team_cards if c.share.borrowed > 0]
-    elif status == "waiting":
-        team_cards = [c for c in team_cards if c.share.pending > 0.005]
-    team_cards.sort(key=SORTS.get(sort, SORTS["name"]))
-    summary = pool_summary(session, org, team_cards)
-    pages = max(1, -(-len(team_cards) // PAGE_SIZE))
-    page = min(max(page, 1), pages)
-    shown = team_cards[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+    view = org_view(session, usage, org)
+    page = max(page, 1)
+    if status in ("borrowing", "waiting") or sort == "usage":
+        # These need live usage: order the matching teams by the ready org view, then
+        # load only the page's rows.
+        keys = repo.get_team_keys(session, statuses=statuses, name_contains=q)
+        if status == "borrowing":
+            keys = [k for k in keys if k[0] in view.shares and view.shares[k[0]].borrowed > 0]
+        elif status == "waiting":
+            keys = [k for k in keys if k[0] in view.shares and view.shares[k[0]].pending > 0.005]
+        if sort == "usage":
+            keys.sort(key=lambda k: (-_allocated(view, k[0]), k[1]))
+        elif sort in SORTS:  # status or guarantee of the (few) borrowing or waiting teams
+            matching = repo.get_team_rows(session, ids=[k[0] for k in keys])
+            keys = [(r.id, r.name) for r in sorted(matching, key=SORTS[sort])]
+        else:
+            keys.sort(key=lambda k: k[1])
+        total = len(keys)
+        pages = max(1, -(-total // PAGE_SIZE))
+        page = min(page, pages)
+        shown_ids = [k[0] for k in keys[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]]
+        by_id = {r.id: r for r in repo.get_team_rows(session, ids=shown_ids)}
+        rows = [by_id[i] for i in shown_ids if i in by_id]
+    else:
+        total, rows = repo.get_team_page(
+            session,
+            statuses=statuses,
+            name_contains=q,
+            sort=sort,
+            offset=(page - 1) * PAGE_SIZE,
+            limit=PAGE_SIZE,
+        )
+        pages = max(1, -(-total // PAGE_SIZE))
+        if page > pages:
+            page = pages
+            total, rows = repo.get_team_page(
+                session,
+                statuses=statuses,
+                name_contains=q,
+                sort=sort,
+                offset=(page - 1) * PAGE_SIZE,
+                limit=PAGE_SIZE,
+            )
+    shown = cards_from(session, rows, view, org)
+    summary = PoolSummary(
+        org=org,
+        committed_centi=repo.committed_gpu_centi(session, org.id),
+        allocated=view.allocated,
+        live_teams=repo.count_live(session, org.id),
+    )
     return render(
         request,
         "admin/overview.html",
@@ -81,7 +133,7 @@ def overview(
             "principal": principal,
             "summary": summary,
             "cards": shown,
-            "total": len(team_cards),
+            "total": total,
             "page": page,
             "pages": pages,
             "filter_status": status,
