@@ -20,6 +20,7 @@ def get_all(
     team_ids: Sequence[int] | None = None,
     team_id: int | None = None,
     action_prefix: str | None = None,
+    action: str | None = None,
     before_id: int | None = None,
     limit: int = 100,
 ) -> list[AuditEvent]:
@@ -31,6 +32,8 @@ def get_all(
         query = query.where(AuditEvent.team_id == team_id)
     if action_prefix:
         query = query.where(AuditEvent.action.startswith(action_prefix))
+    if action:  # an exact action: the (action, id) index serves it newest first
+        query = query.where(AuditEvent.action == action)
     if before_id is not None:
         query = query.where(AuditEvent.id < before_id)
     return list(session.scalars(query))

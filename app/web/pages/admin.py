@@ -142,9 +142,7 @@ def overview(
             "statuses": [s.value for s in TeamStatus],
             "pending_count": repo.count_pending(session),
             "usage_error": usage.error,
-            "repairs": audit_repo.get_all(
-                session, action_prefix="provisioning.drift_repaired", limit=5
-            ),
+            "repairs": audit_repo.get_all(session, action="provisioning.drift_repaired", limit=5),
             "steps": [s.value for s in Step],
             "rollout": provisioning.rollout_progress(
                 session, settings.vcluster_chart_version.lstrip("v")
