@@ -30,7 +30,8 @@ def test_the_overview_drift_list_reads_the_action_index(
 
         def capture(query: Any, *args: Any, **kwargs: Any) -> Any:
             compiled = query.compile(
-                dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}
+                dialect=postgresql.dialect(),  # type: ignore[no-untyped-call]
+                compile_kwargs={"literal_binds": True},
             )
             captured.append(str(compiled))
             return original(query, *args, **kwargs)
