@@ -64,6 +64,22 @@ def get_web_session(session: Session, token_hash: str) -> WebSession | None:
     return session.scalars(select(WebSession).where(WebSession.token_hash == token_hash)).first()
 
 
+def get_signed_in(
+    session: Session, token_hash: str
+) -> tuple[WebSession, User, list[tuple[int, str]]] | None:
+    """A browser session, its user and the user's memberships in one round trip."""
+    rows = session.execute(
+        select(WebSession, User, TeamMember.team_id, TeamMember.role)
+        .join(User, User.id == WebSession.user_id)
+        .outerjoin(TeamMember, TeamMember.user_id == User.id)
+        .where(WebSession.token_hash == token_hash)
+    ).all()
+    if not rows:
+        return None
+    memberships = [(int(r[2]), str(r[3])) for r in rows if r[2] is not None]
+    return rows[0][0], rows[0][1], memberships
+
+
 def revoke_web_session(session: Session, token_hash: str) -> None:
     session.execute(
         update(WebSession)

@@ -34,15 +34,27 @@ def start(session: Session, *, user: User, method: str, settings: Settings) -> s
 
 def resolve(session: Session, raw: str, *, settings: Settings) -> User | None:
     """The session's user, or None when it is unknown, revoked, idle too long or too old."""
-    found = repo.get_web_session(session, digest(raw))
+    signed_in = resolve_with_memberships(session, raw, settings=settings)
+    return signed_in[0] if signed_in is not None else None
+
+
+def resolve_with_memberships(
+    session: Session, raw: str, *, settings: Settings
+) -> tuple[User, list[tuple[int, str]]] | None:
+    """The session's user and memberships, read in one query on every request (so a
+    sign-out or a revoked session takes effect at once), or None."""
+    found = repo.get_signed_in(session, digest(raw))
+    if found is None:
+        return None
+    web, user, memberships = found
     now = utcnow()
-    if found is None or found.revoked_at is not None or found.expires_at <= now:
+    if web.revoked_at is not None or web.expires_at <= now:
         return None
-    if now - found.last_seen_at > timedelta(seconds=settings.session_idle_seconds):
+    if now - web.last_seen_at > timedelta(seconds=settings.session_idle_seconds):
         return None
-    if now - found.last_seen_at > TOUCH_EVERY:
-        found.last_seen_at = now
-    return repo.get_user(session, found.user_id)
+    if now - web.last_seen_at > TOUCH_EVERY:
+        web.last_seen_at = now
+    return user, memberships
 
 
 def end(session: Session, raw: str) -> None:

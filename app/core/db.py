@@ -40,7 +40,11 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         return engine
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 10)
-    kwargs.setdefault("pool_pre_ping", True)
+    # No ping before every checkout (a round trip per request): connections are recycled
+    # before servers or proxies drop idle ones, and one that died anyway (a database
+    # restart) fails its request and invalidates the pool, so the next one reconnects.
+    kwargs.setdefault("pool_pre_ping", False)
+    kwargs.setdefault("pool_recycle", 300)
     return create_engine(url, **kwargs)
 
 
@@ -92,6 +96,18 @@ def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+@contextmanager
+def read_mostly(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A unit of work for a safe request (GET): on PostgreSQL its connection runs in
+    autocommit, so reads cost no BEGIN and COMMIT round trips; the rare write of such a
+    request (a session's last-seen time) commits by itself."""
+    with unit_of_work(factory) as session:
+        bind = session.get_bind()
+        if bind.dialect.name == "postgresql":
+            session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+        yield session
 
 
 def after_commit(session: Session, callback: Callable[[], None]) -> None:
