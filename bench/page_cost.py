@@ -1,0 +1,217 @@
+"""What a page costs, against the framework's own ceiling and as the organisation grows.
+
+For each size (100, 1,000 and 10,000 teams by default) a fresh PostgreSQL database is
+seeded with ready teams and 20 audit events per team, the portal runs under uvicorn in
+its own process, and 4 client threads load the team page and the admin overview. Beside
+it runs the ceiling: a minimal FastAPI app in its own process that returns the same page
+bytes through a trivial Jinja2 template. The two are measured interleaved, 3 rounds, and
+the medians are printed with their ratio, server CPU per request (from /proc) and the
+portal's peak memory.
+
+    .venv/bin/python bench/page_cost.py [--sizes 100,1000,10000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+from sqlalchemy import text
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.cli import migrate  # noqa: E402
+from app.core.config import Settings  # noqa: E402
+from app.core.db import make_engine  # noqa: E402
+from bench.portal_load import (  # noqa: E402
+    measure,
+    peak_memory_mb,
+    running_portal,
+    seed,
+    sign_in,
+)
+from tests.servers import free_port, postgres_server, wait_http  # noqa: E402
+
+CEILING_APP = """
+import sys
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment
+
+body = open(sys.argv[1]).read()
+template = Environment(autoescape=True).from_string("{{ body|safe }}")
+app = FastAPI()
+
+
+@app.get("/{path:path}", response_class=HTMLResponse)
+def page(path: str, request: Request) -> str:
+    return template.render(body=body)
+"""
+
+
+@contextlib.contextmanager
+def ceiling(body: str) -> Iterator[tuple[str, int]]:
+    """The same bytes from a minimal FastAPI app under uvicorn, in its own process."""
+    folder = Path(tempfile.mkdtemp(prefix="ceiling-"))
+    (folder / "ceiling_app.py").write_text(CEILING_APP)
+    (folder / "body.html").write_text(body)
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, uvicorn; sys.argv = ['x', sys.argv[1]]; sys.path.insert(0, '.');"
+            f"uvicorn.run('ceiling_app:app', port={port}, log_level='warning')",
+            str(folder / "body.html"),
+        ],
+        cwd=folder,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/x", timeout=30)
+        yield f"http://127.0.0.1:{port}", process.pid
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ready_teams(url: str) -> None:
+    """The seeded teams as the worker leaves them once provisioned (no 10,000-team wait)."""
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE teams SET status = 'ready', observed_generation = desired_generation, "
+                "next_attempt_at = NULL, ready_at = now()"
+            )
+        )
+        conn.execute(text("UPDATE cluster_requests SET status = 'applied'"))
+        for position, step in enumerate(
+            ("queue", "namespace", "vcluster", "admission_policy", "kubeconfig")
+        ):
+            conn.execute(
+                text(
+                    "INSERT INTO provisioning_steps (team_id, step, position, status, message, "
+                    "updated_at) SELECT id, :step, :position, 'done', 'done', now() FROM teams"
+                ),
+                {"step": step, "position": position},
+            )
+    engine.dispose()
+
+
+def load(
+    name: str, call: Callable[[int], Callable[[], httpx.Response]], pid: int, requests: int
+) -> dict[str, float]:
+    before = cpu_seconds(pid)
+    result: dict[str, float] = measure(name, call, requests=requests, concurrency=4, ok={200})
+    result["cpu_ms"] = 1000 * (cpu_seconds(pid) - before) / requests
+    return result
+
+
+def run_size(server_url: str, teams: int, rounds: int, requests: int) -> dict[str, object]:
+    admin_engine = make_engine(server_url, isolation_level="AUTOCOMMIT")
+    database = f"portal_cost_{teams}"
+    with admin_engine.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {database}"))
+        conn.execute(text(f"CREATE DATABASE {database}"))
+    admin_engine.dispose()
+    url = server_url.rsplit("/", 1)[0] + "/" + database
+    migrate(Settings(development=True, database_url=url))
+    seed(url, teams, teams * 20)
+    ready_teams(url)
+    figures: dict[str, dict[str, list[float]]] = {}
+    with running_portal(url, f"page-cost-{teams}.log") as (base, pid, _):
+        lead = sign_in(base, "lead-0@example.org", False)
+        admin = sign_in(base, "admin@example.org", True)
+        team_id = int(lead.get("/api/v1/teams").json()[0]["id"])
+        pages = {"team page": (lead, f"/teams/{team_id}"), "admin overview": (admin, "/admin")}
+        for name, (client, path) in pages.items():
+            body = client.get(path).text
+            with ceiling(body) as (ceiling_base, ceiling_pid):
+                plain = httpx.Client(base_url=ceiling_base, timeout=30)
+                for _ in range(rounds):
+                    for who, make, process in (
+                        ("portal", lambda _w, c=client, p=path: lambda: c.get(p), pid),
+                        ("ceiling", lambda _w, c=plain, p=path: lambda: c.get(p), ceiling_pid),
+                    ):
+                        got = load(f"{name}, {who}, {teams}", make, process, requests)
+                        slot = figures.setdefault(f"{name}|{who}", {})
+                        for key, value in got.items():
+                            slot.setdefault(key, []).append(value)
+        memory = peak_memory_mb(pid)
+    medians = {
+        key: {k: statistics.median(v) for k, v in values.items()} for key, values in figures.items()
+    }
+    return {"medians": medians, "memory": memory}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="100,1000,10000")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=200)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    results: dict[int, dict[str, object]] = {}
+    with postgres_server() as server_url:
+        for teams in sizes:
+            started = time.perf_counter()
+            results[teams] = run_size(server_url, teams, args.rounds, args.requests)
+            print(f"-- {teams} teams measured in {time.perf_counter() - started:.0f} s", flush=True)
+    print()
+    print("teams | page | portal p50 / p99 | req/s | CPU/request | ceiling req/s | share")
+    for teams, result in results.items():
+        medians = result["medians"]
+        assert isinstance(medians, dict)
+        for page in ("team page", "admin overview"):
+            portal, top = medians[f"{page}|portal"], medians[f"{page}|ceiling"]
+            print(
+                f"{teams:>6} | {page:<14} | {portal['p50_ms']:6.1f} / {portal['p99_ms']:6.1f} ms "
+                f"| {portal['rps']:6.1f} | {portal['cpu_ms']:5.1f} ms | {top['rps']:7.1f} "
+                f"| {100 * portal['rps'] / top['rps']:5.1f} %"
+            )
+        print(f"{teams:>6} | peak memory {result['memory']:.0f} MB")
+    small, large = min(results), max(results)
+    checks = []
+    for page, target, growth in (("team page", 25, 1.2), ("admin overview", 15, 1.5)):
+        first = results[small]["medians"]
+        last = results[large]["medians"]
+        assert isinstance(first, dict)
+        assert isinstance(last, dict)
+        share = 100 * first[f"{page}|portal"]["rps"] / first[f"{page}|ceiling"]["rps"]
+        ratio = last[f"{page}|portal"]["p50_ms"] / first[f"{page}|portal"]["p50_ms"]
+        tail = last[f"{page}|portal"]["p99_ms"] / last[f"{page}|portal"]["p50_ms"]
+        checks += [
+            (
+                f"{page}: {share:.1f} % of the ceiling at {small} teams (>= {target} %)",
+                share >= target,
+            ),
+            (
+                f"{page}: p50 at {large} = {ratio:.2f}x the {small}-team p50 (<= {growth}x)",
+                ratio <= growth,
+            ),
+            (f"{page}: p99 = {tail:.1f}x p50 at {large} teams (< 4x)", tail < 4),
+        ]
+    memory = results[large]["memory"]
+    assert isinstance(memory, float)
+    checks.append((f"peak memory at {large} teams {memory:.0f} MB (< 250 MB)", memory < 250))
+    for label, met in checks:
+        print(f"  [{'met' if met else 'MISSED'}] {label}")
+
+
+if __name__ == "__main__":
+    main()
