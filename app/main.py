@@ -43,7 +43,7 @@ from app.web.pages import auth as auth_pages
 from app.web.pages import docs as docs_pages
 from app.web.pages import teams as team_pages
 from app.web.pages import tokens as token_pages
-from app.web.templating import is_htmx, render
+from app.web.templating import is_htmx, render, templates
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +155,9 @@ def readiness_checks(
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    # Outside development the templates do not change: no file check per include (a
+    # team page includes some twenty partials).
+    templates.env.auto_reload = settings.development
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
