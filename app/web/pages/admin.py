@@ -100,25 +100,22 @@ def overview(
         by_id = {r.id: r for r in repo.get_team_rows(session, ids=shown_ids)}
         rows = [by_id[i] for i in shown_ids if i in by_id]
     else:
-        total, rows = repo.get_team_page(
-            session,
-            statuses=statuses,
-            name_contains=q,
-            sort=sort,
-            offset=(page - 1) * PAGE_SIZE,
-            limit=PAGE_SIZE,
-        )
-        pages = max(1, -(-total // PAGE_SIZE))
-        if page > pages:
-            page = pages
-            total, rows = repo.get_team_page(
+
+        def page_of(number: int) -> tuple[int, list[repo.TeamRow]]:
+            return repo.get_team_page(
                 session,
                 statuses=statuses,
                 name_contains=q,
                 sort=sort,
-                offset=(page - 1) * PAGE_SIZE,
+                offset=(number - 1) * PAGE_SIZE,
                 limit=PAGE_SIZE,
             )
+
+        total, rows = page_of(page)
+        pages = max(1, -(-total // PAGE_SIZE))
+        if page > pages:  # past the end (the list shrank): the last page
+            page = pages
+            total, rows = page_of(page)
     shown = cards_from(session, rows, view, org)
     summary = PoolSummary(
         org=org,
