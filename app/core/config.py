@@ -365,6 +365,11 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def chart_version(self) -> str:
+        """The vCluster chart version as the chart itself spells it (no leading v)."""
+        return self.vcluster_chart_version.lstrip("v")
+
+    @property
     def oidc_enabled(self) -> bool:
         return bool(self.oidc_issuer)
 

@@ -150,7 +150,7 @@ class Reconciler:
     # --- one team ------------------------------------------------------------------------
 
     def reconcile(self, team_id: int) -> None:
-        version = self.settings.vcluster_chart_version.lstrip("v")
+        version = self.settings.chart_version
         with self.session_factory() as session:
             team = teams.get_team(session, team_id)
             spec = spec_for(team, teams.get_org(session), queue_label=self.settings.kai_queue_label)

@@ -217,12 +217,6 @@ class UsageCache:
             self._shares_key, self._shares_rows, self._shares = key, teams, computed
         return computed
 
-    def org_shares(
-        self, load: Callable[[], list[TeamQuota]], *, pool_centi: int, parent: str
-    ) -> tuple[list[TeamQuota], dict[int, GpuShare]]:
-        view = self.org_view(load, pool_centi=pool_centi, parent=parent)
-        return view.rows, view.shares
-
     def org_view(
         self, load: Callable[[], list[TeamQuota]], *, pool_centi: int, parent: str
     ) -> OrgView:

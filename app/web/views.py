@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session
 from app.audit import repository as audit
 from app.core.errors import InvalidInput
 from app.core.models import (
-    COMMITTED_STATUSES,
     ApiToken,
     AuditEvent,
     ClusterRequest,
@@ -87,31 +86,17 @@ class PoolSummary:
         return max(0.0, self.org.gpus_centi / 100 - self.allocated)
 
 
-def org_shares(session: Session, usage: UsageCache, org: Org) -> dict[int, GpuShare]:
-    return org_rows_and_shares(session, usage, org)[1]
-
-
 def org_rows_and_shares(
     session: Session, usage: UsageCache, org: Org
 ) -> tuple[list[TeamQuota], dict[int, GpuShare]]:
-    return usage.org_shares(
-        lambda: usage_repo.get_quota_rows(session, org.id),
-        pool_centi=org.gpus_centi,
-        parent=org.parent_queue,
-    )
+    view = org_view(session, usage, org)
+    return view.rows, view.shares
 
 
 def cards(
     session: Session, teams: Sequence[Team | TeamRow], usage: UsageCache, org: Org
 ) -> list[TeamCard]:
-    shares = org_shares(session, usage, org)
-    asked = asked_shares(
-        session, [t.id for t in teams if t.status == TeamStatus.SUBMITTED], org.gpus_centi
-    )
-    return [
-        TeamCard(t, shares.get(t.id) or asked.get(t.id) or share_of(t, None, org.gpus_centi))
-        for t in teams
-    ]
+    return cards_from(session, teams, org_view(session, usage, org), org)
 
 
 def cards_from(
@@ -137,18 +122,6 @@ def asked_shares(session: Session, team_ids: list[int], pool_centi: int) -> dict
         for r in requests
         if r.kind == RequestKind.CREATE
     }
-
-
-def pool_summary(session: Session, org: Org, team_cards: list[TeamCard]) -> PoolSummary:
-    committed = repo.committed_gpu_centi(session, org.id)
-    allocated_values = [c.share.allocated for c in team_cards if c.share.allocated is not None]
-    live = sum(1 for c in team_cards if c.team.status in COMMITTED_STATUSES)
-    return PoolSummary(
-        org=org,
-        committed_centi=committed,
-        allocated=round(sum(allocated_values), 2) if allocated_values else None,
-        live_teams=live,
-    )
 
 
 @dataclass

@@ -20,7 +20,9 @@ from fastapi.testclient import TestClient
 from kubernetes import client, config
 
 from app.core.db import unit_of_work
+from app.core.models import TeamStatus
 from app.main import create_app
+from app.teams import repository as repo
 from app.teams.seed import seed_example
 from tests.conftest import settings_for
 from tests.k8s.control_plane import ControlPlane, control_plane
@@ -210,6 +212,15 @@ def kube_app(kube_settings: Any, clean_cluster: None) -> Iterator[FastAPI]:
         with unit_of_work(application.state.session_factory) as session:
             seed_example(session)
         yield application
+
+
+def statuses(app: FastAPI) -> dict[str, str]:
+    with app.state.session_factory() as session:
+        return {t.name: t.status for t in repo.get_teams(session)}
+
+
+def all_ready(app: FastAPI) -> bool:
+    return set(statuses(app).values()) == {TeamStatus.READY}
 
 
 def reconcile_until(app: FastAPI, done: Any, timeout: float = 30.0) -> None:

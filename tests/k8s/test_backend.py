@@ -12,20 +12,17 @@ from kubernetes import client
 
 from app.core.models import TeamStatus
 from app.teams import repository as repo
-from tests.k8s.conftest import hanging_server, reconcile_until, serve_folder
+from tests.k8s.conftest import (
+    all_ready,
+    hanging_server,
+    reconcile_until,
+    serve_folder,
+    statuses,
+)
 from tests.servers import tool
 
 pytestmark = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 QUEUES = ("scheduling.run.ai", "v2", "queues")
-
-
-def statuses(app: FastAPI) -> dict[str, str]:
-    with app.state.session_factory() as session:
-        return {t.name: t.status for t in repo.get_teams(session)}
-
-
-def all_ready(app: FastAPI) -> bool:
-    return set(statuses(app).values()) == {TeamStatus.READY}
 
 
 def queue(api: Any, name: str) -> dict[str, Any]:

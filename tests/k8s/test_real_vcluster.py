@@ -24,7 +24,14 @@ from app.core.models import AuditEvent, ChartRollout, Step, TeamStatus
 from app.main import create_app
 from app.teams import repository as repo
 from app.teams.seed import seed_example
-from tests.k8s.conftest import VCLUSTER_CHART, real_installer, reconcile_until, serve_folder
+from tests.k8s.conftest import (
+    VCLUSTER_CHART,
+    all_ready,
+    real_installer,
+    reconcile_until,
+    serve_folder,
+    statuses,
+)
 from tests.k8s.vcluster_runtime import LOAD_BALANCER_IP, VClusterRuntime
 from tests.servers import free_port, tool
 from tests.shared import shared
@@ -41,15 +48,6 @@ def portal(settings: Any) -> Iterator[FastAPI]:
         with unit_of_work(app.state.session_factory) as session:
             seed_example(session)
         yield app
-
-
-def statuses(app: FastAPI) -> dict[str, str]:
-    with app.state.session_factory() as session:
-        return {t.name: t.status for t in repo.get_teams(session)}
-
-
-def all_ready(app: FastAPI) -> bool:
-    return set(statuses(app).values()) == {TeamStatus.READY}
 
 
 def chart_of(api: Any, team: str) -> str:

@@ -47,7 +47,7 @@ class VClusterInstaller(Part):
 
     def observe(self, spec: TeamSpec) -> Observation:
         seen = self.kube.deep(spec.team, "vCluster", lambda: self._check(spec))
-        if seen.version is not None and seen.version != chart_version(self.settings):
+        if seen.version is not None and seen.version != self.settings.chart_version:
             # Checked at the version configured before: look again.
             self.kube.forget(spec.team, ("vCluster",))
             seen = self.kube.deep(spec.team, "vCluster", lambda: self._check(spec))
@@ -64,7 +64,7 @@ class VClusterInstaller(Part):
             return Observation(MISSING, f"vCluster {name} is not installed")
         chart = (installed.metadata.labels or {}).get("chart", "")
         version = chart.removeprefix("vcluster-") or None
-        wanted = chart_version(self.settings)
+        wanted = self.settings.chart_version
         if version != wanted:
             return Observation(
                 OUTDATED,
@@ -259,14 +259,10 @@ def control_plane_of(settings: Settings) -> m.ControlPlane:
     )
 
 
-def chart_version(settings: Settings) -> str:
-    return settings.vcluster_chart_version.lstrip("v")
-
-
 def helm_install_args(spec: TeamSpec, settings: Settings, values_file: str) -> list[str]:
     """`helm upgrade --install` from a chart repository, an OCI repository or an archive."""
     source = settings.vcluster_chart_repo
-    version = chart_version(settings)
+    version = settings.chart_version
     if source.startswith("oci://"):
         chart = [source.rstrip("/") + "/vcluster", "--version", version]
     elif source.startswith("/"):
@@ -288,7 +284,7 @@ def helm_install_args(spec: TeamSpec, settings: Settings, values_file: str) -> l
 def cli_create_args(spec: TeamSpec, settings: Settings, values_file: str) -> list[str]:
     """`vcluster create --upgrade`: the CLI runs helm with the same chart source."""
     source = settings.vcluster_chart_repo
-    version = chart_version(settings)
+    version = settings.chart_version
     if source.startswith("/"):
         chart = ["--local-chart-dir", source]
     elif source.startswith("oci://"):

@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
+from sqlalchemy.orm import Session
 
 from app.audit import repository as audit_repo
 from app.audit import service as audit
@@ -56,6 +57,35 @@ def _allocated(view: OrgView, team_id: int) -> float:
     return share.allocated or 0.0 if share is not None else 0.0
 
 
+def _page_by_usage(
+    session: Session,
+    view: OrgView,
+    statuses: list[str] | None,
+    q: str,
+    status: str,
+    sort: str,
+    page: int,
+) -> tuple[int, int, list[repo.TeamRow]]:
+    """Filters and orders that need live usage: the matching teams' (id, name) ordered by
+    the ready org view, then only the page's rows loaded. (total, page, rows)."""
+    keys = repo.get_team_keys(session, statuses=statuses, name_contains=q)
+    if status == "borrowing":
+        keys = [k for k in keys if k[0] in view.shares and view.shares[k[0]].borrowed > 0]
+    elif status == "waiting":
+        keys = [k for k in keys if k[0] in view.shares and view.shares[k[0]].pending > 0.005]
+    if sort == "usage":
+        keys.sort(key=lambda k: (-_allocated(view, k[0]), k[1]))
+    elif sort in SORTS:  # status or guarantee of the (few) borrowing or waiting teams
+        matching = repo.get_team_rows(session, ids=[k[0] for k in keys])
+        keys = [(r.id, r.name) for r in sorted(matching, key=SORTS[sort])]
+    else:
+        keys.sort(key=lambda k: k[1])
+    page = min(page, max(1, -(-len(keys) // PAGE_SIZE)))
+    shown_ids = [k[0] for k in keys[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]]
+    by_id = {r.id: r for r in repo.get_team_rows(session, ids=shown_ids)}
+    return len(keys), page, [by_id[i] for i in shown_ids if i in by_id]
+
+
 @router.get("", response_class=HTMLResponse)
 def overview(
     request: Request,
@@ -79,26 +109,8 @@ def overview(
     view = org_view(session, usage, org)
     page = max(page, 1)
     if status in ("borrowing", "waiting") or sort == "usage":
-        # These need live usage: order the matching teams by the ready org view, then
-        # load only the page's rows.
-        keys = repo.get_team_keys(session, statuses=statuses, name_contains=q)
-        if status == "borrowing":
-            keys = [k for k in keys if k[0] in view.shares and view.shares[k[0]].borrowed > 0]
-        elif status == "waiting":
-            keys = [k for k in keys if k[0] in view.shares and view.shares[k[0]].pending > 0.005]
-        if sort == "usage":
-            keys.sort(key=lambda k: (-_allocated(view, k[0]), k[1]))
-        elif sort in SORTS:  # status or guarantee of the (few) borrowing or waiting teams
-            matching = repo.get_team_rows(session, ids=[k[0] for k in keys])
-            keys = [(r.id, r.name) for r in sorted(matching, key=SORTS[sort])]
-        else:
-            keys.sort(key=lambda k: k[1])
-        total = len(keys)
+        total, page, rows = _page_by_usage(session, view, statuses, q, status, sort, page)
         pages = max(1, -(-total // PAGE_SIZE))
-        page = min(page, pages)
-        shown_ids = [k[0] for k in keys[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]]
-        by_id = {r.id: r for r in repo.get_team_rows(session, ids=shown_ids)}
-        rows = [by_id[i] for i in shown_ids if i in by_id]
     else:
 
         def page_of(number: int) -> tuple[int, list[repo.TeamRow]]:
@@ -141,9 +153,7 @@ def overview(
             "usage_error": usage.error,
             "repairs": audit_repo.get_all(session, action="provisioning.drift_repaired", limit=5),
             "steps": [s.value for s in Step],
-            "rollout": provisioning.rollout_progress(
-                session, settings.vcluster_chart_version.lstrip("v")
-            ),
+            "rollout": provisioning.rollout_progress(session, settings.chart_version),
         },
         partial="admin/partials/teams_table.html",
     )
@@ -166,7 +176,7 @@ def update_pool(
 def resume_rollout(
     request: Request, session: SessionDep, principal: AdminPrincipal, settings: SettingsDep
 ) -> Response:
-    version = settings.vcluster_chart_version.lstrip("v")
+    version = settings.chart_version
     if provisioning.resume_rollout(session, version=version, now=utcnow()):
         audit.record(
             session,
