@@ -16,6 +16,7 @@ from sqlalchemy.engine import Engine
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.access.sweeper import Sweeper, SweeperThread
 from app.adapters.factory import make_backend
 from app.adapters.oidc import OidcClient
 from app.adapters.prometheus import PrometheusSource
@@ -122,7 +123,11 @@ ROUTERS = tuple(
 
 
 def readiness_checks(
-    settings: Settings, engine: Engine, worker: Worker, collector: CollectorThread
+    settings: Settings,
+    engine: Engine,
+    worker: Worker,
+    collector: CollectorThread,
+    sweeper: SweeperThread,
 ) -> observability.Readiness:
     """What /readyz asks: each check answers None when fine, else what is wrong."""
     at_head: list[bool] = []
@@ -148,6 +153,7 @@ def readiness_checks(
     checks: dict[str, Any] = {"database": database, "migrations": migrations}
     if settings.worker_enabled:
         checks["provisioning_worker"] = lambda: None if worker.alive() else "not running"
+        checks["access_sweeper"] = lambda: None if sweeper.alive() else "not running"
     if settings.usage_collector_enabled:
         checks["usage_collector"] = lambda: None if collector.alive() else "not running"
     return observability.Readiness(checks=checks)
@@ -170,6 +176,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             effects={
                 Effect.PROVISIONING_DUE: lambda: app.state.reconciler.wake.set(),
                 Effect.QUOTAS_CHANGED: lambda: app.state.usage_cache.forget_quotas(),
+                Effect.ACCESS_CHANGED: lambda: app.state.sweeper.wake.set(),
             },
         )
         app.state.backend = make_backend(settings)
@@ -193,8 +200,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.reconciler = Reconciler(app.state.session_factory, app.state.backend, settings)
         worker = Worker(app.state.reconciler, interval=settings.worker_interval_seconds)
         app.state.worker = worker
+        app.state.sweeper = Sweeper(app.state.session_factory, app.state.backend, settings)
+        sweeper = SweeperThread(app.state.sweeper)
         if settings.worker_enabled:
             worker.start()
+            sweeper.start()
         if settings.usage_collector_enabled:
             collector.start()
             refresher.start()
@@ -213,7 +223,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             metrics_server, _ = start_http_server(
                 settings.metrics_port, registry=app.state.metrics_registry
             )
-        app.state.readiness = readiness_checks(settings, engine, worker, collector)
+        app.state.readiness = readiness_checks(settings, engine, worker, collector, sweeper)
         try:
             yield
         finally:
@@ -221,6 +231,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.readiness.stopping = True
             collector.stop()
             refresher.stop()
+            sweeper.stop()
             worker.stop()
             if metrics_server is not None:
                 metrics_server.shutdown()

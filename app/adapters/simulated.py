@@ -8,17 +8,24 @@ from __future__ import annotations
 
 import hashlib
 import math
+import secrets
 import threading
 import time
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from app.core.models import Step
+from app.provisioning import kubeconfigs
 from app.provisioning.backend import (
     DONE,
     MISSING,
     PROGRESSING,
+    Account,
     BackendError,
+    IssuedCredential,
     Observation,
+    Person,
     TeamSpec,
 )
 from app.usage.sources import QueueUsage
@@ -30,6 +37,14 @@ SIMULATED_NOTICE = "SIMULATED cluster backend: nothing was created in any real c
 class _Object:
     spec: TeamSpec
     ready_at: float
+
+
+@dataclass
+class _Account:
+    cluster_role: str
+    created_at: datetime
+    tokens: dict[str, datetime]  # token -> expiry
+    uid: str
 
 
 @dataclass
@@ -50,6 +65,7 @@ class SimulatedBackend:
         self._objects: dict[tuple[Step, str], _Object] = {}
         self._faults: list[_Fault] = []
         self._pinned: dict[str, tuple[float, float]] = {}
+        self._accounts: dict[str, dict[str, _Account]] = {}
         self._lock = threading.Lock()
         self.calls = 0
 
@@ -132,6 +148,8 @@ class SimulatedBackend:
             self.calls += 1
             self._maybe_fail(step, spec.team)
             self._objects.pop((step, spec.team), None)
+            if step == Step.VCLUSTER:
+                self._accounts.pop(spec.team, None)  # its accounts go with it
         return Observation(DONE, f"{_describe(step, spec)} deleted (simulated)")
 
     def delete_object(self, step: Step, team: str) -> None:
@@ -139,31 +157,77 @@ class SimulatedBackend:
         with self._lock:
             self._objects.pop((step, team), None)
 
-    def kubeconfig(self, spec: TeamSpec, *, server: str | None = None) -> str:
+    # --- personal credentials (in memory, with the same expiry and revocation) ------------
+
+    def _vcluster(self, spec: TeamSpec) -> None:
         if (Step.VCLUSTER, spec.team) not in self._objects:
             raise BackendError(f"vCluster {spec.vcluster_name} does not exist")
-        token = hashlib.sha256(f"simulated:{spec.team}".encode()).hexdigest()[:16]
-        address = server or f"https://{spec.team}.vcluster.simulated.invalid"
-        return (
-            f"# {SIMULATED_NOTICE}\n"
-            "# This kubeconfig points at an address that does not exist.\n"
-            "apiVersion: v1\n"
-            "kind: Config\n"
-            "clusters:\n"
-            f"- name: {spec.team}\n"
-            "  cluster:\n"
-            f"    server: {address}\n"
-            "    insecure-skip-tls-verify: true\n"
-            "users:\n"
-            f"- name: {spec.team}-admin\n"
-            "  user:\n"
-            f"    token: simulated-{token}\n"
-            "contexts:\n"
-            f"- name: {spec.team}\n"
-            "  context:\n"
-            f"    cluster: {spec.team}\n"
-            f"    user: {spec.team}-admin\n"
-            f"current-context: {spec.team}\n"
+
+    def issue_credential(
+        self, spec: TeamSpec, person: Person, *, ttl_seconds: int
+    ) -> IssuedCredential:
+        self._slow_call()
+        token = "simulated-" + secrets.token_urlsafe(24)
+        expires_at = datetime.now(UTC) + timedelta(seconds=ttl_seconds)
+        with self._lock:
+            self.calls += 1
+            self._vcluster(spec)
+            accounts = self._accounts.setdefault(spec.team, {})
+            held = accounts.get(person.account)
+            if held is None or held.cluster_role != person.cluster_role:
+                held = _Account(person.cluster_role, datetime.now(UTC), {}, secrets.token_hex(8))
+                accounts[person.account] = held
+            held.tokens[token] = expires_at
+        text = kubeconfigs.token_kubeconfig(
+            team=spec.team,
+            person=person,
+            server=f"https://{spec.team}.vcluster.simulated.invalid",
+            ca_data=None,
+            token=token,
+            expires_at=expires_at,
+            note=SIMULATED_NOTICE + " This address does not exist.",
+        )
+        return IssuedCredential(text, expires_at, kubeconfigs.token_id(token))
+
+    def credential_accounts(self, spec: TeamSpec) -> list[Account]:
+        with self._lock:
+            self.calls += 1
+            return [
+                Account(name, held.cluster_role, held.created_at, held.uid)
+                for name, held in self._accounts.get(spec.team, {}).items()
+            ]
+
+    def revoke_credentials(
+        self, spec: TeamSpec, accounts: Collection[str], *, uids: Mapping[str, str] | None = None
+    ) -> None:
+        with self._lock:
+            self.calls += 1
+            held = self._accounts.get(spec.team, {})
+            for name in accounts:
+                if name in held and (uids is None or uids.get(name) == held[name].uid):
+                    held.pop(name)
+
+    def token_works(self, team: str, token: str) -> bool:
+        """What the vCluster's API server would answer for this token: valid while its
+        account exists and it has not expired."""
+        now = datetime.now(UTC)
+        with self._lock:
+            return any(
+                token in held.tokens and held.tokens[token] > now
+                for held in self._accounts.get(team, {}).values()
+            )
+
+    def oidc_kubeconfig(
+        self, spec: TeamSpec, person: Person, *, issuer: str, client_id: str
+    ) -> str:
+        self._vcluster(spec)
+        return f"# {SIMULATED_NOTICE}\n" + kubeconfigs.oidc_kubeconfig(
+            team=spec.team,
+            person=person,
+            server=f"https://{spec.team}.vcluster.simulated.invalid",
+            ca_data=None,
+            issuer=issuer,
+            client_id=client_id,
         )
 
     # --- usage -------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from app.audit import service as audit
 from app.auth import repository as repo
 from app.core.config import Settings
+from app.core.db import Effect, request_effect
 from app.core.errors import InvalidInput
 from app.core.models import (
     DISPLAY_NAME_MAX,
@@ -112,6 +113,8 @@ def sign_in_oidc(
         user.email = email
     user.display_name = name[:DISPLAY_NAME_MAX]
     groups = groups_of(claims, settings)
+    if user.is_admin and settings.oidc_admin_group not in groups:
+        request_effect(session, Effect.ACCESS_CHANGED)  # no longer an admin's kubeconfigs
     user.is_admin = settings.oidc_admin_group in groups
     now = utcnow()
     recently = user.last_sign_in_at is not None and now - user.last_sign_in_at < BEARER_AUDIT_EVERY
@@ -153,6 +156,7 @@ def sync_group_memberships(session: Session, *, user: User, team_names: list[str
     ]
     if stale:
         repo.delete_memberships(session, user_id=user.id, team_ids=stale)
+        request_effect(session, Effect.ACCESS_CHANGED)  # their kubeconfigs there are revoked
     session.flush()
 
 

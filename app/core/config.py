@@ -111,6 +111,51 @@ class Settings(BaseSettings):
         le=86400,
         description="An upgraded vCluster not ready after this long stops the rollout.",
     )
+    vcluster_api_address: str = Field(
+        default="service",
+        description="How the portal itself reaches a team's vCluster API (to issue personal "
+        "credentials): service (https://NAME.NAMESPACE.svc, from inside the host cluster), "
+        "exposed (the address users get) or secret (the server written in secret vc-NAME, "
+        "e.g. by exportKubeConfig.server).",
+    )
+    kubeconfig_mode: str = Field(
+        default="token",
+        description="token: each person gets a ServiceAccount token issued inside the "
+        "vCluster (expiring, revocable); oidc: the vCluster's API server trusts the identity "
+        "provider and kubeconfigs sign in with kubectl oidc-login (no static credential).",
+    )
+    kubeconfig_ttl: str = Field(
+        default="8h", description="Default lifetime of a downloaded kubeconfig (30m, 8h, 2d)."
+    )
+    kubeconfig_max_ttl: str = Field(
+        default="7d", description="Longest lifetime a person may choose for a kubeconfig."
+    )
+    kubeconfig_admin_role: str = Field(
+        default="cluster-admin", description="ClusterRole inside a vCluster for portal admins."
+    )
+    kubeconfig_lead_role: str = Field(
+        default="cluster-admin", description="ClusterRole inside a vCluster for team leads."
+    )
+    kubeconfig_member_role: str = Field(
+        default="edit", description="ClusterRole inside a vCluster for team members."
+    )
+    kubeconfig_namespace: str = Field(
+        default="gpu-portal-access",
+        description="Namespace inside each vCluster that holds the portal's per-person "
+        "ServiceAccounts.",
+    )
+    kubeconfig_sweep_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        le=86400,
+        description="How often every ready vCluster's ServiceAccounts are compared with the "
+        "people allowed (revocations are applied at once besides).",
+    )
+    kubeconfig_oidc_client_id: str = Field(
+        default="",
+        description="oidc mode: the identity provider's client id kubectl signs in with "
+        "(a public client; default: PORTAL_OIDC_CLIENT_ID).",
+    )
     vcluster_expose: str = Field(
         default="LoadBalancer",
         description="How users reach a vCluster: LoadBalancer, NodePort or Ingress.",
@@ -348,6 +393,39 @@ class Settings(BaseSettings):
             raise ValueError(chart_problem)
         if self.vcluster_expose not in ("LoadBalancer", "NodePort", "Ingress"):
             raise ValueError("PORTAL_VCLUSTER_EXPOSE must be LoadBalancer, NodePort or Ingress")
+        if self.vcluster_api_address not in ("service", "exposed", "secret"):
+            raise ValueError("PORTAL_VCLUSTER_API_ADDRESS must be service, exposed or secret")
+        if self.kubeconfig_mode not in ("token", "oidc"):
+            raise ValueError("PORTAL_KUBECONFIG_MODE must be token or oidc")
+        if self.kubeconfig_mode == "oidc" and not self.oidc_issuer:
+            raise ValueError(
+                "PORTAL_KUBECONFIG_MODE=oidc needs the identity provider: set PORTAL_OIDC_ISSUER"
+            )
+        for name in ("kubeconfig_ttl", "kubeconfig_max_ttl"):
+            value = getattr(self, name)
+            seconds = parse_duration(value)
+            if seconds is None or not MIN_TTL_SECONDS <= seconds <= MAX_TTL_SECONDS:
+                raise ValueError(
+                    f"PORTAL_{name.upper()} must be a duration from 10m to 365d such as 30m, "
+                    f"8h or 7d (got {value!r})"
+                )
+        if self.kubeconfig_ttl_seconds > self.kubeconfig_max_ttl_seconds:
+            raise ValueError(
+                f"PORTAL_KUBECONFIG_TTL ({self.kubeconfig_ttl}) is longer than "
+                f"PORTAL_KUBECONFIG_MAX_TTL ({self.kubeconfig_max_ttl}): shorten it or raise "
+                "the maximum"
+            )
+        for name in (
+            "kubeconfig_admin_role",
+            "kubeconfig_lead_role",
+            "kubeconfig_member_role",
+            "kubeconfig_namespace",
+        ):
+            if not re.fullmatch(r"[a-z0-9]([-a-z0-9.:]*[a-z0-9])?", getattr(self, name)):
+                raise ValueError(
+                    f"PORTAL_{name.upper()} must be a Kubernetes object name such as "
+                    f"cluster-admin or edit (got {getattr(self, name)!r})"
+                )
         if self.oidc_team_group_pattern and "{team}" not in self.oidc_team_group_pattern:
             raise ValueError(
                 "PORTAL_OIDC_TEAM_GROUP_PATTERN must contain {team}, e.g. gpu-team-{team}"
@@ -370,12 +448,46 @@ class Settings(BaseSettings):
         return self.vcluster_chart_version.lstrip("v")
 
     @property
+    def kubeconfig_ttl_seconds(self) -> int:
+        return parse_duration(self.kubeconfig_ttl) or 8 * 3600
+
+    @property
+    def kubeconfig_max_ttl_seconds(self) -> int:
+        return parse_duration(self.kubeconfig_max_ttl) or 7 * 86400
+
+    @property
     def oidc_enabled(self) -> bool:
         return bool(self.oidc_issuer)
 
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+
+MIN_TTL_SECONDS = 600  # the shortest token the TokenRequest API issues
+MAX_TTL_SECONDS = 365 * 86400
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: str) -> int | None:
+    """Seconds in "90m", "8h", "7d", "1h30m" or a plain number of seconds; None if not."""
+    text = value.strip().lower()
+    if text.isdigit():
+        return int(text)
+    parts = re.findall(r"([0-9]+)([smhd])", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(int(n) * _UNITS[u] for n, u in parts)
+
+
+def format_duration(seconds: int) -> str:
+    """The shortest exact spelling: 28800 -> "8h", 5400 -> "1h30m", 604800 -> "7d"."""
+    out = ""
+    for unit in ("d", "h", "m", "s"):
+        count, seconds = divmod(seconds, _UNITS[unit])
+        if count:
+            out += f"{count}{unit}"
+    return out or "0s"
 
 
 def chart_source_problem(source: str, version: str) -> str | None:

@@ -54,6 +54,7 @@ class Effect(StrEnum):
 
     PROVISIONING_DUE = "provisioning_due"  # wake the reconciler: a team has work now
     QUOTAS_CHANGED = "quotas_changed"  # forget cached quota rows and fair shares
+    ACCESS_CHANGED = "access_changed"  # wake the access sweeper: someone may lose access
 
 
 def make_session_factory(

@@ -265,6 +265,30 @@ class TeamMember(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class KubeconfigGrant(Base):
+    """One personal kubeconfig handed out: who, for which team, with which role inside the
+    vCluster, until when. The token itself is never stored. ``revoked_at`` is when the
+    portal decided it must stop working; ``removed_at`` when its ServiceAccount was seen
+    gone from the vCluster (a revocation is pending in between)."""
+
+    __tablename__ = "kubeconfig_grants"
+    __table_args__ = (Index("ix_kubeconfig_grants_team_removed", "team_id", "removed_at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    portal_role: Mapped[str] = mapped_column(String(10))  # admin | lead | member
+    cluster_role: Mapped[str] = mapped_column(String(253))
+    account: Mapped[str] = mapped_column(String(63))
+    token_id: Mapped[str] = mapped_column(String(64), default="")
+    simulated: Mapped[bool] = mapped_column(Boolean, default=False)
+    issued_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    revoked_reason: Mapped[str] = mapped_column(Text, default="")
+    removed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
 class ClusterRequest(Base):
     """A request for a new cluster or for a quota change, with the values asked for."""
 

@@ -7,6 +7,7 @@ from sqlalchemy.orm import Session
 from app.audit import service as audit
 from app.auth import repository as users
 from app.auth.service import valid_email
+from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.core.models import DISPLAY_NAME_MAX, MemberRole, MemberSource, Team, TeamMember, User
 from app.teams import repository as repo
@@ -43,6 +44,8 @@ def add(session: Session, *, actor: User, team: Team, email: str, role: str) -> 
         summary=f"{email} is now a {role} of {team.name}",
         details={"email": email, "role": role},
     )
+    # A changed role changes what the person may do inside the vCluster.
+    request_effect(session, Effect.ACCESS_CHANGED)
     return member
 
 
@@ -63,3 +66,5 @@ def remove(session: Session, *, actor: User, team: Team, user_id: int) -> None:
         summary=f"{user.email if user else user_id} no longer belongs to {team.name}",
         details={"user_id": user_id},
     )
+    # Their kubeconfig stops working: the access sweeper revokes it now.
+    request_effect(session, Effect.ACCESS_CHANGED)

@@ -304,6 +304,7 @@ def decommission(session: Session, *, actor: User, team: Team) -> None:
         summary=f"decommissioning {team.name}: its vCluster, namespace, policy and queue go",
     )
     _quotas_changed(session)
+    request_effect(session, Effect.ACCESS_CHANGED)  # every kubeconfig of the team is revoked
 
 
 def retry_now(session: Session, *, actor: User, team: Team) -> None:

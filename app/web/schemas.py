@@ -274,3 +274,21 @@ class ImpactOut(BaseModel):
     pool_before: float
     pool_after: float
     teams: list[TeamImpactOut] = Field(description="Every team of the org, in team order.")
+
+
+class HolderOut(BaseModel):
+    user_id: int
+    email: str
+    portal_role: str
+    cluster_role: str
+    expires_at: datetime
+
+
+class RevokeIn(BaseModel):
+    everyone: bool = Field(
+        default=False, description="Everyone's kubeconfigs (leads and admins) instead of yours."
+    )
+
+
+class RevokedOut(BaseModel):
+    people: int = Field(description="How many people's kubeconfigs were revoked.")

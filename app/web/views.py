@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from sqlalchemy.orm import Session
 
+from app.access import service as access
 from app.audit import repository as audit
 from app.core.errors import InvalidInput
 from app.core.models import (
@@ -137,6 +138,8 @@ class TeamDetail:
     events: list[AuditEvent]
     usage_error: str | None
     borrowers: list[tuple[str, float]] = field(default_factory=list)
+    holders: list[access.Holder] = field(default_factory=list)
+    pending: list[access.Pending] = field(default_factory=list)
 
     @property
     def progress(self) -> int:
@@ -160,6 +163,8 @@ class TeamDetail:
             tuple((r.id, r.status) for r in self.requests),
             tuple((u.id, m.role) for u, m in self.members),
             self.events[0].id if self.events else 0,
+            tuple((h.user_id, h.expires_at) for h in self.holders),
+            tuple(p.email for p in self.pending),
         )
         return hashlib.sha256(repr(state).encode()).hexdigest()[:16]
 
@@ -188,6 +193,7 @@ def team_detail(session: Session, team: Team, usage: UsageCache) -> TeamDetail:
     view = org_view(session, usage, org)
     requests = repo.get_team_requests(session, team.id)
     people = team_members.get_all(session, team)
+    holders, pending = access.holders(session, team)
     return TeamDetail(
         team=team,
         org=org,
@@ -202,6 +208,8 @@ def team_detail(session: Session, team: Team, usage: UsageCache) -> TeamDetail:
         decisions=repo.get_decisions(session, [r.id for r in requests]),
         events=audit.get_all(session, team_id=team.id, limit=ACTIVITY_SHOWN),
         usage_error=usage.error,
+        holders=holders,
+        pending=pending,
     )
 
 

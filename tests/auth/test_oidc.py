@@ -93,7 +93,8 @@ def test_people_added_by_email_are_linked_at_first_sign_in(
     bo = browser(oidc_app)
     sign_in(bo, "u-bo")
     assert bo.get("/api/v1/me").json()["member_of"] == [1]
-    assert bo.get("/teams/1/kubeconfig").status_code == 200
+    bo.refresh_csrf()
+    assert bo.api("POST", "/api/v1/teams/1/kubeconfig").status_code == 200
 
 
 @pytest.mark.parametrize(

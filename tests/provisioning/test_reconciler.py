@@ -22,7 +22,7 @@ from app.core.models import (
     User,
     utcnow,
 )
-from app.provisioning.backend import spec_for
+from app.provisioning.backend import Person, spec_for
 from app.provisioning.reconciler import Reconciler, backoff_seconds
 from app.teams import repository as repo
 from app.teams import service
@@ -89,9 +89,10 @@ def test_approved_team_becomes_ready(
         assert request.status == RequestStatus.APPLIED
     with session_factory() as session:
         spec = spec_for(repo.get_team(session, team_id), repo.get_org(session))
-    kubeconfig = backend.kubeconfig(spec)
+    person = Person(1, "lead@example.org", "lead", "cluster-admin")
+    kubeconfig = backend.issue_credential(spec, person, ttl_seconds=3600).kubeconfig
     assert "SIMULATED" in kubeconfig
-    assert "current-context: nlp" in kubeconfig
+    assert "current-context: nlp/lead@example.org" in kubeconfig
 
 
 def test_steps_wait_for_a_slow_control_plane(

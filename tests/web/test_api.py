@@ -59,15 +59,16 @@ def test_whole_loop_through_the_api(app: FastAPI, admin: Client) -> None:
     assert decision["changes"] == {"gpu_quota": ["0.5", "0.01"]}
     assert decision["approved"]["gpu_quota"] == "0.01"
 
-    assert lead.get(f"/api/v1/teams/{team_id}/kubeconfig").status_code == 409
+    assert lead.api("POST", f"/api/v1/teams/{team_id}/kubeconfig").status_code == 409
     app.state.reconciler.run_once()
     team = lead.get(f"/api/v1/teams/{team_id}").json()
     assert team["status"] == "ready"
     assert [s["status"] for s in team["steps"]] == ["done"] * 5
     assert team["gpu_share"]["guaranteed"] == 0.01
-    kubeconfig = lead.get(f"/api/v1/teams/{team_id}/kubeconfig")
+    kubeconfig = lead.api("POST", f"/api/v1/teams/{team_id}/kubeconfig")
     assert kubeconfig.status_code == 200
-    assert "current-context: speech" in kubeconfig.text
+    assert "current-context: speech/" in kubeconfig.text
+    assert kubeconfig.headers["X-Expires-At"]
 
     change = lead.api(
         "POST", f"/api/v1/teams/{team_id}/quota-requests", {"gpu_quota": "0", "gpu_limit": "0.5"}
@@ -79,11 +80,14 @@ def test_whole_loop_through_the_api(app: FastAPI, admin: Client) -> None:
 
     gone = lead.api("POST", f"/api/v1/teams/{team_id}/decommission")
     assert gone.json()["status"] == "decommissioning"
+    app.state.sweeper.run_once()
+    assert lead.get(f"/api/v1/teams/{team_id}/kubeconfigs").json() == []
     app.state.reconciler.run_once()
     assert lead.get(f"/api/v1/teams/{team_id}").json()["status"] == "decommissioned"
     actions = [e["action"] for e in lead.get(f"/api/v1/audit?team_id={team_id}").json()]
     assert actions[0] == "team.decommissioned"
-    assert "kubeconfig.downloaded" in actions
+    assert "kubeconfig.issued" in actions
+    assert "kubeconfig.revoked" in actions  # decommissioning revoked the lead's
 
 
 def test_bad_bodies_say_what_to_change(lead: Client) -> None:
@@ -107,7 +111,7 @@ def test_leads_see_only_their_teams_requests_and_events(lead: Client, admin: Cli
     assert [t["name"] for t in lead.get("/api/v1/teams").json()] == ["nlp"]
     assert len(admin.get("/api/v1/teams").json()) == 3
     assert lead.get(f"/api/v1/teams/{VISION}").status_code == 404
-    assert lead.get(f"/api/v1/teams/{VISION}/kubeconfig").status_code == 404
+    assert lead.api("POST", f"/api/v1/teams/{VISION}/kubeconfig").status_code == 404
     assert lead.get("/api/v1/requests/2").status_code == 404
     assert {r["team"] for r in lead.get("/api/v1/requests").json()} == {"nlp"}
     assert {e["team_id"] for e in lead.get("/api/v1/audit").json()} == {NLP}
@@ -121,7 +125,7 @@ def test_openapi_document_is_clean(anonymous: Client) -> None:
     paths = doc["paths"]
     assert all(p.startswith("/api/v1/") for p in paths), "pages stay out of the API document"
     operations = [(path, method, op) for path, ops in paths.items() for method, op in ops.items()]
-    assert len(operations) == 26
+    assert len(operations) == 28
     ids = [op["operationId"] for _, _, op in operations]
     assert len(ids) == len(set(ids))
     for path, method, op in operations:

@@ -67,7 +67,7 @@ def test_lead_sees_own_team_only(lead: Client) -> None:
     assert 'href="/teams/1"' in page
     assert 'href="/teams/2"' not in page
     assert lead.get(f"/teams/{VISION}").status_code == 404
-    assert lead.get(f"/teams/{VISION}/kubeconfig").status_code == 404
+    assert lead.form(f"/teams/{VISION}/kubeconfig").status_code == 404
     assert lead.get(f"/teams/{VISION}/status").status_code == 404
 
 
@@ -84,7 +84,10 @@ def test_a_member_can_download_but_not_change_the_quota(app: FastAPI) -> None:
     assert "Download kubeconfig" in page
     assert "Change quota" not in page
     assert "Decommission" not in page
-    assert member.get(f"/teams/{NLP}/kubeconfig").status_code == 200
+    member.refresh_csrf()
+    download = member.form(f"/teams/{NLP}/kubeconfig", {"ttl": "1h"})
+    assert download.status_code == 200
+    assert "(role inside the vCluster: edit)" in download.text
 
 
 def test_team_page_shows_status_gauge_pod_spec_and_kubeconfig(lead: Client) -> None:
@@ -102,15 +105,30 @@ def test_team_page_shows_status_gauge_pod_spec_and_kubeconfig(lead: Client) -> N
 
 
 def test_kubeconfig_download_is_audited(lead: Client, admin: Client) -> None:
-    response = lead.get(f"/teams/{NLP}/kubeconfig")
+    response = lead.form(f"/teams/{NLP}/kubeconfig", {"ttl": "8h"})
     assert response.status_code == 200
-    assert response.headers["content-disposition"] == 'attachment; filename="kubeconfig-nlp.yaml"'
+    assert (
+        response.headers["content-disposition"]
+        == 'attachment; filename="kubeconfig-nlp-lead-nlp.yaml"'
+    )
     assert response.headers["cache-control"] == "no-store"
     assert "SIMULATED" in response.text
-    assert "current-context: nlp" in response.text
+    assert "current-context: nlp/lead-nlp@example.org" in response.text
     audit = admin.get("/audit?action=kubeconfig").text
-    assert "downloaded the kubeconfig of nlp" in audit
+    assert "downloaded a personal kubeconfig for nlp (cluster-admin, expires in 8h)" in audit
     assert "lead-nlp@example.org" in audit
+    page = lead.get(f"/teams/{NLP}").text
+    access = page.split('id="access"')[1].split("</section>")[0]
+    assert "lead-nlp@example.org" in access
+    assert "cluster-admin · expires" in access
+
+
+def test_a_kubeconfig_lifetime_outside_the_bounds_says_what_to_change(lead: Client) -> None:
+    too_long = lead.form(f"/teams/{NLP}/kubeconfig", {"ttl": "30d"}, follow_redirects=True)
+    assert "No kubeconfig: ttl: the longest kubeconfig lasts 7d" in too_long.text
+    nonsense = lead.api("POST", f"/api/v1/teams/{NLP}/kubeconfig?ttl=soon")
+    assert nonsense.status_code == 422
+    assert "'soon' is not a duration: use 30m, 8h or 7d" in nonsense.text
 
 
 def test_request_form_validates_inline(lead: Client) -> None:
@@ -191,7 +209,7 @@ def test_whole_loop_through_the_pages(app: FastAPI, admin: Client) -> None:
     assert 'id="team-actions" hx-swap-oob="true"' in done.text
     assert "Download kubeconfig" in done.text, "the download button appears without a reload"
     assert "Use the cluster" in done.text
-    assert lead.get(team_url + "/kubeconfig").status_code == 200
+    assert lead.form(team_url + "/kubeconfig").status_code == 200
 
 
 def test_admin_adjusts_and_rejects(app: FastAPI, admin: Client) -> None:

@@ -3,12 +3,14 @@
 Only this package imports the `kubernetes` client; everything else speaks in the portal's
 terms (TeamSpec, Step, Observation). The work is split into parts over one connection
 (``client.Kube``): cluster-scoped objects and the namespace (``objects``), the vCluster
-installer (``vcluster``) and the kubeconfig hand-over (``kubeconfig``).
+installer (``vcluster``), the vCluster's kubeconfig secret (``kubeconfig``) and the
+personal credentials issued inside each vCluster (``access``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -17,16 +19,24 @@ from kubernetes import client
 from kubernetes.utils import parse_quantity
 
 from app.adapters.k8s import manifests as m
+from app.adapters.k8s.access import Access
 from app.adapters.k8s.client import Kube
-from app.adapters.k8s.kubeconfig import Kubeconfigs, rewrite_kubeconfig
+from app.adapters.k8s.kubeconfig import Kubeconfigs
 from app.adapters.k8s.objects import ClusterObjects
 from app.adapters.k8s.vcluster import VClusterInstaller
 from app.core.config import Settings
 from app.core.models import Step
-from app.provisioning.backend import DONE, Observation, TeamSpec
+from app.provisioning.backend import (
+    DONE,
+    Account,
+    IssuedCredential,
+    Observation,
+    Person,
+    TeamSpec,
+)
 from app.usage.sources import QueueUsage
 
-__all__ = ["KubernetesBackend", "rewrite_kubeconfig"]
+__all__ = ["KubernetesBackend"]
 
 # Slow namespaced checks that an apply of a step makes stale.
 DEEP_CHECKS_OF = {
@@ -45,6 +55,7 @@ class KubernetesBackend:
         self.objects = ClusterObjects(self.kube)
         self.vclusters = VClusterInstaller(self.kube)
         self.kubeconfigs = Kubeconfigs(self.kube)
+        self.access = Access(self.kube, self.kubeconfigs)
 
     @property
     def settings(self) -> Settings:
@@ -102,8 +113,25 @@ class KubernetesBackend:
             Step.KUBECONFIG: lambda _spec: Observation(DONE, "goes with the vCluster"),
         }[step](spec)
 
-    def kubeconfig(self, spec: TeamSpec, *, server: str | None = None) -> str:
-        return self.kubeconfigs.read(spec, server=server)
+    # --- personal credentials ---------------------------------------------------------
+
+    def issue_credential(
+        self, spec: TeamSpec, person: Person, *, ttl_seconds: int
+    ) -> IssuedCredential:
+        return self.access.issue(spec, person, ttl_seconds=ttl_seconds)
+
+    def credential_accounts(self, spec: TeamSpec) -> list[Account]:
+        return self.access.accounts(spec)
+
+    def revoke_credentials(
+        self, spec: TeamSpec, accounts: Collection[str], *, uids: Mapping[str, str] | None = None
+    ) -> None:
+        self.access.revoke(spec, accounts, uids=uids)
+
+    def oidc_kubeconfig(
+        self, spec: TeamSpec, person: Person, *, issuer: str, client_id: str
+    ) -> str:
+        return self.access.oidc_kubeconfig(spec, person, issuer=issuer, client_id=client_id)
 
     # --- usage ----------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""The kubeconfig users download: read from the vCluster's secret, pointed at the address
-users reach, named after the team."""
+"""The vCluster's kubeconfig secret: whether it exists (the last provisioning step), the
+admin kubeconfig in it (for the portal's own use) and the address users reach."""
 
 from __future__ import annotations
 
@@ -29,15 +29,20 @@ class Kubeconfigs(Part):
             return Observation(PROGRESSING, f"waiting for secret vc-{spec.vcluster_name}")
         return Observation(DONE, f"kubeconfig secret vc-{spec.vcluster_name} exists")
 
-    def read(self, spec: TeamSpec, *, server: str | None = None) -> str:
+    def admin_config(self, spec: TeamSpec) -> tuple[dict[str, Any], str]:
+        """The vCluster's own admin kubeconfig (from secret vc-NAME) and the secret's
+        resourceVersion. It is used by the portal only; it is never handed out."""
         secret = self._secret(spec)
         if secret is None or not secret.data or "config" not in secret.data:
             raise BackendError(f"secret vc-{spec.vcluster_name} has no kubeconfig yet")
         raw = yaml.safe_load(base64.b64decode(secret.data["config"]))
-        return yaml.safe_dump(
-            rewrite_kubeconfig(raw, team=spec.team, server=server or self._server(spec)),
-            sort_keys=False,
-        )
+        if not isinstance(raw, dict):
+            raise BackendError(f"secret vc-{spec.vcluster_name} holds no kubeconfig")
+        return raw, str(secret.metadata.resource_version or "")
+
+    def user_server(self, spec: TeamSpec) -> str:
+        """The address users reach the team's vCluster API at."""
+        return self._server(spec)
 
     def _server(self, spec: TeamSpec) -> str:
         expose = self.settings.vcluster_expose
@@ -72,17 +77,3 @@ def https_node_port(ports: list[Any]) -> int | None:
             if wanted(port) and port.node_port:
                 return int(port.node_port)
     return None
-
-
-def rewrite_kubeconfig(raw: dict[str, Any], *, team: str, server: str) -> dict[str, Any]:
-    """Point the kubeconfig at the exposed address and name everything after the team."""
-    cluster = (raw.get("clusters") or [{}])[0].get("cluster", {})
-    user = (raw.get("users") or [{}])[0].get("user", {})
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": team, "cluster": {**cluster, "server": server}}],
-        "users": [{"name": f"{team}-admin", "user": user}],
-        "contexts": [{"name": team, "context": {"cluster": team, "user": f"{team}-admin"}}],
-        "current-context": team,
-    }

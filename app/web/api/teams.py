@@ -1,12 +1,12 @@
-"""API: teams, their kubeconfig, quota changes, members and decommissioning."""
+"""API: teams, personal kubeconfigs, quota changes, members and decommissioning."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 
+from app.access import service as access
 from app.auth import repository as users
-from app.provisioning.service import download_kubeconfig
 from app.teams import members, service
 from app.teams import repository as repo
 from app.web.deps import (
@@ -15,11 +15,22 @@ from app.web.deps import (
     CurrentPrincipal,
     Id,
     SessionDep,
+    SettingsDep,
     TeamForLead,
     TeamForViewer,
     UsageDep,
 )
-from app.web.schemas import PROBLEMS, MemberIn, MemberOut, QuotaIn, RequestOut, TeamOut
+from app.web.schemas import (
+    PROBLEMS,
+    HolderOut,
+    MemberIn,
+    MemberOut,
+    QuotaIn,
+    RequestOut,
+    RevokedOut,
+    RevokeIn,
+    TeamOut,
+)
 from app.web.views import cards, member_out, request_out, team_out
 
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["teams"])
@@ -39,24 +50,68 @@ def get_team(team: TeamForViewer, session: SessionDep, usage: UsageDep) -> TeamO
     return team_out(team, card.share, repo.get_steps(session, team.id))
 
 
-@router.get(
+@router.post(
     "/teams/{team_id}/kubeconfig",
     response_class=Response,
     responses={
         200: {
-            "description": "The kubeconfig",
+            "description": "Your personal kubeconfig (header X-Expires-At says until when)",
             "content": {"application/yaml": {"schema": {"type": "string"}}},
         }
     },
 )
-def get_kubeconfig(
-    team: TeamForViewer, session: SessionDep, principal: CurrentPrincipal, backend: BackendDep
+def issue_kubeconfig(
+    team: TeamForViewer,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    backend: BackendDep,
+    settings: SettingsDep,
+    ttl: str | None = None,
 ) -> Response:
-    """The team's kubeconfig, read from the cluster now; every download is audited."""
-    text = download_kubeconfig(session, backend=backend, actor=principal.user, team=team)
-    return PlainTextResponse(
-        text, media_type="application/yaml", headers={"Cache-Control": "no-store"}
+    """A kubeconfig for you alone, made now in the team's vCluster: a token that expires
+    after `ttl` (30m, 8h, 7d; default and maximum set by the admins) and stops working
+    when you leave the team, your role changes or it is revoked. Every issue is audited."""
+    download = access.issue(
+        session, backend=backend, settings=settings, actor=principal.user, team=team, ttl=ttl
     )
+    headers = {"Cache-Control": "no-store"}
+    if download.expires_at is not None:
+        headers["X-Expires-At"] = download.expires_at.isoformat()
+    return PlainTextResponse(download.text, media_type="application/yaml", headers=headers)
+
+
+@router.get("/teams/{team_id}/kubeconfigs", response_model=list[HolderOut])
+def list_kubeconfig_holders(team: TeamForViewer, session: SessionDep) -> list[HolderOut]:
+    """People holding a working kubeconfig for the team, with its expiry."""
+    live, _pending = access.holders(session, team)
+    return [
+        HolderOut(
+            user_id=h.user_id,
+            email=h.email,
+            portal_role=h.portal_role,
+            cluster_role=h.cluster_role,
+            expires_at=h.expires_at,
+        )
+        for h in live
+    ]
+
+
+@router.post("/teams/{team_id}/kubeconfigs/revoke", response_model=RevokedOut)
+def revoke_kubeconfigs(
+    team: TeamForViewer, body: RevokeIn, session: SessionDep, principal: CurrentPrincipal
+) -> RevokedOut:
+    """Revoke your own kubeconfigs for the team, or (`everyone`, leads and admins)
+    everyone's. The ServiceAccounts are deleted in the vCluster right after."""
+    if body.everyone:
+        principal.require_lead(team)
+    count = access.revoke(
+        session,
+        actor=principal.user,
+        team=team,
+        user_ids=None if body.everyone else [principal.user.id],
+        reason="revoked by a lead or admin" if body.everyone else "revoked by its holder",
+    )
+    return RevokedOut(people=count)
 
 
 @router.post("/teams/{team_id}/quota-requests", response_model=RequestOut, status_code=201)

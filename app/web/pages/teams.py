@@ -9,10 +9,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
+from app.access import service as access
 from app.auth.principal import Principal
-from app.core.errors import InvalidInput
+from app.core.errors import DomainError, InvalidInput
 from app.core.quantities import format_hundredths, parse_hundredths
-from app.provisioning.service import download_kubeconfig
 from app.teams import members, service
 from app.teams import repository as repo
 from app.teams.podspec import example_pods
@@ -24,6 +24,7 @@ from app.web.deps import (
     Id,
     MaybePrincipal,
     SessionDep,
+    SettingsDep,
     TeamForLead,
     TeamForViewer,
     UsageDep,
@@ -166,9 +167,13 @@ def team_page(
 def panels_context(request: Request, principal: Principal, detail: TeamDetail) -> dict[str, Any]:
     """What the team page's panels show: the whole page, and the status poll that
     replaces them when the team changed."""
+    settings = request.app.state.settings
     return {
         "principal": principal,
         "d": detail,
+        "kubeconfig_mode": settings.kubeconfig_mode,
+        "ttl_choices": access.ttl_choices(settings),
+        "ttl_default": settings.kubeconfig_ttl_seconds,
         "step_labels": STEP_LABELS,
         "pods": example_pods(detail.team, queue_label=request.app.state.settings.kai_queue_label),
     }
@@ -233,19 +238,64 @@ def team_status(
     return response
 
 
-@router.get("/teams/{team_id}/kubeconfig")
+@router.post("/teams/{team_id}/kubeconfig")
 def kubeconfig(
-    team: TeamForViewer, session: SessionDep, principal: CurrentPrincipal, backend: BackendDep
+    request: Request,
+    team: TeamForViewer,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    backend: BackendDep,
+    settings: SettingsDep,
+    values: FormDep,
 ) -> Response:
-    text = download_kubeconfig(session, backend=backend, actor=principal.user, team=team)
+    """A personal kubeconfig, made now: a POST, since it creates a credential."""
+    try:
+        download = access.issue(
+            session,
+            backend=backend,
+            settings=settings,
+            actor=principal.user,
+            team=team,
+            ttl=values.get("ttl"),
+        )
+    except DomainError as exc:
+        flash(request, f"No kubeconfig: {exc.message}", "error")
+        return redirect(request, f"/teams/{team.id}")
     return PlainTextResponse(
-        text,
+        download.text,
         media_type="application/yaml",
         headers={
-            "Content-Disposition": f'attachment; filename="kubeconfig-{team.name}.yaml"',
+            "Content-Disposition": f'attachment; filename="{download.filename}"',
             "Cache-Control": "no-store",
         },
     )
+
+
+@router.post("/teams/{team_id}/kubeconfig/revoke")
+def revoke_kubeconfigs(
+    request: Request,
+    team: TeamForViewer,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    values: FormDep,
+) -> Response:
+    everyone = values.get("scope") == "everyone"
+    if everyone:
+        principal.require_lead(team)
+    count = access.revoke(
+        session,
+        actor=principal.user,
+        team=team,
+        user_ids=None if everyone else [principal.user.id],
+        reason="revoked by a lead or admin" if everyone else "revoked by its holder",
+    )
+    if everyone:
+        flash(
+            request, f"Revoked the kubeconfigs of {count} {'person' if count == 1 else 'people'}."
+        )
+    else:
+        flash(request, "Your kubeconfigs for this team are revoked." if count else "You held none.")
+    return redirect(request, f"/teams/{team.id}")
 
 
 @router.get("/teams/{team_id}/quota", response_class=HTMLResponse)

@@ -1,0 +1,136 @@
+"""Queries over issued kubeconfigs (grants)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.orm import Session
+
+from app.core.models import KubeconfigGrant, Team, TeamMember, TeamStatus, User
+
+Grant = KubeconfigGrant
+
+
+def live(now: datetime) -> object:
+    """Grants whose token still works (or would, but for a pending revocation)."""
+    return and_(Grant.revoked_at.is_(None), Grant.removed_at.is_(None), Grant.expires_at > now)
+
+
+def get_holders(session: Session, team_id: int, now: datetime) -> list[tuple[User, Grant]]:
+    """People holding a working kubeconfig for the team, newest expiry per person."""
+    rows = session.execute(
+        select(User, Grant)
+        .join(Grant, Grant.user_id == User.id)
+        .where(Grant.team_id == team_id, live(now))  # type: ignore[arg-type]
+        .order_by(User.email, Grant.expires_at.desc())
+    ).all()
+    seen: set[int] = set()
+    holders = []
+    for user, grant in rows:
+        if user.id not in seen:
+            seen.add(user.id)
+            holders.append((user, grant))
+    return holders
+
+
+def get_pending(session: Session, team_id: int) -> list[tuple[User, Grant]]:
+    """Revoked grants whose ServiceAccount has not yet been seen gone."""
+    return [
+        (user, grant)
+        for user, grant in session.execute(
+            select(User, Grant)
+            .join(Grant, Grant.user_id == User.id)
+            .where(
+                Grant.team_id == team_id,
+                Grant.revoked_at.is_not(None),
+                Grant.removed_at.is_(None),
+            )
+            .order_by(User.email)
+        ).all()
+    ]
+
+
+def get_open_grants(session: Session, team_id: int) -> Sequence[Grant]:
+    """Every grant of the team whose account is not known to be gone."""
+    return session.scalars(
+        select(Grant).where(Grant.team_id == team_id, Grant.removed_at.is_(None))
+    ).all()
+
+
+def get_person_grants(session: Session, team_id: int, user_id: int) -> Sequence[Grant]:
+    return session.scalars(
+        select(Grant).where(
+            Grant.team_id == team_id, Grant.user_id == user_id, Grant.removed_at.is_(None)
+        )
+    ).all()
+
+
+def get_unrevoked_with_standing(
+    session: Session,
+) -> list[tuple[Grant, TeamStatus, str | None, bool]]:
+    """Every grant not yet revoked, with what decides whether its holder may keep it: the
+    team's status, the holder's role in the team (None: not a member) and admin flag."""
+    rows = session.execute(
+        select(Grant, Team.status, TeamMember.role, User.is_admin)
+        .join(Team, Team.id == Grant.team_id)
+        .join(User, User.id == Grant.user_id)
+        .outerjoin(
+            TeamMember,
+            and_(TeamMember.team_id == Grant.team_id, TeamMember.user_id == Grant.user_id),
+        )
+        .where(Grant.revoked_at.is_(None), Grant.removed_at.is_(None))
+    ).all()
+    return [
+        (grant, TeamStatus(status), str(role) if role is not None else None, bool(admin))
+        for grant, status, role, admin in rows
+    ]
+
+
+def teams_with_open_grants(session: Session, now: datetime) -> dict[int, bool]:
+    """Team id -> whether something is pending there (a revoked or expired grant whose
+    account may still exist)."""
+    rows = session.execute(
+        select(Grant.team_id, Grant.revoked_at, Grant.expires_at).where(Grant.removed_at.is_(None))
+    ).all()
+    result: dict[int, bool] = {}
+    for team_id, revoked_at, expires_at in rows:
+        pending = revoked_at is not None or expires_at <= now
+        result[team_id] = result.get(team_id, False) or pending
+    return result
+
+
+def revoke(
+    session: Session,
+    *,
+    team_id: int,
+    user_ids: Sequence[int] | None,
+    now: datetime,
+    reason: str,
+) -> list[int]:
+    """Mark the team's unrevoked grants (of these people, or everyone's) revoked; returns
+    the people concerned."""
+    where = [Grant.team_id == team_id, Grant.revoked_at.is_(None), Grant.removed_at.is_(None)]
+    if user_ids is not None:
+        where.append(Grant.user_id.in_(list(user_ids)))
+    people = sorted(set(session.scalars(select(Grant.user_id).where(*where)).all()))
+    if people:
+        session.execute(
+            update(Grant).where(*where).values(revoked_at=now, revoked_reason=reason[:500])
+        )
+    return people
+
+
+def mark_removed(session: Session, *, team_id: int, keep: set[str], now: datetime) -> int:
+    """Grants that no longer work (revoked or expired) and whose account is not in ``keep``
+    (accounts that still serve a live grant) are done with: their account is gone."""
+    where = [
+        Grant.team_id == team_id,
+        Grant.removed_at.is_(None),
+        or_(Grant.revoked_at.is_not(None), Grant.expires_at <= now),
+    ]
+    if keep:
+        where.append(Grant.account.not_in(keep))
+    result = session.execute(update(Grant).where(*where).values(removed_at=now))
+    return int(getattr(result, "rowcount", 0) or 0)

@@ -1,0 +1,272 @@
+"""Issuing and revoking personal kubeconfigs.
+
+Who may hold one: portal admins (any team), and the team's leads and members, each bound
+inside the vCluster to the ClusterRole the settings give their portal role. A revocation
+is recorded here at once (the page says so) and carried out in the vCluster by the
+sweeper, which also revokes whatever the records show is no longer allowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from app.access import repository as repo
+from app.audit import service as audit
+from app.core.config import Settings, format_duration, parse_duration
+from app.core.db import Effect, request_effect
+from app.core.errors import Conflict, Forbidden, InvalidInput
+from app.core.models import KubeconfigGrant, MemberRole, Team, TeamStatus, User, utcnow
+from app.provisioning.backend import BackendError, ClusterBackend, Person, spec_for
+from app.teams import repository as teams
+
+GONE = (TeamStatus.DECOMMISSIONING, TeamStatus.DECOMMISSIONED)
+# Choices offered on the team page (the API takes any duration up to the maximum).
+TTL_CHOICES = (3600, 8 * 3600, 86400, 3 * 86400, 7 * 86400, 30 * 86400)
+
+
+@dataclass(frozen=True)
+class Download:
+    filename: str
+    text: str
+    expires_at: datetime | None
+
+
+def entitlement(
+    settings: Settings, *, is_admin: bool, member_role: str | None
+) -> tuple[str, str] | None:
+    """(portal role, ClusterRole inside the vCluster) the person may hold, or None."""
+    if is_admin:
+        return "admin", settings.kubeconfig_admin_role
+    if member_role == MemberRole.LEAD:
+        return "lead", settings.kubeconfig_lead_role
+    if member_role == MemberRole.MEMBER:
+        return "member", settings.kubeconfig_member_role
+    return None
+
+
+def ttl_choices(settings: Settings) -> list[tuple[int, str]]:
+    """(seconds, label) offered to a person: the standard choices up to the maximum, and
+    the default; the default is marked by the caller."""
+    top = settings.kubeconfig_max_ttl_seconds
+    seconds = sorted({s for s in TTL_CHOICES if s <= top} | {settings.kubeconfig_ttl_seconds})
+    return [(s, format_duration(s)) for s in seconds]
+
+
+def parse_ttl(settings: Settings, value: str | None) -> int:
+    if value is None or not value.strip():
+        return settings.kubeconfig_ttl_seconds
+    seconds = parse_duration(value)
+    if seconds is None:
+        raise InvalidInput({"ttl": f"{value!r} is not a duration: use 30m, 8h or 7d"})
+    if seconds < 600:
+        raise InvalidInput({"ttl": "the shortest kubeconfig lasts 10m"})
+    if seconds > settings.kubeconfig_max_ttl_seconds:
+        raise InvalidInput(
+            {
+                "ttl": f"the longest kubeconfig lasts {settings.kubeconfig_max_ttl} "
+                "(PORTAL_KUBECONFIG_MAX_TTL, set by the admins)"
+            }
+        )
+    return seconds
+
+
+def person_for(settings: Settings, session: Session, team: Team, user: User) -> Person:
+    member = teams.get_member(session, team.id, user.id)
+    entitled = entitlement(
+        settings, is_admin=user.is_admin, member_role=member.role if member else None
+    )
+    if entitled is None:
+        raise Forbidden(f"you are not a member of {team.name}")
+    return Person(user.id, user.email, *entitled)
+
+
+def issue(
+    session: Session,
+    *,
+    backend: ClusterBackend,
+    settings: Settings,
+    actor: User,
+    team: Team,
+    ttl: str | None = None,
+) -> Download:
+    """A kubeconfig for ``actor`` alone, made now in the team's vCluster."""
+    if team.status != TeamStatus.READY:
+        raise Conflict(f"team {team.name} is {team.status}: kubeconfigs exist once it is ready")
+    person = person_for(settings, session, team, actor)
+    spec = spec_for(team, teams.get_org(session))
+    filename = f"kubeconfig-{team.name}-{actor.email.split('@')[0]}.yaml"
+    if settings.kubeconfig_mode == "oidc":
+        try:
+            text = backend.oidc_kubeconfig(
+                spec,
+                person,
+                issuer=settings.oidc_issuer or "",
+                client_id=settings.kubeconfig_oidc_client_id or settings.oidc_client_id,
+            )
+        except BackendError as exc:
+            raise Conflict(f"the kubeconfig could not be made: {exc}") from exc
+        audit.record(
+            session,
+            actor=actor,
+            action="kubeconfig.issued",
+            team_id=team.id,
+            summary=f"downloaded an identity-provider kubeconfig for {team.name}",
+            details={"mode": "oidc", "cluster_role": person.cluster_role},
+        )
+        return Download(filename, text, None)
+    seconds = parse_ttl(settings, ttl)
+    now = utcnow()
+    # What stands in the way of a fresh account: grants at another role (the role
+    # changed and the sweeper has not got to it yet) are revoked now, and any revoked
+    # account is deleted before a new one with the same name is made, so that no old
+    # token can work again.
+    earlier = repo.get_person_grants(session, team.id, actor.id)
+    changed = [g for g in earlier if g.revoked_at is None and g.cluster_role != person.cluster_role]
+    for grant in changed:
+        grant.revoked_at = now
+        grant.revoked_reason = f"role changed to {person.cluster_role}"
+    if any(g.revoked_at is not None for g in earlier):
+        try:
+            backend.revoke_credentials(spec, [person.account])
+        except BackendError as exc:
+            raise Conflict(
+                f"your earlier kubeconfig could not be revoked first: {exc}. Try again."
+            ) from exc
+        for grant in earlier:
+            if grant.revoked_at is not None:
+                grant.removed_at = now
+    try:
+        issued = backend.issue_credential(spec, person, ttl_seconds=seconds)
+    except BackendError as exc:
+        raise Conflict(f"the kubeconfig could not be issued: {exc}. Try again.") from exc
+    session.add(
+        KubeconfigGrant(
+            team_id=team.id,
+            user_id=actor.id,
+            portal_role=person.portal_role,
+            cluster_role=person.cluster_role,
+            account=person.account,
+            token_id=issued.token_id,
+            simulated=backend.simulated,
+            issued_at=now,
+            expires_at=issued.expires_at,
+        )
+    )
+    session.flush()
+    audit.record(
+        session,
+        actor=actor,
+        action="kubeconfig.issued",
+        team_id=team.id,
+        summary=f"downloaded a personal kubeconfig for {team.name} "
+        f"({person.cluster_role}, expires in {format_duration(seconds)})",
+        details={
+            "user_id": actor.id,
+            "email": actor.email,
+            "cluster_role": person.cluster_role,
+            "ttl_seconds": seconds,
+            "expires_at": issued.expires_at.isoformat(),
+            "token_id": issued.token_id,
+            "account": person.account,
+        },
+    )
+    return Download(filename, issued.kubeconfig, issued.expires_at)
+
+
+def revoke(
+    session: Session,
+    *,
+    actor: User | None,
+    team: Team,
+    user_ids: list[int] | None,
+    reason: str,
+) -> int:
+    """Revoke the kubeconfigs of these people (None: everyone's) for the team. Returns how
+    many people lost one; their ServiceAccounts are deleted by the sweeper at once."""
+    people = repo.revoke(session, team_id=team.id, user_ids=user_ids, now=utcnow(), reason=reason)
+    if people:
+        audit.record(
+            session,
+            actor=actor,
+            action="kubeconfig.revoked",
+            team_id=team.id,
+            summary=f"revoked the kubeconfigs of {len(people)} "
+            f"{'person' if len(people) == 1 else 'people'} for {team.name}: {reason}",
+            details={"user_ids": people, "reason": reason},
+        )
+    request_effect(session, Effect.ACCESS_CHANGED)
+    return len(people)
+
+
+def revoke_unentitled(session: Session, settings: Settings) -> list[int]:
+    """Level-triggered: every unrevoked grant whose holder may no longer hold it (left the
+    team, another role, lost admin, team decommissioned) is revoked. Returns the teams
+    where something was revoked."""
+    now = utcnow()
+    by_team: dict[int, dict[str, list[KubeconfigGrant]]] = {}
+    for grant, status, role, is_admin in repo.get_unrevoked_with_standing(session):
+        if status in GONE:
+            reason = "the team was decommissioned"
+        else:
+            entitled = entitlement(settings, is_admin=is_admin, member_role=role)
+            if entitled is None:
+                reason = "no longer a member of the team"
+            elif entitled[1] != grant.cluster_role:
+                reason = f"role changed to {entitled[1]}"
+            else:
+                continue
+        by_team.setdefault(grant.team_id, {}).setdefault(reason, []).append(grant)
+    for team_id, reasons in by_team.items():
+        for reason, grants in reasons.items():
+            for grant in grants:
+                grant.revoked_at = now
+                grant.revoked_reason = reason
+            people = sorted({g.user_id for g in grants})
+            audit.record(
+                session,
+                actor=None,
+                action="kubeconfig.revoked",
+                team_id=team_id,
+                summary=f"revoked the kubeconfigs of {len(people)} "
+                f"{'person' if len(people) == 1 else 'people'}: {reason}",
+                details={"user_ids": people, "reason": reason},
+            )
+    session.flush()
+    return sorted(by_team)
+
+
+@dataclass(frozen=True)
+class Holder:
+    user_id: int
+    email: str
+    portal_role: str
+    cluster_role: str
+    expires_at: datetime
+    simulated: bool
+
+
+@dataclass(frozen=True)
+class Pending:
+    email: str
+    reason: str
+    revoked_at: datetime
+
+
+def holders(session: Session, team: Team) -> tuple[list[Holder], list[Pending]]:
+    """Who holds a working kubeconfig for the team (with expiry), and revocations that
+    are recorded but not yet carried out in the vCluster."""
+    now = utcnow()
+    live = [
+        Holder(u.id, u.email, g.portal_role, g.cluster_role, g.expires_at, g.simulated)
+        for u, g in repo.get_holders(session, team.id, now)
+    ]
+    pending: dict[str, Pending] = {}
+    for user, grant in repo.get_pending(session, team.id):
+        if grant.revoked_at is not None and grant.expires_at > now:
+            pending.setdefault(
+                user.email, Pending(user.email, grant.revoked_reason, grant.revoked_at)
+            )
+    return live, list(pending.values())

@@ -1,0 +1,340 @@
+"""Personal credentials inside a team's vCluster.
+
+The portal talks to the vCluster's own API server with the admin kubeconfig from secret
+``vc-NAME`` (read from the host, never handed out). For each person it keeps a
+ServiceAccount in a portal-owned namespace, bound to the person's ClusterRole, and issues
+short-lived tokens for it with the TokenRequest API. Deleting the ServiceAccount makes
+every token issued for it fail authentication: that is how a kubeconfig is revoked.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError as Urllib3Error
+
+from app.adapters.k8s.client import Part, api_message
+from app.adapters.k8s.kubeconfig import Kubeconfigs
+from app.provisioning import kubeconfigs as files
+from app.provisioning.backend import Account, BackendError, IssuedCredential, Person, TeamSpec
+
+T = TypeVar("T")
+MANAGED = {"app.kubernetes.io/managed-by": "gpu-portal"}
+SELECTOR = "app.kubernetes.io/managed-by=gpu-portal"
+ROLE_ANNOTATION = "gpu-portal/cluster-role"
+EMAIL_ANNOTATION = "gpu-portal/email"
+TIMEOUT = 10  # seconds for each call to a vCluster's API server
+
+
+@dataclass
+class _Connection:
+    """A client for one vCluster, valid while its admin secret does not change."""
+
+    version: str
+    address: str
+    ca_data: str | None
+    api: client.ApiClient
+    core: Any  # client.CoreV1Api, called with plain dicts
+    rbac: Any  # client.RbacAuthorizationV1Api
+    ready: set[tuple[str, str]] = field(default_factory=set)  # (account, role) made
+
+
+class Access(Part):
+    def __init__(self, kube: Any, kubeconfigs: Kubeconfigs) -> None:
+        super().__init__(kube)
+        self.kubeconfigs = kubeconfigs
+        self._connections: dict[str, _Connection] = {}
+        self._lock = threading.Lock()
+
+    # --- the connection --------------------------------------------------------------
+
+    def _address(self, spec: TeamSpec, raw: dict[str, Any]) -> str:
+        mode = self.settings.vcluster_api_address
+        if mode == "secret":
+            return str(_cluster(raw).get("server") or "")
+        if mode == "exposed":
+            return self.kubeconfigs.user_server(spec)
+        return f"https://{spec.vcluster_name}.{spec.namespace}.svc:443"
+
+    def _connect(self, spec: TeamSpec) -> _Connection:
+        raw, version = self.kubeconfigs.admin_config(spec)
+        with self._lock:
+            known = self._connections.get(spec.team)
+            if known is not None and known.version == version:
+                return known
+        address = self._address(spec, raw)
+        cluster = {**_cluster(raw), "server": address}
+        user = ((raw.get("users") or [{}])[0] or {}).get("user", {})
+        admin = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "vcluster", "cluster": cluster}],
+            "users": [{"name": "portal", "user": user}],
+            "contexts": [{"name": "portal", "context": {"cluster": "vcluster", "user": "portal"}}],
+            "current-context": "portal",
+        }
+        try:
+            api = config.new_client_from_config_dict(admin)
+        except Exception as exc:  # a malformed secret: say which, never what it holds
+            raise BackendError(
+                f"secret vc-{spec.vcluster_name} holds a kubeconfig the portal cannot use "
+                f"({type(exc).__name__})"
+            ) from None
+        connection = _Connection(
+            version,
+            address,
+            cluster.get("certificate-authority-data"),
+            api,
+            client.CoreV1Api(api),
+            client.RbacAuthorizationV1Api(api),
+        )
+        with self._lock:
+            old = self._connections.get(spec.team)
+            self._connections[spec.team] = connection
+        if old is not None:
+            old.api.close()
+        return connection
+
+    def _in(
+        self, spec: TeamSpec, what: str, fn: Callable[[], T], *, ok: tuple[int, ...] = ()
+    ) -> T | None:
+        """One call to the team's vCluster; statuses in ``ok`` return None."""
+        self.kube.requests += 1
+        self.kube.calls["vcluster"] += 1
+        try:
+            return fn()
+        except ApiException as exc:
+            if exc.status in ok:
+                return None
+            raise BackendError(
+                f"{what} in the vCluster of {spec.team}: {api_message(exc)}"
+            ) from None
+        except (Urllib3Error, OSError) as exc:
+            raise BackendError(
+                f"{what}: the vCluster of {spec.team} could not be reached ({type(exc).__name__})"
+            ) from None
+
+    # --- issuing ----------------------------------------------------------------------
+
+    def issue(self, spec: TeamSpec, person: Person, *, ttl_seconds: int) -> IssuedCredential:
+        conn = self._connect(spec)
+        key = (person.account, person.cluster_role)
+        if key not in conn.ready:
+            self._ensure(spec, conn, person)
+            conn.ready.add(key)
+        response = self._token(spec, conn, person, ttl_seconds)
+        if response is None:  # the account went away since (revoked elsewhere): make it again
+            conn.ready.discard(key)
+            self._ensure(spec, conn, person)
+            conn.ready.add(key)
+            response = self._token(spec, conn, person, ttl_seconds)
+        if response is None or not response.status or not response.status.token:
+            raise BackendError(f"the vCluster of {spec.team} issued no token")
+        token = response.status.token
+        expires_at = response.status.expiration_timestamp or (
+            datetime.now(UTC) + timedelta(seconds=ttl_seconds)
+        )
+        text = files.token_kubeconfig(
+            team=spec.team,
+            person=person,
+            server=self.kubeconfigs.user_server(spec),
+            ca_data=conn.ca_data,
+            token=token,
+            expires_at=expires_at,
+        )
+        return IssuedCredential(text, expires_at, files.token_id(token))
+
+    def _token(self, spec: TeamSpec, conn: _Connection, person: Person, ttl: int) -> Any:
+        body = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=ttl)
+        )
+        return self._in(
+            spec,
+            "issuing a token",
+            lambda: conn.core.create_namespaced_service_account_token(
+                person.account, self.settings.kubeconfig_namespace, body, _request_timeout=TIMEOUT
+            ),
+            ok=(404,),
+        )
+
+    def _ensure(self, spec: TeamSpec, conn: _Connection, person: Person) -> None:
+        namespace = self.settings.kubeconfig_namespace
+        self._in(
+            spec,
+            f"creating namespace {namespace}",
+            lambda: conn.core.create_namespace(
+                {"metadata": {"name": namespace, "labels": MANAGED}}, _request_timeout=TIMEOUT
+            ),
+            ok=(409,),
+        )
+        account = self._in(
+            spec,
+            f"reading service account {person.account}",
+            lambda: conn.core.read_namespaced_service_account(
+                person.account, namespace, _request_timeout=TIMEOUT
+            ),
+            ok=(404,),
+        )
+        annotations = (account.metadata.annotations or {}) if account is not None else {}
+        if account is not None and annotations.get(ROLE_ANNOTATION) != person.cluster_role:
+            # Another role than the person has now: its tokens must stop working.
+            self._delete(spec, conn, [person.account])
+            account = None
+        if account is None:
+            self._in(
+                spec,
+                f"creating service account {person.account}",
+                lambda: conn.core.create_namespaced_service_account(
+                    namespace,
+                    {
+                        "metadata": {
+                            "name": person.account,
+                            "labels": {**MANAGED, "gpu-portal/user-id": str(person.user_id)},
+                            "annotations": {
+                                ROLE_ANNOTATION: person.cluster_role,
+                                EMAIL_ANNOTATION: person.email,
+                            },
+                        }
+                    },
+                    _request_timeout=TIMEOUT,
+                ),
+                ok=(409,),
+            )
+        binding = {
+            "metadata": {"name": _binding(person.account), "labels": MANAGED},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": person.account, "namespace": namespace}
+            ],
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": person.cluster_role,
+            },
+        }
+        existing = self._in(
+            spec,
+            "reading the person's role binding",
+            lambda: conn.rbac.read_cluster_role_binding(
+                _binding(person.account), _request_timeout=TIMEOUT
+            ),
+            ok=(404,),
+        )
+        if existing is not None and existing.role_ref.name != person.cluster_role:
+            self._in(
+                spec,
+                "replacing the person's role binding",
+                lambda: conn.rbac.delete_cluster_role_binding(
+                    _binding(person.account), _request_timeout=TIMEOUT
+                ),
+                ok=(404,),
+            )
+            existing = None
+        if existing is None:
+            self._in(
+                spec,
+                "binding the person's role",
+                lambda: conn.rbac.create_cluster_role_binding(binding, _request_timeout=TIMEOUT),
+                ok=(409,),
+            )
+
+    # --- listing and revoking -----------------------------------------------------------
+
+    def accounts(self, spec: TeamSpec) -> list[Account]:
+        conn = self._connect(spec)
+        listed = self._in(
+            spec,
+            "listing the portal's service accounts",
+            lambda: conn.core.list_namespaced_service_account(
+                self.settings.kubeconfig_namespace,
+                label_selector=SELECTOR,
+                _request_timeout=TIMEOUT,
+            ),
+        )
+        result = []
+        items: list[Any] = listed.items if listed is not None else []
+        for item in items:
+            meta = item.metadata
+            result.append(
+                Account(
+                    meta.name,
+                    (meta.annotations or {}).get(ROLE_ANNOTATION, ""),
+                    meta.creation_timestamp or datetime.now(UTC),
+                    meta.uid or "",
+                )
+            )
+        return result
+
+    def revoke(
+        self, spec: TeamSpec, accounts: Collection[str], *, uids: Mapping[str, str] | None = None
+    ) -> None:
+        if accounts:
+            self._delete(spec, self._connect(spec), list(accounts), uids or {})
+
+    def _delete(
+        self,
+        spec: TeamSpec,
+        conn: _Connection,
+        accounts: list[str],
+        uids: Mapping[str, str] | None = None,
+    ) -> None:
+        namespace = self.settings.kubeconfig_namespace
+        for name in accounts:
+            uid = (uids or {}).get(name)
+            options = client.V1DeleteOptions(
+                preconditions=client.V1Preconditions(uid=uid) if uid else None
+            )
+            deleted = self._in(
+                spec,
+                f"deleting service account {name}",
+                lambda name=name, options=options: conn.core.delete_namespaced_service_account(  # type: ignore[misc]
+                    name, namespace, body=options, _request_timeout=TIMEOUT
+                ),
+                ok=(404, 409),
+            )
+            if deleted is None and uid:
+                continue  # made again since it was listed (409) or already gone (404)
+            self._in(
+                spec,
+                f"deleting the role binding of {name}",
+                lambda name=name: conn.rbac.delete_cluster_role_binding(  # type: ignore[misc]
+                    _binding(name), _request_timeout=TIMEOUT
+                ),
+                ok=(404,),
+            )
+            conn.ready = {key for key in conn.ready if key[0] != name}
+
+    # --- sign-in through the identity provider -----------------------------------------
+
+    def oidc_kubeconfig(
+        self, spec: TeamSpec, person: Person, *, issuer: str, client_id: str
+    ) -> str:
+        raw, _version = self.kubeconfigs.admin_config(spec)
+        return files.oidc_kubeconfig(
+            team=spec.team,
+            person=person,
+            server=self.kubeconfigs.user_server(spec),
+            ca_data=_cluster(raw).get("certificate-authority-data"),
+            issuer=issuer,
+            client_id=client_id,
+        )
+
+    def forget(self, team: str) -> None:
+        with self._lock:
+            old = self._connections.pop(team, None)
+        if old is not None:
+            old.api.close()
+
+
+def _cluster(raw: dict[str, Any]) -> dict[str, Any]:
+    cluster = ((raw.get("clusters") or [{}])[0] or {}).get("cluster", {})
+    return dict(cluster) if isinstance(cluster, dict) else {}
+
+
+def _binding(account: str) -> str:
+    return f"gpu-portal:{account}"
