@@ -18,20 +18,27 @@ def live(now: datetime) -> object:
     return and_(Grant.revoked_at.is_(None), Grant.removed_at.is_(None), Grant.expires_at > now)
 
 
-def get_holders(session: Session, team_id: int, now: datetime) -> list[tuple[User, Grant]]:
-    """People holding a working kubeconfig for the team, newest expiry per person."""
+def get_holders(
+    session: Session, team_id: int, now: datetime
+) -> list[tuple[User, Grant, str | None]]:
+    """People holding a working kubeconfig for the team, newest expiry per person, with
+    their role in the team now (None: no longer a member)."""
     rows = session.execute(
-        select(User, Grant)
+        select(User, Grant, TeamMember.role)
         .join(Grant, Grant.user_id == User.id)
+        .outerjoin(
+            TeamMember,
+            and_(TeamMember.team_id == Grant.team_id, TeamMember.user_id == Grant.user_id),
+        )
         .where(Grant.team_id == team_id, live(now))  # type: ignore[arg-type]
         .order_by(User.email, Grant.expires_at.desc())
     ).all()
     seen: set[int] = set()
-    holders = []
-    for user, grant in rows:
+    holders: list[tuple[User, Grant, str | None]] = []
+    for user, grant, role in rows:
         if user.id not in seen:
             seen.add(user.id)
-            holders.append((user, grant))
+            holders.append((user, grant, str(role) if role is not None else None))
     return holders
 
 

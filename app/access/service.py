@@ -255,15 +255,27 @@ class Pending:
     revoked_at: datetime
 
 
-def holders(session: Session, team: Team) -> tuple[list[Holder], list[Pending]]:
+def holders(session: Session, team: Team, settings: Settings) -> tuple[list[Holder], list[Pending]]:
     """Who holds a working kubeconfig for the team (with expiry), and revocations that
-    are recorded but not yet carried out in the vCluster."""
+    are decided but not yet carried out in the vCluster. A holder who may no longer hold
+    theirs (removed a moment ago) is shown as being revoked at once, before the sweeper
+    has recorded it."""
     now = utcnow()
-    live = [
-        Holder(u.id, u.email, g.portal_role, g.cluster_role, g.expires_at, g.simulated)
-        for u, g in repo.get_holders(session, team.id, now)
-    ]
+    live: list[Holder] = []
     pending: dict[str, Pending] = {}
+    for u, g, role in repo.get_holders(session, team.id, now):
+        entitled = (
+            None
+            if team.status in GONE
+            else entitlement(settings, is_admin=u.is_admin, member_role=role)
+        )
+        if entitled is not None and entitled[1] == g.cluster_role:
+            live.append(
+                Holder(u.id, u.email, g.portal_role, g.cluster_role, g.expires_at, g.simulated)
+            )
+        else:
+            reason = "no longer allowed" if entitled is None else f"role changed to {entitled[1]}"
+            pending[u.email] = Pending(u.email, reason, now)
     for user, grant in repo.get_pending(session, team.id):
         if grant.revoked_at is not None and grant.expires_at > now:
             pending.setdefault(

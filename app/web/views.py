@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.access import service as access
 from app.audit import repository as audit
+from app.core.config import Settings
 from app.core.errors import InvalidInput
 from app.core.models import (
     ApiToken,
@@ -187,13 +188,13 @@ def org_view(session: Session, usage: UsageCache, org: Org) -> OrgView:
     )
 
 
-def team_detail(session: Session, team: Team, usage: UsageCache) -> TeamDetail:
+def team_detail(session: Session, team: Team, usage: UsageCache, settings: Settings) -> TeamDetail:
     """Costs the same whatever the number of teams: the org-wide parts are read ready."""
     org = repo.get_org(session)
     view = org_view(session, usage, org)
     requests = repo.get_team_requests(session, team.id)
     people = team_members.get_all(session, team)
-    holders, pending = access.holders(session, team)
+    holders, pending = access.holders(session, team, settings)
     return TeamDetail(
         team=team,
         org=org,

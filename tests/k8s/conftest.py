@@ -104,9 +104,20 @@ def portal_kubeconfig(cluster: ControlPlane) -> Path:
 
 
 @pytest.fixture(scope="session")
-def runtime(cluster: ControlPlane) -> Iterator[VClusterRuntime]:
+def vcluster_api() -> Iterator[ControlPlane]:
+    """A second real API server standing in for a running vCluster's: its own etcd, an
+    admin client certificate (as in secret vc-NAME), and kube-controller-manager's
+    clusterrole-aggregation controller (which fills the built-in edit role's rules)."""
+    with control_plane(controllers="clusterrole-aggregation", client_certificates=True) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def runtime(cluster: ControlPlane, vcluster_api: ControlPlane) -> Iterator[VClusterRuntime]:
     """Plays the kubelet, the storage provisioner and the running vCluster."""
-    with vcluster_runtime(config.new_client_from_config(str(cluster.kubeconfig))) as played:
+    with vcluster_runtime(
+        config.new_client_from_config(str(cluster.kubeconfig)), inner=vcluster_api
+    ) as played:
         yield played
     assert not played.errors, played.errors
 
@@ -201,6 +212,8 @@ def kube_settings(
         kube_service_account="gpu-portal/gpu-portal",
         vcluster_expose="Ingress",
         vcluster_timeout_seconds=60.0,
+        # The secret's server is the stand-in vCluster API server (exportKubeConfig.server).
+        vcluster_api_address="secret",
         **real_installer(),
     )
 

@@ -43,6 +43,15 @@ class ControlPlane:
     apiserver: subprocess.Popen[bytes]
     apiserver_args: list[str]
     controllers: subprocess.Popen[bytes] | None = None
+    # With client certificates: the CA the API server trusts for them, and an admin's.
+    client_ca: Path | None = None
+    admin_cert: Path | None = None
+    admin_key: Path | None = None
+
+    @property
+    def serving_cert(self) -> Path:
+        """The API server's self-signed serving certificate (also its CA)."""
+        return self.folder / "certs/apiserver.crt"
 
     def kubeconfig_for(self, name: str, token: str) -> Path:
         path = self.folder / f"kubeconfig-{name}"
@@ -95,8 +104,42 @@ def _wait_ready(url: str, token: str, timeout: float = 90.0) -> None:
         time.sleep(0.3)
 
 
+HOST_CONTROLLERS = (
+    "namespace,garbagecollector,statefulset,persistentvolume-binder,pvc-protection,pv-protection"
+)
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def _client_certificates(folder: Path) -> tuple[Path, Path, Path]:
+    """A CA for client certificates and an admin's certificate (group system:masters), as
+    a vCluster keeps in its secret vc-NAME."""
+    ca_key, ca_crt = folder / "client-ca.key", folder / "client-ca.crt"
+    key, csr, crt = folder / "admin.key", folder / "admin.csr", folder / "admin.crt"
+    _openssl(
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        "-keyout", str(ca_key), "-out", str(ca_crt), "-subj", "/CN=vcluster-client-ca",
+    )  # fmt: skip
+    _openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+        "-subj", "/O=system:masters/CN=vcluster-admin",
+    )  # fmt: skip
+    _openssl(
+        "x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key),
+        "-CAcreateserial", "-days", "2", "-out", str(crt),
+    )  # fmt: skip
+    return ca_crt, crt, key
+
+
 @contextlib.contextmanager
-def control_plane() -> Iterator[ControlPlane]:
+def control_plane(
+    *, controllers: str = HOST_CONTROLLERS, client_certificates: bool = False
+) -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver and kube-controller-manager running ``controllers``. With
+    ``client_certificates`` the API server also trusts client certificates of a CA made
+    here, and the plane carries an admin certificate signed by it."""
     folder = Path(tempfile.mkdtemp(prefix="portal-kube-"))
     client_port, peer_port, secure_port = free_port(), free_port(), free_port()
     subprocess.run(
@@ -146,11 +189,24 @@ def control_plane() -> Iterator[ControlPlane]:
         "--disable-admission-plugins=ServiceAccount",
         "--allow-privileged=true",
     ]
+    client_ca = admin_cert = admin_key = None
+    if client_certificates:
+        client_ca, admin_cert, admin_key = _client_certificates(folder)
+        args.append(f"--client-ca-file={client_ca}")
     log = (folder / "apiserver.log").open("w")
     apiserver = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
     url = f"https://127.0.0.1:{secure_port}"
     plane = ControlPlane(
-        url, ADMIN_TOKEN, folder, folder / "admin.kubeconfig", etcd, apiserver, args
+        url,
+        ADMIN_TOKEN,
+        folder,
+        folder / "admin.kubeconfig",
+        etcd,
+        apiserver,
+        args,
+        client_ca=client_ca,
+        admin_cert=admin_cert,
+        admin_key=admin_key,
     )
     try:
         _wait_ready(url, ADMIN_TOKEN)
@@ -163,7 +219,7 @@ def control_plane() -> Iterator[ControlPlane]:
             [
                 str(binary("kube-controller-manager")),
                 f"--kubeconfig={plane.kubeconfig}",
-                "--controllers=namespace,garbagecollector,statefulset,persistentvolume-binder,pvc-protection,pv-protection",
+                f"--controllers={controllers}",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={free_port()}",

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from fastapi import FastAPI
 from kubernetes import client
 
@@ -50,22 +49,6 @@ def test_example_org_as_the_design_source_writes_it(kube_app: FastAPI, admin_api
     assert ns.metadata.labels["gpu-portal.io/team"] == "nlp"
     admission = client.AdmissionregistrationV1Api(admin_api)
     assert admission.read_validating_admission_policy("gpu-portal-queue-nlp").spec.validations
-
-
-def test_kubeconfig_is_rewritten_and_audited(kube_app: FastAPI) -> None:
-    from tests.web.conftest import client_for
-
-    reconcile_until(kube_app, lambda: all_ready(kube_app))
-    lead = client_for(kube_app, "lead-nlp@example.org")
-    response = lead.get("/teams/1/kubeconfig")
-    assert response.status_code == 200, response.text
-    config = yaml.safe_load(response.text)
-    assert config["current-context"] == "nlp"
-    assert config["clusters"][0]["cluster"]["server"] == "https://nlp.vcluster.example.org"
-    assert config["users"][0]["name"] == "nlp-admin"
-    assert "localhost:8443" not in response.text
-    other = client_for(kube_app, "lead-vision@example.org")
-    assert other.get("/teams/1/kubeconfig").status_code == 404
 
 
 def synced_pod(name: str, queue_label: str | None, scheduler: str | None) -> dict[str, Any]:

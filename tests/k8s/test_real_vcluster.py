@@ -56,7 +56,7 @@ def chart_of(api: Any, team: str) -> str:
 
 
 def download(app: FastAPI, team_id: int, lead: str) -> dict[str, Any]:
-    answer = client_for(app, lead).get(f"/api/v1/teams/{team_id}/kubeconfig")
+    answer = client_for(app, lead).api("POST", f"/api/v1/teams/{team_id}/kubeconfig")
     assert answer.status_code == 200, answer.text
     loaded: dict[str, Any] = yaml.safe_load(answer.text)
     return loaded

@@ -11,8 +11,12 @@ claim. This helper plays only:
 - the cloud's load balancer: a LoadBalancer Service of a vCluster gets an address;
 - the kubelet: a control-plane pod whose claims are bound is marked Running and Ready
   through the status subresource (after ``ready_seconds``);
-- the vCluster itself: once its pod is Ready, it writes secret ``vc-<name>`` with a
-  kubeconfig for https://localhost:8443, as the syncer does.
+- the vCluster itself: once its pod is Ready, it writes secret ``vc-<name>`` with an
+  admin kubeconfig (client certificate and key, as the syncer does) for the vCluster's
+  API server. That API server is a second real kube-apiserver (``inner``, started by the
+  harness with its own etcd and the clusterrole-aggregation controller), written into
+  the secret as its server the way ``exportKubeConfig.server`` would; every team's
+  vCluster is played by that one server.
 """
 
 from __future__ import annotations
@@ -29,11 +33,20 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.k8s.control_plane import ControlPlane
+
 LOAD_BALANCER_IP = "192.0.2.10"
 
 
 class VClusterRuntime:
-    def __init__(self, api: client.ApiClient, *, ready_seconds: float = 0.3) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        ready_seconds: float = 0.3,
+        inner: ControlPlane | None = None,
+    ) -> None:
+        self.inner = inner
         self.core = client.CoreV1Api(api)
         self.storage = client.StorageV1Api(api)
         self.ready_seconds = ready_seconds
@@ -154,6 +167,15 @@ class VClusterRuntime:
         name = (pod.metadata.labels or {}).get("release")
         if not name or pod.metadata.uid in self._written:
             return
+        if self.inner is not None:
+            assert self.inner.admin_cert is not None
+            assert self.inner.admin_key is not None
+            server = self.inner.url
+            ca = self.inner.serving_cert.read_text()
+            cert = self.inner.admin_cert.read_text()
+            key = self.inner.admin_key.read_text()
+        else:
+            server, ca, cert, key = "https://localhost:8443", "vcluster-ca", "vcluster-cert", "k"
         kubeconfig = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -161,8 +183,8 @@ class VClusterRuntime:
                 {
                     "name": "my-vcluster",
                     "cluster": {
-                        "server": "https://localhost:8443",
-                        "certificate-authority-data": base64.b64encode(b"vcluster-ca").decode(),
+                        "server": server,
+                        "certificate-authority-data": _b64(ca),
                     },
                 }
             ],
@@ -170,8 +192,8 @@ class VClusterRuntime:
                 {
                     "name": "my-vcluster",
                     "user": {
-                        "client-certificate-data": base64.b64encode(b"vcluster-cert").decode(),
-                        "client-key-data": base64.b64encode(b"vcluster-key").decode(),
+                        "client-certificate-data": _b64(cert),
+                        "client-key-data": _b64(key),
                     },
                 }
             ],
@@ -185,9 +207,9 @@ class VClusterRuntime:
         }
         data = {
             "config": yaml.safe_dump(kubeconfig),
-            "certificate-authority": "vcluster-ca",
-            "client-certificate": "vcluster-cert",
-            "client-key": "vcluster-key",
+            "certificate-authority": ca,
+            "client-certificate": cert,
+            "client-key": key,
         }
         try:
             self.core.create_namespaced_secret(
@@ -209,6 +231,10 @@ class VClusterRuntime:
         self._stop.set()
 
 
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
 def _ready(pod: Any) -> bool:
     conditions = (pod.status.conditions or []) if pod.status else []
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
@@ -216,9 +242,9 @@ def _ready(pod: Any) -> bool:
 
 @contextmanager
 def vcluster_runtime(
-    api: client.ApiClient, *, ready_seconds: float = 0.3
+    api: client.ApiClient, *, ready_seconds: float = 0.3, inner: ControlPlane | None = None
 ) -> Iterator[VClusterRuntime]:
-    runtime = VClusterRuntime(api, ready_seconds=ready_seconds)
+    runtime = VClusterRuntime(api, ready_seconds=ready_seconds, inner=inner)
     thread = threading.Thread(target=runtime.run, name="vcluster-runtime", daemon=True)
     thread.start()
     try:

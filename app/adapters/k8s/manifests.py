@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from app.provisioning.backend import ResourceQuota, TeamSpec
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -190,6 +192,64 @@ class ControlPlane:
     memory_limit: str = "4Gi"
     storage_size: str = "5Gi"
     storage_class: str = ""  # "" = the cluster's default StorageClass
+    oidc: OidcSignIn | None = None  # kubeconfig mode oidc: the API server trusts the provider
+
+
+@dataclass(frozen=True)
+class OidcSignIn:
+    """How a vCluster's API server trusts the identity provider, and which provider
+    groups are which ClusterRole inside."""
+
+    issuer: str
+    client_id: str
+    groups_claim: str
+    admin_group: str
+    lead_group: str  # the team's group (PORTAL_OIDC_TEAM_GROUP_PATTERN for this team)
+    admin_role: str
+    lead_role: str
+
+    def api_server_args(self) -> list[str]:
+        return [
+            f"--oidc-issuer-url={self.issuer}",
+            f"--oidc-client-id={self.client_id}",
+            "--oidc-username-claim=email",
+            f"--oidc-username-prefix={OIDC_PREFIX}",
+            f"--oidc-groups-claim={self.groups_claim}",
+            f"--oidc-groups-prefix={OIDC_PREFIX}",
+        ]
+
+    def bindings(self) -> str:
+        """ClusterRoleBindings applied inside the vCluster (experimental.deploy)."""
+        docs = []
+        for name, group, role in (
+            ("admins", self.admin_group, self.admin_role),
+            ("leads", self.lead_group, self.lead_role),
+        ):
+            if not group:
+                continue  # group-based membership is off
+            docs.append(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": f"gpu-portal:oidc-{name}", "labels": {MANAGED_BY: PORTAL}},
+                    "subjects": [
+                        {
+                            "apiGroup": "rbac.authorization.k8s.io",
+                            "kind": "Group",
+                            "name": OIDC_PREFIX + group,
+                        }
+                    ],
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": role,
+                    },
+                }
+            )
+        return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+OIDC_PREFIX = "oidc:"
 
 
 def vcluster_values(
@@ -225,8 +285,14 @@ def vcluster_values(
     sans = [s for s in extra_sans if s]
     if sans:
         control_plane["proxy"] = {"extraSANs": sans}
+    experimental: dict[str, Any] = {"syncSettings": {"setOwner": False}}
+    if plane.oidc is not None:
+        control_plane["distro"] = {
+            "k8s": {"apiServer": {"extraArgs": plane.oidc.api_server_args()}}
+        }
+        experimental["deploy"] = {"vcluster": {"manifests": plane.oidc.bindings()}}
     return {
-        "experimental": {"syncSettings": {"setOwner": False}},
+        "experimental": experimental,
         "sync": {"fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}}},
         # The kubelet proxies would need nodes/proxy on the host (a way to run commands
         # through any node's kubelet), which neither the portal nor a team should hold;

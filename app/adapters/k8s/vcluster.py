@@ -151,7 +151,7 @@ class VClusterInstaller(Part):
             expose=expose,
             ingress_host=host if expose == "Ingress" else None,
             extra_sans=[settings.vcluster_node_address or ""] if expose == "NodePort" else [],
-            plane=control_plane_of(settings),
+            plane=control_plane_of(settings, spec.team),
         )
         with tempfile.TemporaryDirectory(prefix="gpu-portal-vcluster-") as work:
             values_file = os.path.join(work, "values.yaml")
@@ -247,8 +247,20 @@ class VClusterInstaller(Part):
             )
 
 
-def control_plane_of(settings: Settings) -> m.ControlPlane:
+def control_plane_of(settings: Settings, team: str = "") -> m.ControlPlane:
+    oidc = None
+    if settings.kubeconfig_mode == "oidc" and settings.oidc_issuer:
+        oidc = m.OidcSignIn(
+            issuer=settings.oidc_issuer,
+            client_id=settings.kubeconfig_oidc_client_id or settings.oidc_client_id,
+            groups_claim=settings.oidc_groups_claim,
+            admin_group=settings.oidc_admin_group,
+            lead_group=settings.oidc_team_group_pattern.replace("{team}", team),
+            admin_role=settings.kubeconfig_admin_role,
+            lead_role=settings.kubeconfig_lead_role,
+        )
     return m.ControlPlane(
+        oidc=oidc,
         image_registry=settings.vcluster_image_registry,
         telemetry=settings.vcluster_telemetry,
         cpu_request=settings.vcluster_cpu_request,

@@ -81,9 +81,11 @@ def issue_kubeconfig(
 
 
 @router.get("/teams/{team_id}/kubeconfigs", response_model=list[HolderOut])
-def list_kubeconfig_holders(team: TeamForViewer, session: SessionDep) -> list[HolderOut]:
+def list_kubeconfig_holders(
+    team: TeamForViewer, session: SessionDep, settings: SettingsDep
+) -> list[HolderOut]:
     """People holding a working kubeconfig for the team, with its expiry."""
-    live, _pending = access.holders(session, team)
+    live, _pending = access.holders(session, team, settings)
     return [
         HolderOut(
             user_id=h.user_id,

@@ -152,7 +152,7 @@ def team_page(
     principal: CurrentPrincipal,
     usage: UsageDep,
 ) -> Response:
-    detail = team_detail(session, team, usage)
+    detail = team_detail(session, team, usage, request.app.state.settings)
     return render(
         request,
         "teams/detail.html",
@@ -172,6 +172,7 @@ def panels_context(request: Request, principal: Principal, detail: TeamDetail) -
         "principal": principal,
         "d": detail,
         "kubeconfig_mode": settings.kubeconfig_mode,
+        "access_error": request.app.state.sweeper.errors.get(detail.team.id),
         "ttl_choices": access.ttl_choices(settings),
         "ttl_default": settings.kubeconfig_ttl_seconds,
         "step_labels": STEP_LABELS,
@@ -211,7 +212,7 @@ def team_share(
     last: str = "",
     same: int = 0,
 ) -> Response:
-    detail = team_detail(session, team, usage)
+    detail = team_detail(session, team, usage, request.app.state.settings)
     context = {
         "principal": principal,
         "d": detail,
@@ -228,7 +229,7 @@ def team_status(
     principal: CurrentPrincipal,
     usage: UsageDep,
 ) -> Response:
-    detail = team_detail(session, team, usage)
+    detail = team_detail(session, team, usage, request.app.state.settings)
     changed = request.headers.get("X-Page-Version", detail.version) != detail.version
     context = {**panels_context(request, principal, detail), "changed": changed}
     response = render(request, "teams/partials/status.html", context)
