@@ -97,7 +97,8 @@ def issue(
         raise Conflict(f"team {team.name} is {team.status}: kubeconfigs exist once it is ready")
     person = person_for(settings, session, team, actor)
     spec = spec_for(team, teams.get_org(session))
-    filename = f"kubeconfig-{team.name}-{actor.email.split('@')[0]}.yaml"
+    # The name the team page's commands use; each person keeps their own on their machine.
+    filename = f"kubeconfig-{team.name}.yaml"
     if settings.kubeconfig_mode == "oidc":
         try:
             text = backend.oidc_kubeconfig(

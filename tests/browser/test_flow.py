@@ -75,8 +75,12 @@ def test_request_approve_ready_download(portal: str, browser: object, tmp_path: 
     saved = tmp_path / "kubeconfig.yaml"
     download.save_as(saved)
     text = saved.read_text()
-    assert "current-context: speech" in text
+    assert "current-context: speech/" in text
     assert "SIMULATED" in text
+    # The access card lists the lead as holding one, expiring after the default 8 h.
+    expect(lead.locator("#kc-ttl")).to_have_value("8h")
+    lead.reload()
+    expect(lead.locator("#access .holder-row")).to_contain_text("cluster-admin · expires")
     lead.screenshot(path=str(tmp_path / "team.png"), full_page=True)
     assert errors == [], errors
 

@@ -79,7 +79,7 @@ def test_the_whole_loop_without_javascript(portal: str, browser: Any, tmp_path: 
         lead.click("text=Download kubeconfig")
     saved = tmp_path / "kubeconfig.yaml"
     info.value.save_as(saved)
-    assert "current-context: audio" in saved.read_text()
+    assert "current-context: audio/" in saved.read_text()
 
     # A quota change, approved as asked.
     lead.click("text=Change quota")

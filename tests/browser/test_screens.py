@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -196,9 +197,17 @@ def test_member_downloads_and_copies_the_commands_with_the_keyboard(
     )
     member.goto(portal + "/teams/2")
     expect(member.locator("text=Change quota")).to_have_count(0)
+    member.select_option("#kc-ttl", "1h")
     with member.expect_download() as info:
         member.click("text=Download kubeconfig")
     assert info.value.suggested_filename == "kubeconfig-vision.yaml"
+    saved = Path(info.value.path())
+    assert "(role inside the vCluster: edit)" in saved.read_text()
+    member.reload()
+    holder = member.locator("#access .holder-row", has_text="member-vision@example.org")
+    expect(holder).to_contain_text("edit · expires")
+    expect(member.locator("#access")).to_contain_text("Revoke my kubeconfigs")
+    expect(member.locator("#access")).not_to_contain_text("Revoke everyone's")
 
     copy = member.locator("button[data-copy='#use-commands']")
     copy.click()

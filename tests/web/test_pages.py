@@ -107,10 +107,7 @@ def test_team_page_shows_status_gauge_pod_spec_and_kubeconfig(lead: Client) -> N
 def test_kubeconfig_download_is_audited(lead: Client, admin: Client) -> None:
     response = lead.form(f"/teams/{NLP}/kubeconfig", {"ttl": "8h"})
     assert response.status_code == 200
-    assert (
-        response.headers["content-disposition"]
-        == 'attachment; filename="kubeconfig-nlp-lead-nlp.yaml"'
-    )
+    assert response.headers["content-disposition"] == 'attachment; filename="kubeconfig-nlp.yaml"'
     assert response.headers["cache-control"] == "no-store"
     assert "SIMULATED" in response.text
     assert "current-context: nlp/lead-nlp@example.org" in response.text
