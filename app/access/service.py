@@ -189,17 +189,23 @@ def revoke(
     many people lost one; their ServiceAccounts are deleted by the sweeper at once."""
     people = repo.revoke(session, team_id=team.id, user_ids=user_ids, now=utcnow(), reason=reason)
     if people:
-        audit.record(
-            session,
-            actor=actor,
-            action="kubeconfig.revoked",
-            team_id=team.id,
-            summary=f"revoked the kubeconfigs of {len(people)} "
-            f"{'person' if len(people) == 1 else 'people'} for {team.name}: {reason}",
-            details={"user_ids": people, "reason": reason},
-        )
+        _record_revocation(session, actor, team.id, people, reason)
     request_effect(session, Effect.ACCESS_CHANGED)
     return len(people)
+
+
+def _record_revocation(
+    session: Session, actor: User | None, team_id: int, people: list[int], reason: str
+) -> None:
+    audit.record(
+        session,
+        actor=actor,
+        action="kubeconfig.revoked",
+        team_id=team_id,
+        summary=f"revoked the kubeconfigs of {len(people)} "
+        f"{'person' if len(people) == 1 else 'people'}: {reason}",
+        details={"user_ids": people, "reason": reason},
+    )
 
 
 def revoke_unentitled(session: Session, settings: Settings) -> list[int]:
@@ -225,16 +231,7 @@ def revoke_unentitled(session: Session, settings: Settings) -> list[int]:
             for grant in grants:
                 grant.revoked_at = now
                 grant.revoked_reason = reason
-            people = sorted({g.user_id for g in grants})
-            audit.record(
-                session,
-                actor=None,
-                action="kubeconfig.revoked",
-                team_id=team_id,
-                summary=f"revoked the kubeconfigs of {len(people)} "
-                f"{'person' if len(people) == 1 else 'people'}: {reason}",
-                details={"user_ids": people, "reason": reason},
-            )
+            _record_revocation(session, None, team_id, sorted({g.user_id for g in grants}), reason)
     session.flush()
     return sorted(by_team)
 

@@ -46,6 +46,13 @@ def token_kubeconfig(
     expires_at: datetime,
     note: str = "",
 ) -> str:
+    config = _config(team, person, server, ca_data, {"token": token})
+    return header(team, person, expires_at, note=note) + config
+
+
+def _config(
+    team: str, person: Person, server: str, ca_data: str | None, user: dict[str, Any]
+) -> str:
     cluster_name, user_name = names(team, person)
     cluster: dict[str, Any] = {"server": server}
     if ca_data:
@@ -54,11 +61,11 @@ def token_kubeconfig(
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": cluster_name, "cluster": cluster}],
-        "users": [{"name": user_name, "user": {"token": token}}],
+        "users": [{"name": user_name, "user": user}],
         "contexts": [{"name": user_name, "context": {"cluster": cluster_name, "user": user_name}}],
         "current-context": user_name,
     }
-    return header(team, person, expires_at, note=note) + yaml.safe_dump(config, sort_keys=False)
+    return yaml.safe_dump(config, sort_keys=False)
 
 
 def oidc_kubeconfig(
@@ -72,10 +79,6 @@ def oidc_kubeconfig(
 ) -> str:
     """Signs in with the kubelogin exec plugin (``kubectl oidc-login``): the identity
     provider's token is the credential, refreshed by the plugin, never in the file."""
-    cluster_name, user_name = names(team, person)
-    cluster: dict[str, Any] = {"server": server}
-    if ca_data:
-        cluster["certificate-authority-data"] = ca_data
     exec_config = {
         "apiVersion": "client.authentication.k8s.io/v1",
         "command": "kubectl",
@@ -92,17 +95,8 @@ def oidc_kubeconfig(
         "installHint": "Install kubelogin: https://github.com/int128/kubelogin "
         "(kubectl krew install oidc-login).",
     }
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": cluster_name, "cluster": cluster}],
-        "users": [{"name": user_name, "user": {"exec": exec_config}}],
-        "contexts": [{"name": user_name, "context": {"cluster": cluster_name, "user": user_name}}],
-        "current-context": user_name,
-    }
-    return header(team, person, None, note="Signs in through your identity provider.") + (
-        yaml.safe_dump(config, sort_keys=False)
-    )
+    config = _config(team, person, server, ca_data, {"exec": exec_config})
+    return header(team, person, None, note="Signs in through your identity provider.") + config
 
 
 def token_id(token: str) -> str:
