@@ -13,16 +13,10 @@ from app.core.models import KubeconfigGrant, Team, TeamMember, TeamStatus, User
 Grant = KubeconfigGrant
 
 
-def live(now: datetime) -> object:
-    """Grants whose token still works (or would, but for a pending revocation)."""
-    return and_(Grant.revoked_at.is_(None), Grant.removed_at.is_(None), Grant.expires_at > now)
-
-
-def get_holders(
-    session: Session, team_id: int, now: datetime
-) -> list[tuple[User, Grant, str | None]]:
-    """People holding a working kubeconfig for the team, newest expiry per person, with
-    their role in the team now (None: no longer a member)."""
+def get_team_grants(session: Session, team_id: int) -> list[tuple[User, Grant, str | None]]:
+    """The team's grants whose account may still exist, newest expiry first, each with its
+    holder and the holder's role in the team now (None: no longer a member): one query
+    for the team page's access card."""
     rows = session.execute(
         select(User, Grant, TeamMember.role)
         .join(Grant, Grant.user_id == User.id)
@@ -30,33 +24,10 @@ def get_holders(
             TeamMember,
             and_(TeamMember.team_id == Grant.team_id, TeamMember.user_id == Grant.user_id),
         )
-        .where(Grant.team_id == team_id, live(now))  # type: ignore[arg-type]
+        .where(Grant.team_id == team_id, Grant.removed_at.is_(None))
         .order_by(User.email, Grant.expires_at.desc())
     ).all()
-    seen: set[int] = set()
-    holders: list[tuple[User, Grant, str | None]] = []
-    for user, grant, role in rows:
-        if user.id not in seen:
-            seen.add(user.id)
-            holders.append((user, grant, str(role) if role is not None else None))
-    return holders
-
-
-def get_pending(session: Session, team_id: int) -> list[tuple[User, Grant]]:
-    """Revoked grants whose ServiceAccount has not yet been seen gone."""
-    return [
-        (user, grant)
-        for user, grant in session.execute(
-            select(User, Grant)
-            .join(Grant, Grant.user_id == User.id)
-            .where(
-                Grant.team_id == team_id,
-                Grant.revoked_at.is_not(None),
-                Grant.removed_at.is_(None),
-            )
-            .order_by(User.email)
-        ).all()
-    ]
+    return [(user, grant, str(role) if role is not None else None) for user, grant, role in rows]
 
 
 def get_open_grants(session: Session, team_id: int) -> Sequence[Grant]:

@@ -261,7 +261,16 @@ def holders(session: Session, team: Team, settings: Settings) -> tuple[list[Hold
     now = utcnow()
     live: list[Holder] = []
     pending: dict[str, Pending] = {}
-    for u, g, role in repo.get_holders(session, team.id, now):
+    seen: set[int] = set()
+    for u, g, role in repo.get_team_grants(session, team.id):
+        if g.expires_at <= now:
+            continue  # expired: nothing to hold or to revoke
+        if g.revoked_at is not None:
+            pending.setdefault(u.email, Pending(u.email, g.revoked_reason, g.revoked_at))
+            continue
+        if u.id in seen:
+            continue  # the newest of the person's kubeconfigs is listed
+        seen.add(u.id)
         entitled = (
             None
             if team.status in GONE
@@ -274,9 +283,4 @@ def holders(session: Session, team: Team, settings: Settings) -> tuple[list[Hold
         else:
             reason = "no longer allowed" if entitled is None else f"role changed to {entitled[1]}"
             pending[u.email] = Pending(u.email, reason, now)
-    for user, grant in repo.get_pending(session, team.id):
-        if grant.revoked_at is not None and grant.expires_at > now:
-            pending.setdefault(
-                user.email, Pending(user.email, grant.revoked_reason, grant.revoked_at)
-            )
     return live, list(pending.values())
