@@ -270,17 +270,6 @@ def get_team_keys(
     return [(int(i), str(n)) for i, n in session.execute(query).all()]
 
 
-def count_live(session: Session, org_id: int) -> int:
-    return int(
-        session.scalar(
-            select(func.count(Team.id)).where(
-                Team.org_id == org_id, Team.status.in_(COMMITTED_STATUSES)
-            )
-        )
-        or 0
-    )
-
-
 def count_by_status(session: Session) -> dict[str, int]:
     rows = session.execute(select(Team.status, func.count()).group_by(Team.status)).all()
     return {str(status): int(count) for status, count in rows}

@@ -104,6 +104,7 @@ class OrgView:
     names: dict[int, str]
     borrowers: list[tuple[str, float]]  # (team, GPUs above its guarantee), most first
     allocated: float | None  # GPUs in use across the org, when reported
+    committed_centi: int = 0  # guarantees held in the pool (every row is a committed team)
 
     @classmethod
     def of(cls, rows: list[TeamQuota], shares: dict[int, GpuShare]) -> OrgView:
@@ -113,7 +114,14 @@ class OrgView:
             key=lambda b: -b[1],
         )
         used = [s.allocated for s in shares.values() if s.allocated is not None]
-        return cls(rows, shares, names, borrowers, round(sum(used), 2) if used else None)
+        return cls(
+            rows,
+            shares,
+            names,
+            borrowers,
+            round(sum(used), 2) if used else None,
+            sum(row.gpu_quota_centi for row in rows),
+        )
 
 
 class UsageCache:

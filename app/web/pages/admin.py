@@ -129,11 +129,13 @@ def overview(
             page = pages
             total, rows = page_of(page)
     shown = cards_from(session, rows, view, org)
+    # Org-wide figures from the ready view (a decision refreshes it at once): no scan of
+    # every team per view.
     summary = PoolSummary(
         org=org,
-        committed_centi=repo.committed_gpu_centi(session, org.id),
+        committed_centi=view.committed_centi,
         allocated=view.allocated,
-        live_teams=repo.count_live(session, org.id),
+        live_teams=len(view.rows),
     )
     return render(
         request,
