@@ -32,6 +32,7 @@ from app.usage.service import UsageCache
 from app.web import observability
 from app.web.api import audit as audit_api
 from app.web.api import me as me_api
+from app.web.api import notifications as notifications_api
 from app.web.api import pool as pool_api
 from app.web.api import requests as requests_api
 from app.web.api import teams as teams_api
@@ -42,6 +43,7 @@ from app.web.pages import admin as admin_pages
 from app.web.pages import audit as audit_pages
 from app.web.pages import auth as auth_pages
 from app.web.pages import docs as docs_pages
+from app.web.pages import notifications as notification_pages
 from app.web.pages import teams as team_pages
 from app.web.pages import tokens as token_pages
 from app.web.templating import is_htmx, render, templates
@@ -108,6 +110,7 @@ ROUTERS = tuple(
         auth_pages,
         docs_pages,
         token_pages,
+        notification_pages,
         team_pages,
         admin_pages,
         audit_pages,
@@ -118,6 +121,7 @@ ROUTERS = tuple(
         me_api,
         usage_api,
         tokens_api,
+        notifications_api,
     )
 )
 

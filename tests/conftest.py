@@ -18,6 +18,7 @@ from app.core.db import make_engine, make_session_factory
 from tests.servers import postgres_server
 
 TABLES = (
+    "notifications",
     "kubeconfig_grants",
     "usage_samples",
     "web_sessions",

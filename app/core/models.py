@@ -289,6 +289,24 @@ class KubeconfigGrant(Base):
     removed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
+class Notification(Base):
+    """Something a person should hear about (a request to decide, a decision, a cluster
+    ready or failed, being added to a team), written in the transaction of the change
+    itself; shown in the portal's bell until read."""
+
+    __tablename__ = "notifications"
+    __table_args__ = (Index("ix_notifications_user_read", "user_id", "read_at", "id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    team_id: Mapped[int | None] = mapped_column(ForeignKey("teams.id"), nullable=True)
+    event: Mapped[str] = mapped_column(String(40))
+    title: Mapped[str] = mapped_column(String(300))
+    link: Mapped[str] = mapped_column(String(300), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    read_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
 class ClusterRequest(Base):
     """A request for a new cluster or for a quota change, with the values asked for."""
 

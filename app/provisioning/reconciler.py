@@ -33,6 +33,7 @@ from app.core.models import (
     TeamStatus,
     utcnow,
 )
+from app.notifications import service as notifications
 from app.provisioning import repository as repo
 from app.provisioning.backend import (
     DONE,
@@ -277,9 +278,43 @@ class Reconciler:
                 # The version that serves the team (an upgrade counts once it is ready).
                 team.vcluster_version = vcluster.version
             verdict = decide(result, _now(team, rows), self.timing)
+            before = TeamStatus(team.status)
             _write(session, team, rows, verdict)
+            _tell(session, team, before)
             if result.error is not None and team.next_attempt_at is not None:
                 metrics.RETRIES.inc()
+
+
+FAILURES_TOLD_AFTER = 3  # consecutive failed attempts before people are told
+
+
+def _tell(session: Session, team: Team, before: TeamStatus) -> None:
+    """A cluster that became ready, or still fails after its first retries, is news to its
+    leads (a failure to the admins too); written with the status change. A failure that a
+    retry fixes at once (a blip) tells nobody."""
+    after = TeamStatus(team.status)
+    if after == TeamStatus.READY and before != TeamStatus.READY:
+        notifications.notify(
+            session,
+            event="cluster.ready",
+            title=f"{team.name} is ready: download your kubeconfig",
+            link=f"/teams/{team.id}",
+            user_ids=notifications.to_leads(session, team.id),
+            team_id=team.id,
+        )
+    elif after == TeamStatus.FAILED and team.attempts == FAILURES_TOLD_AFTER:
+        notifications.notify(
+            session,
+            event="cluster.failed",
+            title=f"Provisioning {team.name} failed {team.attempts} times, retrying: "
+            f"{team.last_error or 'see the team page'}",
+            link=f"/teams/{team.id}",
+            user_ids=[
+                *notifications.to_leads(session, team.id),
+                *notifications.to_admins(session),
+            ],
+            team_id=team.id,
+        )
 
 
 def _now(team: Team, rows: dict[Step, ProvisioningStep]) -> TeamNow:

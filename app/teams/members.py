@@ -10,6 +10,7 @@ from app.auth.service import valid_email
 from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.core.models import DISPLAY_NAME_MAX, MemberRole, MemberSource, Team, TeamMember, User
+from app.notifications import service as notifications
 from app.teams import repository as repo
 
 
@@ -43,6 +44,15 @@ def add(session: Session, *, actor: User, team: Team, email: str, role: str) -> 
         team_id=team.id,
         summary=f"{email} is now a {role} of {team.name}",
         details={"email": email, "role": role},
+    )
+    notifications.notify(
+        session,
+        event="team.member_added",
+        title=f"{actor.email} made you a {role} of {team.name}",
+        link=f"/teams/{team.id}",
+        user_ids=[user.id],
+        team_id=team.id,
+        actor=actor,
     )
     # A changed role changes what the person may do inside the vCluster.
     request_effect(session, Effect.ACCESS_CHANGED)

@@ -30,6 +30,7 @@ from app.core.models import (
     utcnow,
 )
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.notifications import service as notifications
 from app.teams import repository as repo
 from app.teams.rules import (
     QuotaValues,
@@ -143,6 +144,15 @@ def submit_cluster_request(
         summary=f"requested cluster {name}: {_describe(values)}",
         details={"request_id": request.id, **values.display()},
     )
+    notifications.notify(
+        session,
+        event="request.submitted",
+        title=f"{actor.email} asks for cluster {name}: {_describe(values)}",
+        link="/admin/requests",
+        user_ids=notifications.to_admins(session),
+        team_id=team.id,
+        actor=actor,
+    )
     return request
 
 
@@ -188,6 +198,15 @@ def submit_quota_change(
         team_id=team.id,
         summary=f"asked to change {team.name}'s quota to {_describe(values)}",
         details={"request_id": request.id, **values.display()},
+    )
+    notifications.notify(
+        session,
+        event="quota_change.submitted",
+        title=f"{actor.email} asks to change {team.name}'s quota to {_describe(values)}",
+        link="/admin/requests",
+        user_ids=notifications.to_admins(session),
+        team_id=team.id,
+        actor=actor,
     )
     return request
 
@@ -250,6 +269,16 @@ def approve(
         summary=f"approved request #{request.id} for {team.name}{adjusted_text}",
         details={"request_id": request.id, "changes": changes, **approved},
     )
+    what = "cluster" if request.kind == RequestKind.CREATE else "quota change"
+    notifications.notify(
+        session,
+        event="request.approved" if not changes else "request.adjusted",
+        title=f"The {what} for {team.name} was approved{adjusted_text}",
+        link=f"/teams/{team.id}",
+        user_ids=[request.requested_by_id, *notifications.to_leads(session, team.id)],
+        team_id=team.id,
+        actor=actor,
+    )
     _quotas_changed(session)
     return decision
 
@@ -279,6 +308,16 @@ def reject(session: Session, *, actor: User, request_id: int, reason: str) -> De
         team_id=team.id,
         summary=f"rejected request #{request.id} for {team.name}: {reason}",
         details={"request_id": request.id, "reason": reason},
+    )
+    what = "cluster" if request.kind == RequestKind.CREATE else "quota change"
+    notifications.notify(
+        session,
+        event="request.rejected",
+        title=f"The {what} for {team.name} was rejected: {reason}",
+        link=f"/teams/{team.id}",
+        user_ids=[request.requested_by_id, *notifications.to_leads(session, team.id)],
+        team_id=team.id,
+        actor=actor,
     )
     return decision
 

@@ -292,3 +292,22 @@ class RevokeIn(BaseModel):
 
 class RevokedOut(BaseModel):
     people: int = Field(description="How many people's kubeconfigs were revoked.")
+
+
+class NotificationOut(BaseModel):
+    id: int
+    event: str
+    title: str
+    link: str
+    team_id: int | None
+    created_at: datetime
+    read: bool
+
+
+class NotificationsOut(BaseModel):
+    unread: int
+    items: list[NotificationOut]
+
+
+class ReadOut(BaseModel):
+    marked: int = Field(description="How many notifications were unread.")
