@@ -194,6 +194,18 @@ def revoke(
     return len(people)
 
 
+def revoke_own_or_all(session: Session, *, actor: User, team: Team, everyone: bool) -> int:
+    """ "Revoke my kubeconfigs" (``everyone`` False) or "revoke everyone's" for the team;
+    whether the actor may do the latter is the caller's check (leads and admins)."""
+    return revoke(
+        session,
+        actor=actor,
+        team=team,
+        user_ids=None if everyone else [actor.id],
+        reason="revoked by a lead or admin" if everyone else "revoked by its holder",
+    )
+
+
 def _record_revocation(
     session: Session, actor: User | None, team_id: int, people: list[int], reason: str
 ) -> None:

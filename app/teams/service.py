@@ -144,14 +144,8 @@ def submit_cluster_request(
         summary=f"requested cluster {name}: {_describe(values)}",
         details={"request_id": request.id, **values.display()},
     )
-    notifications.notify(
-        session,
-        event="request.submitted",
-        title=f"{actor.email} asks for cluster {name}: {_describe(values)}",
-        link="/admin/requests",
-        user_ids=notifications.to_admins(session),
-        team_id=team.id,
-        actor=actor,
+    _ask_admins(
+        session, actor, team, "request.submitted", f"asks for cluster {name}: {_describe(values)}"
     )
     return request
 
@@ -199,14 +193,12 @@ def submit_quota_change(
         summary=f"asked to change {team.name}'s quota to {_describe(values)}",
         details={"request_id": request.id, **values.display()},
     )
-    notifications.notify(
+    _ask_admins(
         session,
-        event="quota_change.submitted",
-        title=f"{actor.email} asks to change {team.name}'s quota to {_describe(values)}",
-        link="/admin/requests",
-        user_ids=notifications.to_admins(session),
-        team_id=team.id,
-        actor=actor,
+        actor,
+        team,
+        "quota_change.submitted",
+        f"asks to change {team.name}'s quota to {_describe(values)}",
     )
     return request
 
@@ -421,6 +413,19 @@ def _quotas_changed(session: Session) -> None:
     """Teams have new desired quotas: the reconciler has work, cached shares are stale."""
     request_effect(session, Effect.PROVISIONING_DUE)
     request_effect(session, Effect.QUOTAS_CHANGED)
+
+
+def _ask_admins(session: Session, actor: User, team: Team, event: str, asks: str) -> None:
+    """A request waits for a decision: every admin hears of it."""
+    notifications.notify(
+        session,
+        event=event,
+        title=f"{actor.email} {asks}",
+        link="/admin/requests",
+        user_ids=notifications.to_admins(session),
+        team_id=team.id,
+        actor=actor,
+    )
 
 
 def _require_open(request: ClusterRequest) -> None:

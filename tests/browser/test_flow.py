@@ -81,6 +81,16 @@ def test_request_approve_ready_download(portal: str, browser: object, tmp_path: 
     expect(lead.locator("#kc-ttl")).to_have_value("8h")
     lead.reload()
     expect(lead.locator("#access .holder-row")).to_contain_text("cluster-admin · expires")
+    # The bell counts what the lead was told: the approval and the ready cluster.
+    expect(lead.locator("#bell .badge")).to_have_text("2")
+    lead.click("#bell")
+    items = lead.locator("li.notification.unread")
+    expect(items).to_have_count(2)
+    expect(items.nth(0)).to_contain_text("speech is ready: download your kubeconfig")
+    expect(items.nth(1)).to_contain_text("The cluster for speech was approved as asked")
+    lead.click("button:has-text('Mark all read')")
+    expect(lead.locator(".toast")).to_contain_text("Marked 2 notifications read.")
+    expect(lead.locator("#bell .badge")).to_have_count(0)
     lead.screenshot(path=str(tmp_path / "team.png"), full_page=True)
     assert errors == [], errors
 

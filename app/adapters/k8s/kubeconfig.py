@@ -42,9 +42,6 @@ class Kubeconfigs(Part):
 
     def user_server(self, spec: TeamSpec) -> str:
         """The address users reach the team's vCluster API at."""
-        return self._server(spec)
-
-    def _server(self, spec: TeamSpec) -> str:
         expose = self.settings.vcluster_expose
         if expose == "Ingress":
             return "https://" + self.settings.vcluster_ingress_host.replace("{team}", spec.team)

@@ -106,12 +106,8 @@ def revoke_kubeconfigs(
     everyone's. The ServiceAccounts are deleted in the vCluster right after."""
     if body.everyone:
         principal.require_lead(team)
-    count = access.revoke(
-        session,
-        actor=principal.user,
-        team=team,
-        user_ids=None if body.everyone else [principal.user.id],
-        reason="revoked by a lead or admin" if body.everyone else "revoked by its holder",
+    count = access.revoke_own_or_all(
+        session, actor=principal.user, team=team, everyone=body.everyone
     )
     return RevokedOut(people=count)
 

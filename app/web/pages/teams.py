@@ -283,13 +283,7 @@ def revoke_kubeconfigs(
     everyone = values.get("scope") == "everyone"
     if everyone:
         principal.require_lead(team)
-    count = access.revoke(
-        session,
-        actor=principal.user,
-        team=team,
-        user_ids=None if everyone else [principal.user.id],
-        reason="revoked by a lead or admin" if everyone else "revoked by its holder",
-    )
+    count = access.revoke_own_or_all(session, actor=principal.user, team=team, everyone=everyone)
     if everyone:
         flash(
             request, f"Revoked the kubeconfigs of {count} {'person' if count == 1 else 'people'}."
