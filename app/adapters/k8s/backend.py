@@ -105,6 +105,8 @@ class KubernetesBackend:
 
     def remove(self, step: Step, spec: TeamSpec) -> Observation:
         self.kube.forget(spec.team, ("role binding", "vCluster", "kubeconfig"))
+        if step == Step.VCLUSTER:
+            self.access.forget(spec.team)  # no more calls to a vCluster on its way out
         return {
             Step.QUEUE: self.objects.remove_queue,
             Step.NAMESPACE: self.objects.remove_namespace,
