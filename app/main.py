@@ -27,7 +27,13 @@ from app.core.errors import DomainError, InvalidInput
 from app.core.models import TeamStatus
 from app.provisioning.reconciler import Reconciler, Worker
 from app.teams import repository as teams_repo
-from app.usage.history import Collector, CollectorThread, RecentHistory, ViewRefresher
+from app.usage.history import (
+    Collector,
+    CollectorThread,
+    RecentHistory,
+    RightsizingRun,
+    ViewRefresher,
+)
 from app.usage.service import UsageCache
 from app.web import observability
 from app.web.api import audit as audit_api
@@ -196,7 +202,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.usage_cache,
             interval=settings.usage_sample_seconds,
         )
-        collector = CollectorThread(app.state.collector)
+        collector = CollectorThread(
+            app.state.collector, RightsizingRun(app.state.session_factory, settings)
+        )
         refresher = ViewRefresher(app.state.session_factory, app.state.usage_cache)
         app.state.collector_thread = collector
         app.state.recent_history = RecentHistory(ttl=min(30.0, settings.usage_sample_seconds))

@@ -18,6 +18,11 @@ from app.core.db import make_engine, make_session_factory
 from tests.servers import postgres_server
 
 TABLES = (
+    "rightsizing_suggestions",
+    "digest_runs",
+    "deliveries",
+    "webhooks",
+    "notification_mutes",
     "notifications",
     "kubeconfig_grants",
     "usage_samples",

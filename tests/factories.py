@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.models import ClusterRequest, Org, User
+from app.core.db import unit_of_work
+from app.core.models import ClusterRequest, Org, UsageSample, User
 from app.teams import service
 
 
@@ -46,4 +49,52 @@ def request_values(name: str, **overrides: Any) -> dict[str, str]:
 def submit(session: Session, lead: User, name: str, **overrides: Any) -> ClusterRequest:
     return service.submit_cluster_request(
         session, actor=lead, data=request_values(name, **overrides)
+    )
+
+
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+
+
+def write_history(
+    factory: sessionmaker[Session],
+    team_id: int,
+    allocated: Callable[[int], float],
+    requested: Callable[[int], float] | None = None,
+    *,
+    hours: int = 14 * 24,
+    now: datetime = NOW,
+    guarantee: float = 2.0,
+) -> None:
+    """Generated usage history: one hourly row per hour for ``hours`` hours back from
+    ``now`` (hour 0 is the newest), the last day as raw 10-minute samples instead, as the
+    collector leaves it."""
+    rows = []
+    for hour in range(hours):
+        a = allocated(hour)
+        r = requested(hour) if requested else a
+        if hour < 24:
+            for minute in range(0, 60, 10):
+                at = now - timedelta(hours=hour + 1) + timedelta(minutes=minute)
+                rows.append(_usage_row(guarantee, team_id, "raw", at, 600, a, r))
+        else:
+            rows.append(
+                _usage_row(guarantee, team_id, "hour", now - timedelta(hours=hour + 1), 3600, a, r)
+            )
+    with unit_of_work(factory) as session:
+        session.add_all(rows)
+
+
+def _usage_row(
+    guarantee: float, team_id: int, resolution: str, at: datetime, seconds: int, a: float, r: float
+) -> UsageSample:
+    return UsageSample(
+        team_id=team_id,
+        resolution=resolution,
+        at=at,
+        seconds=seconds,
+        allocated_gpu=a,
+        requested_gpu=r,
+        quota_gpu=guarantee,
+        guaranteed_gpu_s=min(a, guarantee) * seconds,
+        borrowed_gpu_s=max(0.0, a - guarantee) * seconds,
     )

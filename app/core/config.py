@@ -206,6 +206,28 @@ class Settings(BaseSettings):
         description="How often the collector samples every team's GPU use.",
     )
     usage_collector_enabled: bool = Field(default=True, description="Run the usage collector.")
+    rightsizing_days: int = Field(
+        default=14,
+        ge=1,
+        le=14,
+        description="Right-sizing looks at this many days of usage history (hourly history "
+        "is kept for 15 days, so at most 14).",
+    )
+    rightsizing_idle_share: float = Field(
+        default=0.2,
+        gt=0,
+        lt=1,
+        description="A team whose p95 of GPUs in use stayed below this share of its "
+        "guarantee over the period is flagged idle.",
+    )
+    rightsizing_waiting_share: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="A team whose work waited (demand above what it got) in at least this "
+        "share of the period, with demand above its guarantee, is flagged starved.",
+    )
+
     usage_cache_seconds: float = Field(
         default=5.0,
         ge=0,

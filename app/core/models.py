@@ -287,6 +287,8 @@ class KubeconfigGrant(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     revoked_reason: Mapped[str] = mapped_column(Text, default="")
     removed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # When its holder was told it expires within a day (long-lived ones only).
+    expiry_told_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class Notification(Base):
@@ -305,6 +307,96 @@ class Notification(Base):
     link: Mapped[str] = mapped_column(String(300), default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     read_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class NotificationMute(Base):
+    """A person's "not this event on this channel" (everything is on until muted)."""
+
+    __tablename__ = "notification_mutes"
+
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), primary_key=True)
+    event: Mapped[str] = mapped_column(String(40), primary_key=True)
+    channel: Mapped[str] = mapped_column(String(10), primary_key=True)  # inapp | email
+
+
+class Webhook(Base):
+    """Where a team's (or, without a team, the whole org's) events are posted: a
+    Slack-compatible incoming webhook or a signed JSON webhook. The URL (a Slack URL is
+    itself a credential) and the signing secret are stored sealed, never in clear."""
+
+    __tablename__ = "webhooks"
+    __table_args__ = (Index("uq_webhooks_scope_kind", "scope", "kind", unique=True),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    scope: Mapped[str] = mapped_column(String(20))  # "org" or "team:<id>"
+    team_id: Mapped[int | None] = mapped_column(ForeignKey("teams.id"), nullable=True)
+    kind: Mapped[str] = mapped_column(String(10))  # slack | json
+    url_sealed: Mapped[str] = mapped_column(Text)
+    url_hint: Mapped[str] = mapped_column(String(300))  # scheme://host/… for pages
+    secret_sealed: Mapped[str] = mapped_column(Text, default="")
+    created_by_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Delivery(Base):
+    """One message to send on one channel: an e-mail for one person's notification, or
+    one post of an event to one webhook. Written in the transaction of the change; sent by
+    whichever portal process leases it; retried with back-off, given up after a limit."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        Index("ix_deliveries_due", "status", "next_attempt_at"),
+        Index("ix_deliveries_status_id", "status", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    channel: Mapped[str] = mapped_column(String(10))  # email | slack | json
+    notification_id: Mapped[int | None] = mapped_column(
+        ForeignKey("notifications.id"), nullable=True
+    )
+    webhook_id: Mapped[int | None] = mapped_column(
+        ForeignKey("webhooks.id", ondelete="SET NULL"), nullable=True
+    )
+    team_id: Mapped[int | None] = mapped_column(ForeignKey("teams.id"), nullable=True)
+    event: Mapped[str] = mapped_column(String(40))
+    title: Mapped[str] = mapped_column(String(300))
+    link: Mapped[str] = mapped_column(String(300), default="")
+    status: Mapped[str] = mapped_column(String(10), default="pending")  # pending|sent|failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    lease_owner: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_error: Mapped[str] = mapped_column(String(500), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class DigestRun(Base):
+    """A weekly digest written (ISO week, e.g. 2026-W49): the key makes it once per week
+    whichever portal process gets there first."""
+
+    __tablename__ = "digest_runs"
+
+    week: Mapped[str] = mapped_column(String(10), primary_key=True)
+    written_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class RightsizingSuggestion(Base):
+    """A team's guarantee that its usage history says is too large (idle) or too small
+    (its work waited), recomputed by the collector; amounts in hundredths of a GPU."""
+
+    __tablename__ = "rightsizing_suggestions"
+
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), primary_key=True)
+    direction: Mapped[str] = mapped_column(String(8))  # lower | raise
+    guarantee_centi: Mapped[int] = mapped_column(Integer)
+    average_centi: Mapped[int] = mapped_column(Integer)
+    p95_centi: Mapped[int] = mapped_column(Integer)
+    demand_p95_centi: Mapped[int] = mapped_column(Integer)
+    waiting_share: Mapped[float] = mapped_column(Float)
+    suggested_centi: Mapped[int] = mapped_column(Integer)
+    days: Mapped[int] = mapped_column(Integer)
+    computed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class ClusterRequest(Base):

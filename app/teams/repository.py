@@ -273,3 +273,11 @@ def get_team_keys(
 def count_by_status(session: Session) -> dict[str, int]:
     rows = session.execute(select(Team.status, func.count()).group_by(Team.status)).all()
     return {str(status): int(count) for status, count in rows}
+
+
+def get_team_names(session: Session, team_ids: Sequence[int]) -> dict[int, str]:
+    """Id -> name of the given teams that are not decommissioned."""
+    rows = session.execute(
+        select(Team.id, Team.name).where(Team.id.in_(team_ids), Team.status.in_(LIVE_STATUSES))
+    )
+    return {team_id: name for team_id, name in rows}

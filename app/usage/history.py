@@ -1,8 +1,8 @@
 """Usage history: a collector samples every team's GPU use; storage stays bounded.
 
-Raw samples are kept for a day, then rolled up into hourly rows, which are kept for a
-week and a day (the sparkline's seven days), then into daily rows kept for 13 months
-(showback by month). GPU-seconds within the guarantee and borrowed above it are summed
+Raw samples are kept for a day, then rolled up into hourly rows, which are kept for
+15 days (the sparkline's seven days, right-sizing's fourteen), then into daily rows kept
+for 13 months (showback by month). GPU-seconds within the guarantee and borrowed above it are summed
 exactly at every roll-up.
 Samples are keyed by (team, resolution, period start), so several portal processes
 sampling at once write each period once.
@@ -11,6 +11,7 @@ sampling at once write each period once.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
 import time
@@ -18,19 +19,22 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.config import Settings
 from app.core.db import unit_of_work
 from app.core.errors import InvalidInput
 from app.core.models import UsageSample, utcnow
 from app.teams import repository as teams
 from app.usage import repository as repo
+from app.usage import rightsizing
 from app.usage.service import UsageCache
 
 log = logging.getLogger(__name__)
 
 RAW_KEEP = timedelta(days=1)
-HOURLY_KEEP = timedelta(days=8)
+HOURLY_KEEP = timedelta(days=15)
 DAILY_KEEP = timedelta(days=400)
 
 
@@ -88,7 +92,7 @@ class Collector:
 
     def downsample(self, session: Session, now: datetime) -> tuple[int, int]:
         """Raw samples older than a day become hourly rows; hourly rows older than
-        a week and a day become daily rows; daily rows older than 13 months go."""
+        15 days become daily rows; daily rows older than 13 months go."""
         rolled, deleted = _roll_up(
             session, source="raw", target="hour", period=3600, before=now - RAW_KEEP
         )
@@ -130,8 +134,9 @@ def _roll_up(
 
 
 class CollectorThread:
-    def __init__(self, collector: Collector) -> None:
+    def __init__(self, collector: Collector, rightsizing: RightsizingRun | None = None) -> None:
         self.collector = collector
+        self.rightsizing = rightsizing
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -153,7 +158,36 @@ class CollectorThread:
                 self.collector.collect_once()
             except Exception:
                 log.exception("usage collection failed; trying again next interval")
+            if self.rightsizing is not None:
+                self.rightsizing.maybe_run()
             self._stop.wait(self.collector.interval)
+
+
+class RightsizingRun:
+    """Recomputes the right-sizing suggestions once per ``every`` seconds (hourly history
+    moves once an hour). Several portal processes may each run it: the result is the same
+    and one replacement wins."""
+
+    def __init__(
+        self, session_factory: sessionmaker[Session], settings: Settings, *, every: float = 3600
+    ) -> None:
+        self.session_factory = session_factory
+        self.settings = settings
+        self.every = every
+        self._last = -math.inf
+
+    def maybe_run(self) -> int | None:
+        if time.monotonic() - self._last < self.every:
+            return None
+        self._last = time.monotonic()
+        try:
+            with unit_of_work(self.session_factory) as session:
+                return rightsizing.recompute(session, self.settings)
+        except IntegrityError:
+            return None  # another process replaced them at the same moment
+        except Exception:
+            log.exception("right-sizing failed; trying again in an hour")
+            return None
 
 
 class ViewRefresher:

@@ -3,6 +3,7 @@ bounded usage history."""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,7 +11,13 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.core.models import COMMITTED_STATUSES, Team, TeamStatus, UsageSample
+from app.core.models import (
+    COMMITTED_STATUSES,
+    RightsizingSuggestion,
+    Team,
+    TeamStatus,
+    UsageSample,
+)
 from app.usage.service import TeamQuota
 
 
@@ -131,3 +138,58 @@ def gpu_seconds_by_month(
     if month:
         query = query.where(month_of == month)
     return [(name, m, float(g), float(b)) for name, _id, m, g, b in session.execute(query).all()]
+
+
+def window_samples(
+    session: Session, *, since: datetime, team_ids: Collection[int] | None = None
+) -> Iterator[tuple[int, int, float, float]]:
+    """(team, seconds, allocated, requested) of every raw and hourly sample since ``since``,
+    team by team (raw samples cover the last day, hourly rows the days before it)."""
+    query = (
+        select(
+            UsageSample.team_id,
+            UsageSample.seconds,
+            UsageSample.allocated_gpu,
+            UsageSample.requested_gpu,
+        )
+        .where(UsageSample.resolution.in_(("raw", "hour")), UsageSample.at >= since)
+        .order_by(UsageSample.team_id)
+    )
+    if team_ids is not None:
+        query = query.where(UsageSample.team_id.in_(team_ids))
+    for team_id, seconds, allocated, requested in session.execute(
+        query.execution_options(yield_per=5000)
+    ):
+        yield team_id, int(seconds), float(allocated), float(requested)
+
+
+def replace_suggestions(session: Session, rows: list[RightsizingSuggestion]) -> None:
+    session.execute(delete(RightsizingSuggestion))
+    session.add_all(rows)
+
+
+def get_suggestions(
+    session: Session, team_ids: Collection[int] | None = None
+) -> list[RightsizingSuggestion]:
+    query = select(RightsizingSuggestion).order_by(RightsizingSuggestion.team_id)
+    if team_ids is not None:
+        query = query.where(RightsizingSuggestion.team_id.in_(team_ids))
+    return list(session.scalars(query))
+
+
+def suggestion_totals(session: Session) -> tuple[int, int, int]:
+    """(idle teams, their guaranteed-but-idle hundredths of a GPU, starved teams)."""
+    lower = RightsizingSuggestion.direction == "lower"
+    idle, idle_centi, starved = session.execute(
+        select(
+            func.count().filter(lower),
+            func.coalesce(
+                func.sum(
+                    RightsizingSuggestion.guarantee_centi - RightsizingSuggestion.suggested_centi
+                ).filter(lower),
+                0,
+            ),
+            func.count().filter(RightsizingSuggestion.direction == "raise"),
+        )
+    ).one()
+    return int(idle), int(idle_centi), int(starved)

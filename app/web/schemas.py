@@ -311,3 +311,23 @@ class NotificationsOut(BaseModel):
 
 class ReadOut(BaseModel):
     marked: int = Field(description="How many notifications were unread.")
+
+
+class SuggestionOut(BaseModel):
+    team_id: int
+    team: str
+    direction: str = Field(description="lower (idle guarantee) or raise (work waited)")
+    days: int
+    guarantee_gpu: float
+    average_gpu: float = Field(description="GPUs in use on average over the period")
+    p95_gpu: float = Field(description="p95 of GPUs in use")
+    demand_p95_gpu: float = Field(description="p95 of GPUs requested by the team's pods")
+    waiting_share: float = Field(description="share of the period in which work waited")
+    suggested_gpu: float
+    computed_at: datetime
+
+
+class RightsizingOut(BaseModel):
+    idle_gpu: float = Field(description="guaranteed-but-idle GPUs: what lowering would free")
+    wanted_gpu: float = Field(description="GPUs the starved teams' suggestions add")
+    suggestions: list[SuggestionOut]

@@ -97,7 +97,12 @@ def take_secret(request: Request, name: str) -> str | None:
 
 def flash(request: Request, message: str, kind: str = "ok") -> None:
     """A one-time notice shown on the next page (a toast)."""
-    request.session.setdefault("flash", []).append({"kind": kind, "message": message})
+    # Assigned, not appended in place: the session is saved only when a key is set, so a
+    # second notice before the first was shown would otherwise be lost.
+    request.session["flash"] = [
+        *request.session.get("flash", []),
+        {"kind": kind, "message": message},
+    ]
 
 
 def render(

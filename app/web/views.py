@@ -22,6 +22,7 @@ from app.core.models import (
     ProvisioningStep,
     RequestKind,
     RequestStatus,
+    RightsizingSuggestion,
     Team,
     TeamMember,
     TeamStatus,
@@ -34,6 +35,7 @@ from app.teams import service as team_service
 from app.teams.repository import TeamRow
 from app.teams.rules import QuotaValues, parse_quota
 from app.usage import repository as usage_repo
+from app.usage import rightsizing
 from app.usage.impact import Impact, impact
 from app.usage.service import GpuShare, OrgView, TeamQuota, UsageCache, share_of
 from app.web.schemas import (
@@ -141,6 +143,7 @@ class TeamDetail:
     borrowers: list[tuple[str, float]] = field(default_factory=list)
     holders: list[access.Holder] = field(default_factory=list)
     pending: list[access.Pending] = field(default_factory=list)
+    suggestion: RightsizingSuggestion | None = None
 
     @property
     def progress(self) -> int:
@@ -166,6 +169,7 @@ class TeamDetail:
             self.events[0].id if self.events else 0,
             tuple((h.user_id, h.expires_at) for h in self.holders),
             tuple(p.email for p in self.pending),
+            self.suggestion and (self.suggestion.direction, self.suggestion.suggested_centi),
         )
         return hashlib.sha256(repr(state).encode()).hexdigest()[:16]
 
@@ -211,6 +215,9 @@ def team_detail(session: Session, team: Team, usage: UsageCache, settings: Setti
         usage_error=usage.error,
         holders=holders,
         pending=pending,
+        suggestion=rightsizing.for_team(session, team.id, team.gpu_quota_centi)
+        if team.status == TeamStatus.READY
+        else None,
     )
 
 

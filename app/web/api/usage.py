@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.usage import history
-from app.web.deps import AdminPrincipal, SessionDep, TeamForViewer
-from app.web.schemas import PROBLEMS, ShowbackOut, UsagePointOut
+from app.usage import history, rightsizing
+from app.web.deps import AdminPrincipal, CurrentPrincipal, SessionDep, TeamForLead, TeamForViewer
+from app.web.schemas import (
+    PROBLEMS,
+    RequestOut,
+    RightsizingOut,
+    ShowbackOut,
+    SuggestionOut,
+    UsagePointOut,
+)
+from app.web.views import request_out
 
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["usage"])
 
@@ -35,3 +43,39 @@ def get_showback(
         )
         for r in history.showback(session, month=month)
     ]
+
+
+@router.get("/rightsizing", response_model=RightsizingOut)
+def get_rightsizing(session: SessionDep, principal: AdminPrincipal) -> RightsizingOut:
+    """Teams whose guarantee their usage history says is too large (idle) or too small
+    (their work waited), with the numbers and the suggested guarantee (admin)."""
+    found = rightsizing.for_org(session)
+    return RightsizingOut(
+        idle_gpu=found.idle_centi / 100,
+        wanted_gpu=found.wanted_centi / 100,
+        suggestions=[
+            SuggestionOut(
+                team_id=s.team_id,
+                team=name,
+                direction=s.direction,
+                days=s.days,
+                guarantee_gpu=s.guarantee_centi / 100,
+                average_gpu=s.average_centi / 100,
+                p95_gpu=s.p95_centi / 100,
+                demand_p95_gpu=s.demand_p95_centi / 100,
+                waiting_share=s.waiting_share,
+                suggested_gpu=s.suggested_centi / 100,
+                computed_at=s.computed_at,
+            )
+            for name, s in found.rows
+        ],
+    )
+
+
+@router.post("/teams/{team_id}/rightsizing", response_model=RequestOut, status_code=201)
+def propose_rightsizing(
+    team: TeamForLead, session: SessionDep, principal: CurrentPrincipal
+) -> RequestOut:
+    """Turn the team's right-sizing suggestion into a quota-change request (409 when it
+    has none for its current guarantee, or a request already waits)."""
+    return request_out(rightsizing.propose(session, actor=principal.user, team=team))

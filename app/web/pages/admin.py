@@ -21,7 +21,8 @@ from app.core.quantities import format_hundredths, parse_hundredths
 from app.provisioning import repository as provisioning
 from app.teams import repository as repo
 from app.teams import service
-from app.usage import history
+from app.usage import history, rightsizing
+from app.usage import repository as usage_repo
 from app.usage.impact import Impact
 from app.usage.service import OrgView
 from app.web.deps import (
@@ -156,8 +157,31 @@ def overview(
             "repairs": audit_repo.get_all(session, action="provisioning.drift_repaired", limit=5),
             "steps": [s.value for s in Step],
             "rollout": provisioning.rollout_progress(session, settings.chart_version),
+            "suggestions": {
+                s.team_id: s
+                for s in usage_repo.get_suggestions(session, [c.team.id for c in shown])
+            },
+            "rightsizing": usage_repo.suggestion_totals(session),
         },
         partial="admin/partials/teams_table.html",
+    )
+
+
+@router.get("/rightsizing", response_class=HTMLResponse)
+def rightsizing_page(
+    request: Request, session: SessionDep, principal: AdminPrincipal, settings: SettingsDep
+) -> Response:
+    return render(
+        request,
+        "admin/rightsizing.html",
+        {
+            "principal": principal,
+            "found": rightsizing.for_org(session),
+            "settings": settings,
+            "pending_teams": {
+                r.team_id for r in repo.get_requests(session, status=RequestStatus.SUBMITTED)
+            },
+        },
     )
 
 

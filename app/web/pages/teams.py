@@ -11,12 +11,13 @@ from sqlalchemy.orm import Session
 
 from app.access import service as access
 from app.auth.principal import Principal
-from app.core.errors import DomainError, InvalidInput
+from app.core.db import discard_changes
+from app.core.errors import Conflict, DomainError, InvalidInput
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.teams import members, service
 from app.teams import repository as repo
 from app.teams.podspec import example_pods
-from app.usage import history
+from app.usage import history, rightsizing
 from app.web.deps import (
     BackendDep,
     CurrentPrincipal,
@@ -291,6 +292,25 @@ def revoke_kubeconfigs(
     else:
         flash(request, "Your kubeconfigs for this team are revoked." if count else "You held none.")
     return redirect(request, f"/teams/{team.id}")
+
+
+@router.post("/teams/{team_id}/rightsizing")
+def propose_rightsizing(
+    request: Request, team: TeamForLead, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    """One click: the team's right-sizing suggestion becomes a quota-change request."""
+    try:
+        change = rightsizing.propose(session, actor=principal.user, team=team)
+    except Conflict as exc:
+        discard_changes(session)
+        flash(request, exc.message, kind="error")
+        return redirect(request, f"/teams/{team.id}")
+    flash(
+        request,
+        f"Asked to change {team.name}'s guarantee to "
+        f"{format_hundredths(change.gpu_quota_centi)} GPU (request #{change.id}).",
+    )
+    return redirect(request, "/admin/requests" if principal.is_admin else f"/teams/{team.id}")
 
 
 @router.get("/teams/{team_id}/quota", response_class=HTMLResponse)
