@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -13,20 +14,31 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.access import service as access
 from app.access.sweeper import Sweeper, SweeperThread
 from app.adapters.factory import make_backend
 from app.adapters.oidc import OidcClient
 from app.adapters.prometheus import PrometheusSource
 from app.core import logs, metrics
 from app.core.config import PROJECT_ROOT, Settings, get_settings
-from app.core.db import Effect, make_engine, make_session_factory, migrations_behind, ping
+from app.core.db import (
+    Effect,
+    make_engine,
+    make_session_factory,
+    migrations_behind,
+    ping,
+    unit_of_work,
+)
 from app.core.errors import DomainError, InvalidInput
 from app.core.models import TeamStatus
+from app.notifications.delivery import Deliverer, DeliveryThread
 from app.provisioning.reconciler import Reconciler, Worker
 from app.teams import repository as teams_repo
+from app.usage import digest
 from app.usage.history import (
     Collector,
     CollectorThread,
@@ -132,12 +144,32 @@ ROUTERS = tuple(
 )
 
 
+def notification_chores(
+    session_factory: sessionmaker[Session], settings: Settings, *, every: float = 60.0
+) -> list[Callable[[], object]]:
+    """What the delivery thread also does, at most once a minute: tell holders of
+    long-lived kubeconfigs that expire within a day; write the weekly digest."""
+    last = [-every]
+
+    def chores() -> None:
+        if time.monotonic() - last[0] < every:
+            return
+        last[0] = time.monotonic()
+        with unit_of_work(session_factory) as session:
+            access.tell_expiring(session)
+        with unit_of_work(session_factory) as session:
+            digest.write_weekly(session, settings)
+
+    return [chores]
+
+
 def readiness_checks(
     settings: Settings,
     engine: Engine,
     worker: Worker,
     collector: CollectorThread,
     sweeper: SweeperThread,
+    delivery: DeliveryThread,
 ) -> observability.Readiness:
     """What /readyz asks: each check answers None when fine, else what is wrong."""
     at_head: list[bool] = []
@@ -164,6 +196,8 @@ def readiness_checks(
     if settings.worker_enabled:
         checks["provisioning_worker"] = lambda: None if worker.alive() else "not running"
         checks["access_sweeper"] = lambda: None if sweeper.alive() else "not running"
+    if settings.delivery_enabled:
+        checks["notification_delivery"] = lambda: None if delivery.alive() else "not running"
     if settings.usage_collector_enabled:
         checks["usage_collector"] = lambda: None if collector.alive() else "not running"
     return observability.Readiness(checks=checks)
@@ -187,7 +221,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 Effect.PROVISIONING_DUE: lambda: app.state.reconciler.wake.set(),
                 Effect.QUOTAS_CHANGED: lambda: app.state.usage_cache.forget_quotas(),
                 Effect.ACCESS_CHANGED: lambda: app.state.sweeper.wake.set(),
+                Effect.NOTIFIED: lambda: app.state.deliverer.wake.set(),
             },
+            channels=frozenset({"email"}) if settings.email_enabled else frozenset(),
         )
         app.state.backend = make_backend(settings)
         app.state.usage_cache = UsageCache(
@@ -214,9 +250,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.worker = worker
         app.state.sweeper = Sweeper(app.state.session_factory, app.state.backend, settings)
         sweeper = SweeperThread(app.state.sweeper)
+        app.state.deliverer = Deliverer(app.state.session_factory, settings)
+        delivery = DeliveryThread(app.state.deliverer)
+        delivery.chores = notification_chores(app.state.session_factory, settings)
         if settings.worker_enabled:
             worker.start()
             sweeper.start()
+        if settings.delivery_enabled:
+            delivery.start()
         if settings.usage_collector_enabled:
             collector.start()
             refresher.start()
@@ -235,7 +276,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             metrics_server, _ = start_http_server(
                 settings.metrics_port, registry=app.state.metrics_registry
             )
-        app.state.readiness = readiness_checks(settings, engine, worker, collector, sweeper)
+        app.state.readiness = readiness_checks(
+            settings, engine, worker, collector, sweeper, delivery
+        )
         try:
             yield
         finally:
@@ -244,6 +287,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             collector.stop()
             refresher.stop()
             sweeper.stop()
+            delivery.stop()
             worker.stop()
             if metrics_server is not None:
                 metrics_server.shutdown()

@@ -44,6 +44,7 @@ def settings_for(url: str, **overrides: object) -> Settings:
         "development": True,
         "database_url": url,
         "worker_enabled": False,
+        "delivery_enabled": False,
         "usage_collector_enabled": False,
         "usage_cache_seconds": 0.0,
         "simulated_step_seconds": 0.0,

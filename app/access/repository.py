@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
@@ -112,3 +112,23 @@ def mark_removed(session: Session, *, team_id: int, keep: set[str], now: datetim
         where.append(Grant.account.not_in(keep))
     result = session.execute(update(Grant).where(*where).values(removed_at=now))
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+def get_expiring_untold(
+    session: Session, *, now: datetime, within: timedelta
+) -> list[tuple[Grant, str]]:
+    """Live grants that expire within ``within``, lasted longer than that, and whose
+    holder was not told yet; with the team's name."""
+    rows = session.execute(
+        select(Grant, Team.name)
+        .join(Team, Team.id == Grant.team_id)
+        .where(
+            Grant.revoked_at.is_(None),
+            Grant.removed_at.is_(None),
+            Grant.expiry_told_at.is_(None),
+            Grant.expires_at > now,
+            Grant.expires_at <= now + within,
+        )
+        .order_by(Grant.id)
+    ).all()
+    return [(grant, name) for grant, name in rows if grant.expires_at - grant.issued_at > within]

@@ -9,7 +9,7 @@ sweeper, which also revokes whatever the records show is no longer allowed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
@@ -19,6 +19,7 @@ from app.core.config import Settings, format_duration, parse_duration
 from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, Forbidden, InvalidInput
 from app.core.models import KubeconfigGrant, MemberRole, Team, TeamStatus, User, utcnow
+from app.notifications import service as notifications
 from app.provisioning.backend import BackendError, ClusterBackend, Person, spec_for
 from app.teams import repository as teams
 
@@ -296,3 +297,26 @@ def holders(session: Session, team: Team, settings: Settings) -> tuple[list[Hold
             reason = "no longer allowed" if entitled is None else f"role changed to {entitled[1]}"
             pending[u.email] = Pending(u.email, reason, now)
     return live, list(pending.values())
+
+
+EXPIRY_NOTICE = timedelta(days=1)
+
+
+def tell_expiring(session: Session, now: datetime | None = None) -> int:
+    """Tell each holder of a long-lived kubeconfig (one that lasted more than a day) that
+    it expires within a day, once. A shorter one is not announced: its holder chose its
+    expiry when downloading it, hours ago."""
+    now = now or utcnow()
+    told = 0
+    for grant, team_name in repo.get_expiring_untold(session, now=now, within=EXPIRY_NOTICE):
+        grant.expiry_told_at = now
+        told += notifications.notify(
+            session,
+            event="kubeconfig.expiring",
+            title=f"Your kubeconfig for {team_name} expires at "
+            f"{grant.expires_at:%Y-%m-%d %H:%M} UTC: download a new one before then",
+            link=f"/teams/{grant.team_id}",
+            user_ids=[grant.user_id],
+            team_id=grant.team_id,
+        )
+    return told

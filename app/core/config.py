@@ -206,6 +206,51 @@ class Settings(BaseSettings):
         description="How often the collector samples every team's GPU use.",
     )
     usage_collector_enabled: bool = Field(default=True, description="Run the usage collector.")
+    smtp_host: str | None = Field(
+        default=None, description="SMTP server for e-mail notifications (none: no e-mail)."
+    )
+    smtp_port: int = Field(default=587, ge=1, le=65535, description="SMTP server port.")
+    smtp_security: str = Field(
+        default="starttls",
+        description="starttls (port 587), tls (implicit TLS, port 465) or none (a local "
+        "relay only).",
+    )
+    smtp_username: str | None = Field(default=None, description="SMTP user, if it asks.")
+    smtp_password: SecretStr | None = Field(default=None, description="SMTP password.")
+    smtp_from: str = Field(
+        default="", description="The From address of notification e-mails (needed with SMTP)."
+    )
+    smtp_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=120, description="Time-out of one SMTP conversation."
+    )
+    webhook_timeout_seconds: float = Field(
+        default=5.0, gt=0, le=60, description="Time-out of one webhook post."
+    )
+    webhook_private_hosts: bool | None = Field(
+        default=None,
+        description="Allow webhooks to loopback, private and link-local addresses "
+        "(default: only in development). Off, a lead cannot make the portal post into "
+        "the internal network.",
+    )
+    delivery_max_attempts: int = Field(
+        default=8,
+        ge=1,
+        le=50,
+        description="A notification is given up on one channel after this many attempts "
+        "(listed on the admins' delivery page with its last error).",
+    )
+    delivery_retry_base_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="Back-off of a failed delivery: this, doubled each attempt, up to an hour.",
+    )
+    delivery_enabled: bool = Field(
+        default=True, description="Run the notification delivery worker in this process."
+    )
+    digest_weekday: int = Field(
+        default=0, ge=0, le=6, description="Day of the weekly digest (0 = Monday, UTC)."
+    )
     rightsizing_days: int = Field(
         default=14,
         ge=1,
@@ -297,8 +342,9 @@ class Settings(BaseSettings):
     )
     public_url: str | None = Field(
         default=None,
-        description="The portal's address as users reach it (for the OIDC redirect URI); "
-        "taken from the request when unset.",
+        description="The portal's address as users reach it (https://gpu.example.org): the "
+        "OIDC redirect URI and the links in e-mails and webhook messages. Unset: taken from "
+        "the request for sign-in; http://127.0.0.1:8000 in messages (development only).",
     )
     oidc_issuer: str | None = Field(
         default=None, description="OIDC issuer URL; enables single sign-on."
@@ -460,6 +506,33 @@ class Settings(BaseSettings):
                     "namespace/name, e.g. gpu-portal/gpu-portal "
                     f"(got {self.kube_service_account!r})"
                 )
+        if self.smtp_security not in ("starttls", "tls", "none"):
+            raise ValueError("PORTAL_SMTP_SECURITY must be starttls, tls or none")
+        if self.smtp_host and not re.fullmatch(
+            r"[^@\s<>]+@[^@\s<>]+|.*<[^@\s<>]+@[^@\s<>]+>", self.smtp_from
+        ):
+            raise ValueError(
+                "PORTAL_SMTP_HOST is set: also set PORTAL_SMTP_FROM to the sender address, "
+                "e.g. 'GPU portal <gpu-portal@example.org>'"
+            )
+        if self.smtp_username and not self.smtp_password:
+            raise ValueError("PORTAL_SMTP_USERNAME is set: also set PORTAL_SMTP_PASSWORD")
+        if self.smtp_username and self.smtp_security == "none" and not self.development:
+            raise ValueError(
+                "PORTAL_SMTP_USERNAME with PORTAL_SMTP_SECURITY=none would send the password "
+                "in clear: use starttls or tls"
+            )
+        if self.public_url is not None:
+            if not re.fullmatch(r"https?://[^/\s]+(/[^\s]*)?", self.public_url):
+                raise ValueError(
+                    "PORTAL_PUBLIC_URL must be the portal's address such as "
+                    f"https://gpu.example.org (got {self.public_url!r})"
+                )
+        elif self.smtp_host and not self.development:
+            raise ValueError(
+                "PORTAL_SMTP_HOST is set: also set PORTAL_PUBLIC_URL (e.g. "
+                "https://gpu.example.org) so the e-mails' links lead to the portal"
+            )
         if len(secret_key) < 16:
             raise ValueError("PORTAL_SECRET_KEY must be at least 16 characters long.")
         return self
@@ -476,6 +549,21 @@ class Settings(BaseSettings):
     @property
     def kubeconfig_max_ttl_seconds(self) -> int:
         return parse_duration(self.kubeconfig_max_ttl) or 7 * 86400
+
+    @property
+    def portal_url(self) -> str:
+        """Where links in messages point (no trailing slash)."""
+        return (self.public_url or "http://127.0.0.1:8000").rstrip("/")
+
+    @property
+    def email_enabled(self) -> bool:
+        return bool(self.smtp_host)
+
+    @property
+    def allow_private_webhooks(self) -> bool:
+        if self.webhook_private_hosts is None:
+            return self.development
+        return self.webhook_private_hosts
 
     @property
     def oidc_enabled(self) -> bool:

@@ -55,15 +55,29 @@ class Effect(StrEnum):
     PROVISIONING_DUE = "provisioning_due"  # wake the reconciler: a team has work now
     QUOTAS_CHANGED = "quotas_changed"  # forget cached quota rows and fair shares
     ACCESS_CHANGED = "access_changed"  # wake the access sweeper: someone may lose access
+    NOTIFIED = "notified"  # wake the delivery worker: messages wait to be sent
 
 
 def make_session_factory(
-    engine: Engine, *, effects: Mapping[Effect, Callable[[], None]] | None = None
+    engine: Engine,
+    *,
+    effects: Mapping[Effect, Callable[[], None]] | None = None,
+    channels: frozenset[str] = frozenset(),
 ) -> sessionmaker[Session]:
-    """Sessions whose ``request_effect`` calls run ``effects`` after their commit."""
+    """Sessions whose ``request_effect`` calls run ``effects`` after their commit.
+    ``channels``: the personal notification channels configured besides the in-app bell
+    (``email`` when an SMTP server is set), read by the services that notify."""
     return sessionmaker(
-        bind=engine, expire_on_commit=False, autoflush=True, info={"effects": dict(effects or {})}
+        bind=engine,
+        expire_on_commit=False,
+        autoflush=True,
+        info={"effects": dict(effects or {}), "channels": channels},
     )
+
+
+def configured_channels(session: Session) -> frozenset[str]:
+    found: frozenset[str] = session.info.get("channels", frozenset())
+    return found
 
 
 def request_effect(session: Session, effect: Effect) -> None:

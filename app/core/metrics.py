@@ -60,6 +60,19 @@ CLUSTER_READS = Counter(
     ["result"],
     registry=PROCESS,
 )
+DELIVERIES = Counter(
+    "portal_notification_deliveries_total",
+    "Attempts to deliver a notification, by channel (email, slack, json) and outcome.",
+    ["channel", "outcome"],
+    registry=PROCESS,
+)
+DELIVERY_SECONDS = Histogram(
+    "portal_notification_delivery_seconds",
+    "Time one successful delivery took (the SMTP conversation or the webhook post).",
+    ["channel"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+    registry=PROCESS,
+)
 LEASES_RELEASED = Counter(
     "portal_worker_leases_released_total",
     "Team leases this process gave back at shutdown, for another replica to take at once.",

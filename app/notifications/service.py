@@ -1,15 +1,46 @@
-"""Writing notifications with the change they describe, and reading them."""
+"""Writing notifications with the change they describe, fanning them out to the channels,
+and reading them.
+
+``notify`` runs in the caller's transaction: the in-app notification, one e-mail delivery
+per person who wants it, and one post per webhook of the team and of the org exist
+exactly when the change does. Nothing is sent here; the delivery worker does that.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from sqlalchemy.orm import Session
 
-from app.core.models import Notification, User, utcnow
+from app.audit import service as audit
+from app.auth.secrets import new_secret, seal
+from app.core.db import Effect, configured_channels, request_effect
+from app.core.errors import InvalidInput, NotFound
+from app.core.models import Delivery, Notification, User, Webhook, utcnow
 from app.notifications import repository as repo
 
 SHOWN = 30
+
+# Every event a person can hear of, with how the preferences page names it.
+EVENTS: dict[str, str] = {
+    "request.submitted": "A cluster request waits for a decision (admins)",
+    "quota_change.submitted": "A quota change waits for a decision (admins)",
+    "request.approved": "Your team's request was approved",
+    "request.adjusted": "Your team's request was approved with changes",
+    "request.rejected": "Your team's request was rejected",
+    "cluster.ready": "Your team's cluster is ready",
+    "cluster.failed": "Provisioning keeps failing",
+    "team.member_added": "You were added to a team",
+    "kubeconfig.expiring": "Your kubeconfig expires within a day",
+    "rightsizing.digest": "Weekly right-sizing digest (leads)",
+}
+# About one person only: never posted to a team's or the org's channel.
+PERSONAL_EVENTS = frozenset({"kubeconfig.expiring"})
+PERSONAL_CHANNELS = ("inapp", "email")
+WEBHOOK_KINDS = ("slack", "json")
 
 
 def notify(
@@ -22,20 +53,65 @@ def notify(
     team_id: int | None = None,
     actor: User | None = None,
 ) -> int:
-    """One notification per person (never to the person who caused it), in the caller's
-    transaction: it exists exactly when the change does. Returns how many were written."""
+    """One notification per person (never to the person who caused it), an e-mail for each
+    who wants one, and one post per webhook of the team and of the org; all in the
+    caller's transaction. Returns how many people were notified."""
     people = sorted({u for u in user_ids if u is not None and (actor is None or u != actor.id)})
+    title, link = title[:300], link[:300]
+    off = repo.muted(session, people, event)
+    email = "email" in configured_channels(session)
+    now = utcnow()
     for user_id in people:
-        session.add(
-            Notification(
-                user_id=user_id,
-                team_id=team_id,
-                event=event,
-                title=title[:300],
-                link=link[:300],
-            )
+        # A notification muted in the bell is still the e-mail's record: born read.
+        note = Notification(
+            user_id=user_id,
+            team_id=team_id,
+            event=event,
+            title=title,
+            link=link,
+            created_at=now,
+            read_at=now if (user_id, "inapp") in off else None,
         )
+        session.add(note)
+        if email and (user_id, "email") not in off:
+            session.flush()
+            session.add(_delivery("email", event, title, link, team_id, notification_id=note.id))
+    hooks: list[Webhook] = []
+    if event not in PERSONAL_EVENTS:
+        scopes = ["org"] if team_id is None else ["org", f"team:{team_id}"]
+        hooks = repo.webhooks_for(session, scopes)
+        for hook in hooks:
+            session.add(_delivery(hook.kind, event, title, link, team_id, webhook_id=hook.id))
+    if hooks or (email and people):
+        request_effect(session, Effect.NOTIFIED)
     return len(people)
+
+
+def _delivery(
+    channel: str,
+    event: str,
+    title: str,
+    link: str,
+    team_id: int | None,
+    *,
+    notification_id: int | None = None,
+    webhook_id: int | None = None,
+) -> Delivery:
+    now = utcnow()
+    return Delivery(
+        channel=channel,
+        event=event,
+        title=title,
+        link=link,
+        team_id=team_id,
+        notification_id=notification_id,
+        webhook_id=webhook_id,
+        status="pending",
+        attempts=0,
+        next_attempt_at=now,
+        created_at=now,
+        last_error="",
+    )
 
 
 def to_admins(session: Session) -> list[int]:
@@ -56,3 +132,151 @@ def recent(session: Session, user: User) -> list[Notification]:
 
 def mark_all_read(session: Session, user: User) -> int:
     return repo.mark_read(session, user.id, utcnow())
+
+
+# Preferences -------------------------------------------------------------------------
+
+
+def preferences(session: Session, user: User) -> dict[str, dict[str, bool]]:
+    """event -> channel -> on (everything is on until muted)."""
+    off = repo.get_mutes(session, user.id)
+    return {e: {c: (e, c) not in off for c in PERSONAL_CHANNELS} for e in EVENTS}
+
+
+def save_preferences(session: Session, user: User, on: Iterable[str]) -> int:
+    """``on``: "event:channel" keys that are ticked; everything else is muted. Returns how
+    many pairs are muted."""
+    ticked = set(on)
+    unknown = sorted(k for k in ticked if k.partition(":")[::2] not in _pairs())
+    if unknown:
+        raise InvalidInput({"events": f"unknown event or channel: {', '.join(unknown[:3])}"})
+    off = {p for p in _pairs() if f"{p[0]}:{p[1]}" not in ticked}
+    repo.set_mutes(session, user.id, off)
+    return len(off)
+
+
+def _pairs() -> set[tuple[str, str]]:
+    return {(e, c) for e in EVENTS for c in PERSONAL_CHANNELS}
+
+
+# Webhooks ----------------------------------------------------------------------------
+
+
+def scope_of(team_id: int | None) -> str:
+    return "org" if team_id is None else f"team:{team_id}"
+
+
+def get_webhooks(session: Session, team_id: int | None) -> dict[str, Webhook]:
+    return {h.kind: h for h in repo.webhooks_for(session, [scope_of(team_id)])}
+
+
+def check_webhook_url(url: str, *, allow_private: bool, development: bool) -> str | None:
+    """Why the portal must not post to ``url``, or None. Outside development only https;
+    hosts on loopback, private or link-local addresses are refused unless allowed (a lead
+    must not make the portal reach into the internal network)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return "enter the webhook's full address, e.g. https://hooks.slack.com/services/…"
+    if parts.scheme != "https" and not development:
+        return "the webhook must use https (it carries your team's events)"
+    if parts.username or parts.password:
+        return "put no user name or password in the address"
+    if allow_private:
+        return None
+    try:
+        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return f"{parts.hostname} cannot be resolved: check the address"
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if address.is_private or address.is_loopback or address.is_link_local:
+            return (
+                f"{parts.hostname} is an internal address ({address}): webhooks go to "
+                "services outside the cluster's network"
+            )
+    return None
+
+
+def hint_of(url: str) -> str:
+    """What pages show of a webhook: scheme and host only (a Slack path is the secret)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}/…"
+
+
+def save_webhook(
+    session: Session,
+    *,
+    actor: User,
+    team_id: int | None,
+    kind: str,
+    url: str,
+    key: str,
+    allow_private: bool,
+    development: bool,
+) -> tuple[Webhook, str | None]:
+    """Set (or replace) the scope's webhook of ``kind``. Returns it and, for a new JSON
+    webhook, its signing secret: shown once, stored sealed."""
+    if kind not in WEBHOOK_KINDS:
+        raise InvalidInput({"kind": "choose slack or json"})
+    url = url.strip()
+    problem = check_webhook_url(url, allow_private=allow_private, development=development)
+    if problem:
+        raise InvalidInput({"url": problem})
+    scope = scope_of(team_id)
+    hook = repo.get_webhook(session, scope, kind)
+    secret: str | None = None
+    if hook is None:
+        hook = Webhook(scope=scope, team_id=team_id, kind=kind, created_by_id=actor.id)
+        if kind == "json":
+            secret = new_secret("whsec_")
+            hook.secret_sealed = seal(secret, key)
+        else:
+            hook.secret_sealed = ""
+        session.add(hook)
+    hook.url_sealed = seal(url, key)
+    hook.url_hint = hint_of(url)
+    hook.created_by_id = actor.id
+    hook.created_at = utcnow()
+    session.flush()
+    where = "the org" if team_id is None else "the team"
+    audit.record(
+        session,
+        actor=actor,
+        action="webhook.set",
+        team_id=team_id,
+        summary=f"set {where}'s {kind} webhook to {hook.url_hint}",
+        details={"kind": kind, "host": hook.url_hint},
+    )
+    return hook, secret
+
+
+def delete_webhook(session: Session, *, actor: User, team_id: int | None, kind: str) -> None:
+    hook = repo.get_webhook(session, scope_of(team_id), kind)
+    if hook is None:
+        raise NotFound(f"no {kind} webhook is set here")
+    session.delete(hook)
+    where = "the org" if team_id is None else "the team"
+    audit.record(
+        session,
+        actor=actor,
+        action="webhook.removed",
+        team_id=team_id,
+        summary=f"removed {where}'s {kind} webhook",
+    )
+
+
+# Delivery admin ----------------------------------------------------------------------
+
+
+def delivery_counts(session: Session) -> dict[str, int]:
+    return repo.count_deliveries(session)
+
+
+def troubled(session: Session, limit: int = 50) -> list[Delivery]:
+    return repo.get_troubled(session, limit)
+
+
+def retry(session: Session, delivery_id: int) -> None:
+    if not repo.retry_delivery(session, delivery_id, utcnow()):
+        raise NotFound(f"no given-up delivery #{delivery_id}")
+    request_effect(session, Effect.NOTIFIED)

@@ -193,3 +193,16 @@ def suggestion_totals(session: Session) -> tuple[int, int, int]:
         )
     ).one()
     return int(idle), int(idle_centi), int(starved)
+
+
+def average_use(session: Session, *, since: datetime) -> dict[int, float]:
+    """Team -> GPUs in use on average since ``since`` (raw and hourly samples, weighted)."""
+    weight = func.sum(UsageSample.seconds)
+    rows = session.execute(
+        select(
+            UsageSample.team_id, func.sum(UsageSample.allocated_gpu * UsageSample.seconds) / weight
+        )
+        .where(UsageSample.resolution.in_(("raw", "hour")), UsageSample.at >= since)
+        .group_by(UsageSample.team_id)
+    )
+    return {team_id: float(avg or 0.0) for team_id, avg in rows}

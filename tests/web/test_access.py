@@ -64,6 +64,16 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "POST /admin/pool/impact": ({"gpus": "2"}, (303, 403, 403, 403, 200)),
     "GET /admin/what-if": (None, (303, 403, 403, 403, 200)),
     "GET /admin/rightsizing": (None, (303, 403, 403, 403, 200)),
+    "GET /admin/deliveries": (None, (303, 403, 403, 403, 200)),
+    "POST /admin/deliveries/{delivery_id}/retry": ({}, (303, 403, 403, 403, 404)),
+    "GET /admin/webhooks": (None, (303, 403, 403, 403, 200)),
+    "POST /admin/webhooks": ({"kind": "slack", "url": "ftp://x"}, (303, 403, 403, 403, 422)),
+    "POST /admin/webhooks/{kind}/delete": ({}, (303, 403, 403, 403, 404)),
+    "GET /teams/{team_id}/webhooks": (None, (303, 403, 200, 404, 200)),
+    "POST /teams/{team_id}/webhooks": ({"kind": "json", "url": "nope"}, (303, 403, 422, 404, 422)),
+    "POST /teams/{team_id}/webhooks/{kind}/delete": ({}, (303, 403, 404, 404, 404)),
+    "GET /notifications/settings": (None, (303, 200, 200, 200, 200)),
+    "POST /notifications/settings": ({}, (303, 303, 303, 303, 303)),
     "POST /admin/what-if": ({"pool": "2"}, (303, 403, 403, 403, 200)),
     "POST /admin/what-if/requests": ({"q_1": "0.2"}, (303, 403, 403, 403, 303)),
     "GET /admin/requests": (None, (303, 403, 403, 403, 200)),
@@ -146,6 +156,8 @@ def call(client: Client, rule: str, body: Any, *, csrf: str | None) -> int:
         .replace("{event_id}", "2")
         .replace("{user_id}", "5")
         .replace("{token_id}", "1")
+        .replace("{delivery_id}", "999")
+        .replace("{kind}", "slack")
     )
     headers = {} if csrf is None else {"X-CSRF-Token": csrf}
     if path.startswith("/api/"):

@@ -1,0 +1,404 @@
+"""Sends the deliveries that ``notify`` wrote: e-mail over SMTP, Slack-compatible incoming
+webhooks and signed JSON webhooks.
+
+Like the reconciler, each pass leases due deliveries (several portal processes share the
+work; a delivery is held by one process at a time), sends them on a small thread pool
+(one slow receiver holds one thread, never a request) and records each outcome while it
+still holds the lease: sent; or retried after a back-off (base x 2^attempt, at most an
+hour); or, after ``delivery_max_attempts``, given up and listed for the admins with its
+last error. A process that dies mid-send leaves a lease that expires; the delivery is
+then sent again (at least once; receivers can drop repeats by the delivery id in the
+``X-Portal-Delivery`` header and the e-mail's Message-ID).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import smtplib
+import socket
+import ssl
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from email.message import EmailMessage
+from email.utils import formatdate
+
+import httpx
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.auth.secrets import unseal
+from app.core import metrics
+from app.core.config import Settings
+from app.core.db import unit_of_work
+from app.core.models import Delivery, Webhook, utcnow
+from app.notifications import repository as repo
+from app.notifications.service import check_webhook_url
+
+log = logging.getLogger(__name__)
+LEASE = timedelta(seconds=120)
+BATCH = 64
+MAX_BACKOFF = 3600.0
+
+
+class DeliveryFailed(Exception):
+    """An attempt that did not deliver; the message says why, without any secret."""
+
+
+@dataclass(frozen=True)
+class Outbound:
+    """What one attempt needs, read in the claiming transaction."""
+
+    id: int
+    channel: str
+    event: str
+    title: str
+    url: str
+    team: str | None
+    created_at: datetime
+    attempts: int
+    to: str | None = None  # e-mail address
+    hook_url: str | None = None
+    hook_secret: str | None = None
+    problem: str | None = None  # known before sending: the attempt fails with it
+
+
+def signature(secret: str, timestamp: str, body: bytes) -> str:
+    """The JSON webhook's signature: HMAC-SHA256 over "<timestamp>.<body>", hex, "v1="."""
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return "v1=" + mac.hexdigest()
+
+
+def slack_text(title: str, url: str) -> str:
+    escaped = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return f"<{url}|{escaped}>"
+
+
+@dataclass
+class Deliverer:
+    session_factory: sessionmaker[Session]
+    settings: Settings
+    owner: str = field(
+        default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    )
+    threads: int = 8
+    now: Callable[[], datetime] = utcnow
+    wake: threading.Event = field(default_factory=threading.Event)
+    smtp_problem: str | None = None
+
+    def __post_init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="deliver")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        with unit_of_work(self.session_factory) as session:
+            repo.release_deliveries(session, owner=self.owner)
+
+    # One pass ---------------------------------------------------------------------
+
+    def run_once(self) -> int:
+        """Send what is due now; returns how many attempts were made."""
+        total = 0
+        while True:
+            batch = self._claim()
+            if not batch:
+                return total
+            outcomes = list(self._pool.map(self._attempt, batch))
+            self._record(batch, outcomes)
+            total += len(batch)
+            if len(batch) < BATCH:
+                return total
+
+    def _claim(self) -> list[Outbound]:
+        now = self.now()
+        with unit_of_work(self.session_factory) as session:
+            ids = repo.claim_deliveries(
+                session, owner=self.owner, now=now, until=now + LEASE, limit=BATCH
+            )
+            if not ids:
+                return []
+            return self._load(session, repo.get_deliveries(session, ids))
+
+    def _load(self, session: Session, rows: list[Delivery]) -> list[Outbound]:
+        key = self.settings.secret_key.get_secret_value()
+        emails = repo.emails_of(session, [d.notification_id for d in rows if d.notification_id])
+        hook_ids = {d.webhook_id for d in rows if d.webhook_id is not None}
+        hooks = {h.id: h for h in session.query(Webhook).filter(Webhook.id.in_(hook_ids))}
+        names = repo.team_names(session, {d.team_id for d in rows if d.team_id is not None})
+        base = self.settings.portal_url
+        out = []
+        for d in rows:
+            common = {
+                "id": d.id,
+                "channel": d.channel,
+                "event": d.event,
+                "title": d.title,
+                "url": base + (d.link or "/"),
+                "team": names.get(d.team_id) if d.team_id is not None else None,
+                "created_at": d.created_at,
+                "attempts": d.attempts,
+            }
+            if d.channel == "email":
+                to = emails.get(d.notification_id or 0)
+                out.append(
+                    Outbound(**common, to=to, problem=None if to else "the person has no e-mail")  # type: ignore[arg-type]
+                )
+                continue
+            hook = hooks.get(d.webhook_id or 0)
+            if hook is None:
+                out.append(Outbound(**common, problem="the webhook was removed"))  # type: ignore[arg-type]
+                continue
+            url = unseal(hook.url_sealed, key)
+            secret = unseal(hook.secret_sealed, key) if hook.secret_sealed else None
+            problem = None
+            if url is None or (hook.kind == "json" and secret is None):
+                problem = (
+                    "the webhook cannot be read (the portal's secret key changed): set it again"
+                )
+            out.append(Outbound(**common, hook_url=url, hook_secret=secret, problem=problem))  # type: ignore[arg-type]
+        return out
+
+    def _attempt(self, item: Outbound) -> str | None:
+        """None when delivered, else why not."""
+        started = time.perf_counter()
+        try:
+            if item.problem:
+                raise DeliveryFailed(item.problem)
+            if item.channel == "email":
+                self._send_email(item)
+            elif item.channel == "slack":
+                self._post(item, json.dumps({"text": slack_text(item.title, item.url)}).encode())
+            else:
+                self._post_signed(item)
+        except DeliveryFailed as exc:
+            metrics.DELIVERIES.labels(channel=item.channel, outcome="failed").inc()
+            return str(exc)[:500]
+        except Exception as exc:  # anything else a sender raised: retried, shown, logged
+            log.exception("delivery %s on %s failed unexpectedly", item.id, item.channel)
+            metrics.DELIVERIES.labels(channel=item.channel, outcome="failed").inc()
+            return f"{type(exc).__name__}"[:500]
+        metrics.DELIVERIES.labels(channel=item.channel, outcome="sent").inc()
+        metrics.DELIVERY_SECONDS.labels(channel=item.channel).observe(time.perf_counter() - started)
+        return None
+
+    def _record(self, batch: list[Outbound], outcomes: list[str | None]) -> None:
+        now = self.now()
+        limit = self.settings.delivery_max_attempts
+        base = self.settings.delivery_retry_base_seconds
+        with unit_of_work(self.session_factory) as session:
+            for item, error in zip(batch, outcomes, strict=True):
+                attempts = item.attempts + 1
+                if error is None:
+                    values: dict[str, object] = {
+                        "status": "sent",
+                        "attempts": attempts,
+                        "sent_at": now,
+                        "last_error": "",
+                    }
+                elif attempts >= limit:
+                    log.warning(
+                        "gave up delivery %s (%s, %s) after %d attempts: %s",
+                        item.id,
+                        item.channel,
+                        item.event,
+                        attempts,
+                        error,
+                    )
+                    values = {"status": "failed", "attempts": attempts, "last_error": error}
+                else:
+                    delay = min(MAX_BACKOFF, base * 2 ** (attempts - 1))
+                    log.info(
+                        "delivery %s (%s) failed, retrying in %.0f s: %s",
+                        item.id,
+                        item.channel,
+                        delay,
+                        error,
+                    )
+                    values = {
+                        "attempts": attempts,
+                        "last_error": error,
+                        "next_attempt_at": now + timedelta(seconds=delay),
+                    }
+                if not repo.finish_delivery(session, item.id, owner=self.owner, **values):
+                    log.warning("lost the lease on delivery %s; its outcome is dropped", item.id)
+
+    # Channels ---------------------------------------------------------------------
+
+    def _send_email(self, item: Outbound) -> None:
+        s = self.settings
+        message = EmailMessage()
+        message["From"] = s.smtp_from
+        message["To"] = item.to or ""
+        message["Subject"] = item.title
+        message["Date"] = formatdate(localtime=False)
+        message["Message-ID"] = f"<delivery-{item.id}@{_host_of(s.portal_url)}>"
+        message["X-Portal-Event"] = item.event
+        message.set_content(
+            f"{item.title}\n\n{item.url}\n\n"
+            f"-- \nGPU cluster portal. Choose what you receive: "
+            f"{s.portal_url}/notifications/settings\n"
+        )
+        try:
+            with self.smtp() as smtp:
+                smtp.send_message(message)
+        except (OSError, smtplib.SMTPException) as exc:
+            raise DeliveryFailed(f"SMTP {s.smtp_host}:{s.smtp_port}: {_why(exc)}") from None
+
+    def smtp(self) -> smtplib.SMTP:
+        """A connection to the SMTP server, secured and signed in as the settings say."""
+        s = self.settings
+        host = s.smtp_host or "localhost"
+        context = ssl.create_default_context()
+        smtp: smtplib.SMTP
+        if s.smtp_security == "tls":
+            smtp = smtplib.SMTP_SSL(
+                host, s.smtp_port, timeout=s.smtp_timeout_seconds, context=context
+            )
+        else:
+            smtp = smtplib.SMTP(host, s.smtp_port, timeout=s.smtp_timeout_seconds)
+        try:
+            if s.smtp_security == "starttls":
+                smtp.starttls(context=context)
+            if s.smtp_username and s.smtp_password:
+                smtp.login(s.smtp_username, s.smtp_password.get_secret_value())
+        except BaseException:
+            smtp.close()
+            raise
+        return smtp
+
+    def check_smtp(self) -> str | None:
+        """Whether the SMTP server answers (and accepts the sign-in): None, or what to fix.
+        Run once at start; the admins' delivery page shows the answer."""
+        s = self.settings
+        if not s.smtp_host:
+            return None
+        try:
+            with self.smtp() as smtp:
+                smtp.noop()
+        except (OSError, smtplib.SMTPException) as exc:
+            self.smtp_problem = (
+                f"the SMTP server {s.smtp_host}:{s.smtp_port} ({s.smtp_security}) did not "
+                f"accept the portal: {_why(exc)}. Check PORTAL_SMTP_HOST, PORTAL_SMTP_PORT, "
+                "PORTAL_SMTP_SECURITY and the credentials; e-mails wait and are retried."
+            )
+            log.error("%s", self.smtp_problem)
+            return self.smtp_problem
+        self.smtp_problem = None
+        return None
+
+    def _post_signed(self, item: Outbound) -> None:
+        body = json.dumps(
+            {
+                "id": item.id,
+                "event": item.event,
+                "title": item.title,
+                "url": item.url,
+                "team": item.team,
+                "occurred_at": item.created_at.isoformat(),
+            },
+            separators=(",", ":"),
+        ).encode()
+        timestamp = str(int(time.time()))
+        self._post(
+            item,
+            body,
+            {
+                "X-Portal-Timestamp": timestamp,
+                "X-Portal-Signature": signature(item.hook_secret or "", timestamp, body),
+            },
+        )
+
+    def _post(self, item: Outbound, body: bytes, headers: dict[str, str] | None = None) -> None:
+        url = item.hook_url or ""
+        problem = check_webhook_url(
+            url,
+            allow_private=self.settings.allow_private_webhooks,
+            development=self.settings.development,
+        )
+        host = _host_of(url)
+        if problem:
+            raise DeliveryFailed(f"{host}: {problem}")
+        try:
+            response = httpx.post(
+                url,
+                content=body,
+                headers={
+                    "Content-Type": "application/json",
+                    "User-Agent": "gpu-portal",
+                    "X-Portal-Delivery": str(item.id),
+                    "X-Portal-Event": item.event,
+                    **(headers or {}),
+                },
+                timeout=self.settings.webhook_timeout_seconds,
+                follow_redirects=False,
+            )
+        except httpx.TimeoutException:
+            raise DeliveryFailed(
+                f"{host} did not answer within {self.settings.webhook_timeout_seconds:g} s"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise DeliveryFailed(f"{host}: {_why(exc)}") from None
+        if not 200 <= response.status_code < 300:
+            raise DeliveryFailed(f"{host} answered {response.status_code}")
+
+
+def _host_of(url: str) -> str:
+    return url.split("://", 1)[-1].split("/", 1)[0] or "portal"
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:300] if type(exc).__name__ not in text else text[:300]
+
+
+class DeliveryThread:
+    """Runs the deliverer until stopped; woken at once after a commit that notified."""
+
+    def __init__(self, deliverer: Deliverer, *, interval: float = 5.0) -> None:
+        self.deliverer = deliverer
+        self.interval = interval
+        self.chores: list[Callable[[], object]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="notification-delivery", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self.deliverer.wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        try:
+            self.deliverer.close()
+        except Exception:
+            log.exception("could not hand the delivery leases back; they expire on their own")
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            self.deliverer.check_smtp()
+        except Exception:
+            log.exception("SMTP check failed")
+        while not self._stop.is_set():
+            for chore in self.chores:
+                try:
+                    chore()
+                except Exception:
+                    log.exception("notification chore failed; trying again next pass")
+            try:
+                self.deliverer.run_once()
+            except Exception:
+                log.exception("notification delivery failed; retrying")
+            self.deliverer.wake.wait(self.interval)
+            self.deliverer.wake.clear()

@@ -1,0 +1,71 @@
+"""The weekly right-sizing digest to each team's leads (and the team's webhooks): the
+week's average use against the guarantee, and the suggestion if there is one.
+
+Written once per ISO week on ``digest_weekday`` (UTC): the week's row in ``digest_runs``
+is inserted in the same transaction as the notifications, so whichever portal process
+gets there first writes it and the others find the row.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.core.config import Settings
+from app.core.models import DigestRun, utcnow
+from app.core.quantities import format_hundredths
+from app.notifications import service as notifications
+from app.teams import repository as teams
+from app.usage import repository as repo
+
+
+def week_of(now: datetime) -> str:
+    year, week, _ = now.isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+def write_weekly(session: Session, settings: Settings, now: datetime | None = None) -> int | None:
+    """Notify every ready team's leads; None when it is not the day or already written."""
+    now = now or utcnow()
+    if now.weekday() != settings.digest_weekday:
+        return None
+    week = week_of(now)
+    if session.get(DigestRun, week) is not None:
+        return None
+    try:
+        with session.begin_nested():
+            session.add(DigestRun(week=week, written_at=now))
+            session.flush()
+    except IntegrityError:
+        return None  # another process is writing this week's digest
+    org = teams.get_org(session)
+    quotas = [q for q in repo.get_quota_rows(session, org.id) if q.ready]
+    use = repo.average_use(session, since=now - timedelta(days=7))
+    suggestions = {s.team_id: s for s in repo.get_suggestions(session)}
+    written = 0
+    for quota in quotas:
+        used = use.get(quota.id)
+        line = (
+            f"{quota.name} this week: {used:.2f} GPU in use on average of "
+            f"{format_hundredths(quota.gpu_quota_centi)} guaranteed"
+            if used is not None
+            else f"{quota.name} this week: no usage recorded"
+        )
+        s = suggestions.get(quota.id)
+        if s is not None and s.guarantee_centi == quota.gpu_quota_centi:
+            verb = "lower" if s.direction == "lower" else "raise"
+            line += (
+                f"; suggested: {verb} the guarantee to {format_hundredths(s.suggested_centi)} GPU"
+            )
+        notifications.notify(
+            session,
+            event="rightsizing.digest",
+            title=line,
+            link=f"/teams/{quota.id}",
+            user_ids=notifications.to_leads(session, quota.id),
+            team_id=quota.id,
+        )
+        written += 1
+    return written
