@@ -63,6 +63,38 @@ def seed(settings: Settings) -> bool:
         engine.dispose()
 
 
+def deliver(settings: Settings, *, until_idle: bool) -> int:
+    """Run the notification delivery worker in this process; returns the attempts made."""
+    from app.notifications.delivery import Deliverer, DeliveryThread
+
+    engine = make_engine(settings.database_url)
+    deliverer = Deliverer(make_session_factory(engine), settings)
+    total = 0
+    try:
+        if until_idle:
+            while True:
+                made = deliverer.run_once()
+                total += made
+                if not made:
+                    break
+        else:
+            thread = DeliveryThread(deliverer)
+            thread.start()
+            try:
+                while thread.alive():
+                    time.sleep(1)
+            except KeyboardInterrupt:
+                pass
+            finally:
+                thread.stop()
+            return total
+        deliverer.close()
+    finally:
+        engine.dispose()
+    log.info("delivered: %d attempt(s)", total)
+    return total
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="gpu-portal", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -74,6 +106,12 @@ def main(argv: list[str] | None = None) -> None:
     migrate_p = sub.add_parser("migrate", help="run Alembic migrations")
     migrate_p.add_argument("revision", nargs="?", default="head")
     sub.add_parser("seed", help="seed the design source's example org if the database is empty")
+    deliver_p = sub.add_parser(
+        "deliver", help="send notification deliveries (each portal process does this too)"
+    )
+    deliver_p.add_argument(
+        "--until-idle", action="store_true", help="stop once nothing is due instead of waiting"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
@@ -90,6 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "seed":
         migrate(settings)
         print("seeded the example org" if seed(settings) else "the database already has an org")
+    elif args.command == "deliver":
+        deliver(settings, until_idle=args.until_idle)
     elif args.command == "serve":
         import uvicorn
 

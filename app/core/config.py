@@ -215,6 +215,11 @@ class Settings(BaseSettings):
         description="starttls (port 587), tls (implicit TLS, port 465) or none (a local "
         "relay only).",
     )
+    smtp_ca_file: str | None = Field(
+        default=None,
+        description="CA bundle (PEM) that signed the SMTP server's certificate, when it is "
+        "not a public CA (an internal relay).",
+    )
     smtp_username: str | None = Field(default=None, description="SMTP user, if it asks.")
     smtp_password: SecretStr | None = Field(default=None, description="SMTP password.")
     smtp_from: str = Field(
@@ -515,6 +520,8 @@ class Settings(BaseSettings):
                 "PORTAL_SMTP_HOST is set: also set PORTAL_SMTP_FROM to the sender address, "
                 "e.g. 'GPU portal <gpu-portal@example.org>'"
             )
+        if self.smtp_ca_file and not Path(self.smtp_ca_file).is_file():
+            raise ValueError(f"PORTAL_SMTP_CA_FILE: no file at {self.smtp_ca_file}")
         if self.smtp_username and not self.smtp_password:
             raise ValueError("PORTAL_SMTP_USERNAME is set: also set PORTAL_SMTP_PASSWORD")
         if self.smtp_username and self.smtp_security == "none" and not self.development:

@@ -255,7 +255,7 @@ class Deliverer:
         """A connection to the SMTP server, secured and signed in as the settings say."""
         s = self.settings
         host = s.smtp_host or "localhost"
-        context = ssl.create_default_context()
+        context = ssl.create_default_context(cafile=s.smtp_ca_file)
         smtp: smtplib.SMTP
         if s.smtp_security == "tls":
             smtp = smtplib.SMTP_SSL(

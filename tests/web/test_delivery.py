@@ -1,0 +1,387 @@
+"""Notification delivery against real local servers: an SMTP server process (aiosmtpd,
+STARTTLS with sign-in) receives the e-mails, local HTTP receivers the Slack-compatible and
+signed JSON webhooks. Each event reaches each channel once; failing and hanging receivers
+are retried and shown, never felt by a request."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import select, update
+
+from app.access import service as access
+from app.adapters.simulated import SimulatedBackend
+from app.core.db import unit_of_work
+from app.core.models import Delivery, KubeconfigGrant, Step, Team, utcnow
+from app.main import create_app
+from app.notifications import service as notifications
+from app.notifications.delivery import Deliverer, DeliveryThread
+from app.teams.seed import seed_example
+from app.usage import digest
+from tests.conftest import settings_for
+from tests.receivers import SmtpServer, self_signed, smtp_server, webhook_receiver
+from tests.web.conftest import Client, client_for
+
+PUBLIC = "https://gpu.example.org"
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return self_signed(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+def smtp(tmp_path: Path, tls: tuple[Path, Path]) -> Iterator[SmtpServer]:
+    with smtp_server(tmp_path, tls=tls, user="portal", password="mail-pass-123") as server:
+        yield server
+
+
+def portal(db_url: str, **overrides: object) -> Iterator[FastAPI]:
+    application = create_app(settings_for(db_url, public_url=PUBLIC, **overrides))
+    with TestClient(application):
+        with unit_of_work(application.state.session_factory) as session:
+            seed_example(session)
+        application.state.reconciler.run_once()
+        yield application
+
+
+@pytest.fixture
+def app(db_url: str, smtp: SmtpServer, tls: tuple[Path, Path]) -> Iterator[FastAPI]:
+    yield from portal(
+        db_url,
+        smtp_host="127.0.0.1",
+        smtp_port=smtp.port,
+        smtp_security="starttls",
+        smtp_ca_file=str(tls[0]),
+        smtp_username="portal",
+        smtp_password="mail-pass-123",
+        smtp_from="GPU portal <gpu-portal@example.org>",
+        delivery_retry_base_seconds=0.0,
+        delivery_max_attempts=3,
+        webhook_timeout_seconds=1.0,
+    )
+
+
+def deliver(app: FastAPI) -> int:
+    deliverer: Deliverer = app.state.deliverer
+    return deliverer.run_once()
+
+
+def mails(smtp: SmtpServer) -> list[tuple[str, str, str]]:
+    """(to, subject, body) of every e-mail the server accepted."""
+    found = []
+    for message in smtp.messages():
+        body = message.get_payload(decode=True)
+        assert isinstance(body, bytes)
+        subject = " ".join(str(message["Subject"]).split())  # unfolded
+        found.append((str(message["To"]), subject, body.decode()))
+    return found
+
+
+def set_hook(client: Client, base: str, kind: str, url: str) -> str:
+    page = client.form(base, {"kind": kind, "url": url})
+    assert page.status_code == 200, page.text
+    found = re.search(r'data-testid="signing-secret">([^<]+)<', page.text)
+    return found.group(1) if found else ""
+
+
+def verified(post_headers: dict[str, str], body: bytes, secret: str) -> bool:
+    """The receiver's side, as the README documents it."""
+    timestamp = post_headers["X-Portal-Timestamp"]
+    expected = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return hmac.compare_digest("v1=" + expected.hexdigest(), post_headers["X-Portal-Signature"])
+
+
+def test_each_event_reaches_each_channel_once(app: FastAPI, smtp: SmtpServer) -> None:
+    admin = client_for(app, "admin@example.org", admin=True)
+    lead = client_for(app, "lead-nlp@example.org")
+    with (
+        webhook_receiver() as team_slack,
+        webhook_receiver() as team_json,
+        webhook_receiver() as org_slack,
+    ):
+        set_hook(lead, "/teams/1/webhooks", "slack", team_slack.url("/services/T0/B0/x"))
+        secret = set_hook(lead, "/teams/1/webhooks", "json", team_json.url())
+        assert secret.startswith("whsec_")
+        set_hook(admin, "/admin/webhooks", "slack", org_slack.url())
+        # The page shows where it posts, not the secret path.
+        page = lead.get("/teams/1/webhooks").text
+        assert f"http://127.0.0.1:{team_slack.port}/…" in page
+        assert "/services/T0/B0/x" not in page
+        assert secret not in page
+
+        # 1. A quota change asked (to the admin), rejected (to the lead).
+        change = lead.api(
+            "POST", "/api/v1/teams/1/quota-requests", {"gpu_quota": "0.2", "gpu_limit": "1"}
+        )
+        admin.api("POST", f"/api/v1/requests/{change.json()['id']}/reject", {"reason": "pool full"})
+        # 2. A member added (to that person).
+        lead.api("POST", "/api/v1/teams/1/members", {"email": "new@example.org", "role": "member"})
+        # 3. A new cluster asked, approved, ready (to the lead; another team's: not on nlp's hooks).
+        asked = lead.api(
+            "POST", "/api/v1/requests", {"name": "speech", "gpu_quota": "0", "gpu_limit": "0.1"}
+        )
+        admin.api("POST", f"/api/v1/requests/{asked.json()['id']}/approve", {})
+        app.state.reconciler.run_once()
+        # 4. Provisioning failing three times in a row (to the lead and the admin).
+        backend: SimulatedBackend = app.state.backend
+        asked = lead.api(
+            "POST", "/api/v1/requests", {"name": "doomed", "gpu_quota": "0", "gpu_limit": "0.1"}
+        )
+        admin.api("POST", f"/api/v1/requests/{asked.json()['id']}/approve", {})
+        backend.inject_failure(Step.QUEUE, team="doomed", times=100, message="quota webhook down")
+        for _ in range(4):
+            app.state.reconciler.run_once()
+            with unit_of_work(app.state.session_factory) as session:
+                session.execute(update(Team).values(next_attempt_at=utcnow()))
+        # 5. A two-day kubeconfig that now expires within a day (to its holder only).
+        got = lead.api("POST", "/api/v1/teams/1/kubeconfig?ttl=2d")
+        assert got.status_code == 200, got.text
+        with unit_of_work(app.state.session_factory) as session:
+            grant = session.scalars(select(KubeconfigGrant)).one()
+            assert access.tell_expiring(session, now=grant.expires_at - timedelta(hours=12)) == 1
+            assert access.tell_expiring(session, now=grant.expires_at - timedelta(hours=11)) == 0
+        # 6. The weekly digest on its day (to the leads of the 4 ready teams).
+        monday = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+        with unit_of_work(app.state.session_factory) as session:
+            assert digest.write_weekly(session, app.state.settings, now=monday) == 4
+        with unit_of_work(app.state.session_factory) as session:
+            assert digest.write_weekly(session, app.state.settings, now=monday) is None
+
+        assert deliver(app) > 0
+        assert deliver(app) == 0, "nothing is sent twice"
+
+        got_mail = mails(smtp)
+        subjects = {(to, subject) for to, subject, _ in got_mail}
+        assert len(subjects) == len(got_mail), "each e-mail once"
+        assert any(
+            to == "admin@example.org"
+            and s.startswith("lead-nlp@example.org asks to change nlp's quota to 0.2")
+            for to, s in subjects
+        )
+        assert (
+            "lead-nlp@example.org",
+            "The quota change for nlp was rejected: pool full",
+        ) in subjects
+        assert ("new@example.org", "lead-nlp@example.org made you a member of nlp") in subjects
+        assert ("lead-nlp@example.org", "speech is ready: download your kubeconfig") in subjects
+        failed = "Provisioning doomed failed 3 times, retrying: simulated: quota webhook down"
+        assert ("lead-nlp@example.org", failed) in subjects
+        assert ("admin@example.org", failed) in subjects
+        assert any(
+            to == "lead-nlp@example.org" and s.startswith("Your kubeconfig for nlp expires at")
+            for to, s in subjects
+        )
+        assert any(
+            to == "lead-nlp@example.org" and s.startswith("nlp this week:") for to, s in subjects
+        )
+        # vision's lead: the seed's approval, the cluster ready, the digest; nothing of nlp's.
+        assert sorted(s for to, s, _ in got_mail if to == "lead-vision@example.org") == [
+            "The cluster for vision was approved as asked",
+            "vision is ready: download your kubeconfig",
+            "vision this week: no usage recorded",
+        ]
+        # Links lead to the right page on the public address.
+        body = next(b for to, s, b in got_mail if s == "speech is ready: download your kubeconfig")
+        speech_id = re.search(rf"{PUBLIC}/teams/(\d+)", body)
+        assert speech_id, body
+
+        # nlp's channels: nlp's events only, each once; never the personal notice.
+        team_events = [p.json()["event"] for p in team_json.posts]
+        assert sorted(team_events) == sorted(
+            [
+                "quota_change.submitted",
+                "request.rejected",
+                "team.member_added",
+                "rightsizing.digest",
+            ]
+        )
+        assert len(team_slack.posts) == 4
+        for post in team_json.posts:
+            assert verified(post.headers, post.body, secret), "signature checks out"
+            assert post.json()["team"] == "nlp"
+            assert str(post.json()["url"]).startswith(f"{PUBLIC}/")
+        ids = [p.headers["X-Portal-Delivery"] for p in team_json.posts]
+        assert len(set(ids)) == len(ids)
+        slack = [p.json()["text"] for p in team_slack.posts]
+        assert f"<{PUBLIC}/teams/1|lead-nlp@example.org made you a member of nlp>" in slack
+        # The org's channel: every team's events (nlp's 4; speech asked, approved, ready;
+        # doomed asked, approved, failing; the 3 other digests).
+        org_events = Counter(p.json()["text"].split("|")[0] for p in org_slack.posts)
+        assert sum(org_events.values()) == 4 + 3 + 3 + 3
+        assert not any("expires at" in p.json()["text"] for p in org_slack.posts)
+
+
+def test_preferences_mute_a_channel(app: FastAPI, smtp: SmtpServer) -> None:
+    lead = client_for(app, "lead-nlp@example.org")
+    newcomer = client_for(app, "new@example.org")
+    page = newcomer.get("/notifications/settings").text
+    assert 'name="on:team.member_added:email"' in page
+    # Keep everything but e-mail for being added, and the bell for digests.
+    ticked = {
+        f"on:{e}:{c}": "on"
+        for e in notifications.EVENTS
+        for c in ("inapp", "email")
+        if (e, c) not in {("team.member_added", "email"), ("team.member_added", "inapp")}
+    }
+    saved = newcomer.form("/notifications/settings", ticked)
+    assert "2 muted" in saved.text
+    page = newcomer.get("/notifications/settings").text
+    assert re.search(r'name="on:team.member_added:email"[^>]*>', page)
+    assert "checked" not in re.search(r'name="on:team.member_added:email"[^>]*>', page).group(0)  # type: ignore[union-attr]
+    lead.api("POST", "/api/v1/teams/1/members", {"email": "new@example.org", "role": "member"})
+    deliver(app)
+    assert [s for to, s, _ in mails(smtp) if to == "new@example.org"] == []
+    # Still on record in the list, but not counted in the bell.
+    assert newcomer.get("/api/v1/notifications").json()["unread"] == 0
+    assert "made you a member of nlp" in newcomer.get("/notifications").text
+
+
+def test_failing_receiver_is_retried_then_given_up_and_shown(app: FastAPI) -> None:
+    admin = client_for(app, "admin@example.org", admin=True)
+    lead = client_for(app, "lead-nlp@example.org")
+    with webhook_receiver(mode="fail") as broken:
+        set_hook(lead, "/teams/1/webhooks", "slack", broken.url())
+        lead.api("POST", "/api/v1/teams/1/members", {"email": "x@example.org", "role": "member"})
+        deliver(app)
+        with app.state.session_factory() as session:
+            d = session.scalars(select(Delivery).where(Delivery.channel == "slack")).one()
+            assert (d.status, d.attempts) == ("pending", 1)
+            assert d.last_error == f"127.0.0.1:{broken.port} answered 500"
+        page = admin.get("/admin/deliveries").text
+        assert f"127.0.0.1:{broken.port} answered 500" in page
+        assert "next try" in page
+        deliver(app)
+        deliver(app)
+        assert len(broken.posts) == 3
+        with app.state.session_factory() as session:
+            d = session.scalars(select(Delivery).where(Delivery.channel == "slack")).one()
+            assert (d.status, d.attempts) == ("failed", 3)
+        page = admin.get("/admin/deliveries").text
+        assert re.search(r'data-testid="failed">1<', page)
+        assert "given up" in page
+        # Mended receiver, one click: delivered.
+        broken.mode = "ok"
+        admin.form(f"/admin/deliveries/{d.id}/retry")
+        deliver(app)
+        assert len(broken.posts) == 4
+        page = admin.get("/admin/deliveries").text
+        assert re.search(r'data-testid="failed">0<', page)
+        with app.state.session_factory() as session:
+            assert session.get(Delivery, d.id).status == "sent"
+
+
+def test_a_hanging_receiver_never_holds_a_request(app: FastAPI) -> None:
+    """The receiver holds the delivery's connection until released; meanwhile requests
+    that notify complete (they only write rows), and the delivery times out and retries."""
+    lead = client_for(app, "lead-nlp@example.org")
+    release = threading.Event()
+    with webhook_receiver(mode="hang") as slow:
+        slow.hang_seconds = 5.0
+        set_hook(lead, "/teams/1/webhooks", "json", slow.url())
+        thread = DeliveryThread(app.state.deliverer, interval=0.2)
+        thread.start()
+        try:
+            lead.api(
+                "POST", "/api/v1/teams/1/members", {"email": "a@example.org", "role": "member"}
+            )
+            for _ in range(200):
+                if slow.posts:
+                    break
+                release.wait(0.05)
+            assert slow.posts, "the worker is posting (and the receiver hangs)"
+            # While it hangs, more changes that notify go through.
+            for n in range(3):
+                r = lead.api(
+                    "POST",
+                    "/api/v1/teams/1/members",
+                    {"email": f"b{n}@example.org", "role": "member"},
+                )
+                assert r.status_code == 201
+            assert len(slow.posts) >= 1
+            for _ in range(200):
+                with app.state.session_factory() as session:
+                    timed_out = session.scalars(
+                        select(Delivery).where(
+                            Delivery.last_error.like("%did not answer within 1 s")
+                        )
+                    ).all()
+                if timed_out:
+                    break
+                release.wait(0.05)
+            assert timed_out, "the time-out is recorded and the delivery retried"
+        finally:
+            thread.stop()
+
+
+def test_smtp_that_does_not_answer_is_named(db_url: str) -> None:
+    from tests.servers import free_port
+
+    port = free_port()
+    for app in portal(db_url, smtp_host="127.0.0.1", smtp_port=port, smtp_from="p@example.org"):
+        deliverer: Deliverer = app.state.deliverer
+        problem = deliverer.check_smtp()
+        assert problem is not None
+        assert f"the SMTP server 127.0.0.1:{port} (starttls) did not accept the portal" in problem
+        assert "PORTAL_SMTP_HOST" in problem
+        admin = client_for(app, "admin@example.org", admin=True)
+        assert "did not accept the portal" in admin.get("/admin/deliveries").text
+        # Mail waits, with the reason, instead of vanishing.
+        lead = client_for(app, "lead-nlp@example.org")
+        lead.api("POST", "/api/v1/teams/1/members", {"email": "c@example.org", "role": "member"})
+        deliverer.run_once()
+        with app.state.session_factory() as session:
+            waiting = session.scalars(select(Delivery).where(Delivery.channel == "email")).all()
+        assert waiting, "the seed's and the new member's e-mails"
+        for d in waiting:
+            assert d.status == "pending"
+            assert d.last_error.startswith(f"SMTP 127.0.0.1:{port}: ConnectionRefusedError")
+
+
+def test_bad_webhook_addresses_are_refused_when_saved(app: FastAPI) -> None:
+    lead = client_for(app, "lead-nlp@example.org")
+    page = lead.form("/teams/1/webhooks", {"kind": "slack", "url": "hooks.slack.com/x"})
+    assert page.status_code == 422
+    assert "enter the webhook&#39;s full address" in page.text
+    problem = notifications.check_webhook_url(
+        "http://hooks.example.org/x", allow_private=True, development=False
+    )
+    assert problem == "the webhook must use https (it carries your team's events)"
+    problem = notifications.check_webhook_url(
+        "https://127.0.0.1:8443/x", allow_private=False, development=False
+    )
+    assert problem is not None
+    assert "internal address (127.0.0.1)" in problem
+    problem = notifications.check_webhook_url(
+        "https://u:p@hooks.example.org/x", allow_private=True, development=False
+    )
+    assert problem == "put no user name or password in the address"
+
+
+def test_no_webhook_url_or_secret_is_stored_in_clear(app: FastAPI) -> None:
+    lead = client_for(app, "lead-nlp@example.org")
+    url = "http://127.0.0.1:9/services/T000/B000/XXXXSECRETPATH"
+    set_hook(lead, "/teams/1/webhooks", "slack", url)
+    secret = set_hook(lead, "/teams/1/webhooks", "json", "http://127.0.0.1:9/j")
+    engine = app.state.engine
+    with engine.connect() as conn:
+        from sqlalchemy import text
+
+        dump = " ".join(
+            str(row)
+            for table in ("webhooks", "audit_events")
+            for row in conn.execute(text(f"SELECT * FROM {table}"))
+        )
+    assert "XXXXSECRETPATH" not in dump
+    assert secret not in dump
+    assert "http://127.0.0.1:9/…" in dump

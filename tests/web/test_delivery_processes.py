@@ -1,0 +1,118 @@
+"""Exactly once with two portal processes: two `gpu-portal deliver` processes drain the
+same PostgreSQL outbox at once; every e-mail and every webhook post arrives once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import func, select
+
+from app.core.config import PROJECT_ROOT
+from app.core.db import unit_of_work
+from app.core.models import Delivery, User
+from app.notifications import service as notifications
+from tests.receivers import SmtpServer, self_signed, smtp_server, webhook_receiver
+from tests.web.conftest import client_for
+from tests.web.test_delivery import portal, set_hook
+
+EVENTS = 150
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> tuple[Path, Path]:
+    return self_signed(tmp_path)
+
+
+@pytest.fixture
+def smtp(tmp_path: Path, tls: tuple[Path, Path]) -> Iterator[SmtpServer]:
+    with smtp_server(tmp_path, tls=tls) as server:
+        yield server
+
+
+def smtp_settings(smtp: SmtpServer, tls: tuple[Path, Path]) -> dict[str, str]:
+    return {
+        "smtp_host": "127.0.0.1",
+        "smtp_port": str(smtp.port),
+        "smtp_security": "starttls",
+        "smtp_ca_file": str(tls[0]),
+        "smtp_from": "gpu-portal@example.org",
+    }
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_two_processes_deliver_each_message_once(
+    db_url: str, smtp: SmtpServer, tls: tuple[Path, Path]
+) -> None:
+    values = smtp_settings(smtp, tls)
+    app: FastAPI
+    for app in portal(db_url, **values):
+        lead = client_for(app, "lead-nlp@example.org")
+        admin = client_for(app, "admin@example.org", admin=True)
+        with webhook_receiver() as slack, webhook_receiver() as signed:
+            set_hook(lead, "/teams/1/webhooks", "slack", slack.url())
+            set_hook(admin, "/admin/webhooks", "json", signed.url())
+            with unit_of_work(app.state.session_factory) as session:
+                people = [
+                    User(email=f"p{n}@example.org", display_name=f"p{n}") for n in range(EVENTS)
+                ]
+                session.add_all(people)
+                session.flush()
+                for person in people:
+                    notifications.notify(
+                        session,
+                        event="team.member_added",
+                        title=f"you are in nlp ({person.email})",
+                        link="/teams/1",
+                        user_ids=[person.id],
+                        team_id=1,
+                    )
+            with app.state.session_factory() as session:
+                due = session.scalar(
+                    select(func.count()).select_from(Delivery).where(Delivery.status == "pending")
+                )
+            assert due is not None
+            assert due >= 3 * EVENTS
+
+            env = {
+                **os.environ,
+                "PORTAL_DEVELOPMENT": "true",
+                "PORTAL_DATABASE_URL": db_url,
+                "PORTAL_PUBLIC_URL": "https://gpu.example.org",
+                **{f"PORTAL_{k.upper()}": v for k, v in values.items()},
+            }
+            workers = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "app.cli", "deliver", "--until-idle"],
+                    cwd=PROJECT_ROOT,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+                for _ in range(2)
+            ]
+            outputs = [w.communicate(timeout=300)[0] for w in workers]
+            assert [w.returncode for w in workers] == [0, 0], outputs
+            made = [int(o.rsplit("delivered: ", 1)[1].split()[0]) for o in outputs]
+            assert sum(made) == due
+            assert min(made) > 0, f"both processes took part: {made}"
+
+            for receiver in (slack, signed):
+                ids = Counter(p.headers["X-Portal-Delivery"] for p in receiver.posts)
+                assert len(receiver.posts) == len(ids), "no post twice"
+            assert len(slack.posts) >= EVENTS
+            assert len(signed.posts) >= EVENTS
+            message_ids = Counter(str(m["Message-ID"]) for m in smtp.messages())
+            assert max(message_ids.values()) == 1, "no e-mail twice"
+            mailed = {str(m["To"]) for m in smtp.messages()}
+            assert {f"p{n}@example.org" for n in range(EVENTS)} <= mailed
+            with app.state.session_factory() as session:
+                left = session.scalars(select(Delivery).where(Delivery.status != "sent")).all()
+            assert left == []
