@@ -166,3 +166,43 @@ def test_control_plane_sizes_are_kubernetes_quantities() -> None:
         "PORTAL_VCLUSTER_STORAGE_SIZE: must be a Kubernetes quantity such as 500m, 2, 256Mi "
         "or 5Gi (got '5 GB')",
     ]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"smtp_host": "mail.example.org"}, "also set PORTAL_SMTP_FROM to the sender address"),
+        (
+            {
+                "smtp_host": "mail.example.org",
+                "smtp_from": "p@example.org",
+                "development": False,
+                "public_url": None,
+            },
+            "also set PORTAL_PUBLIC_URL",
+        ),
+        ({"smtp_security": "ssl"}, "PORTAL_SMTP_SECURITY must be starttls, tls or none"),
+        ({"smtp_username": "u"}, "also set PORTAL_SMTP_PASSWORD"),
+        (
+            {
+                "smtp_username": "u",
+                "smtp_password": "p",
+                "smtp_security": "none",
+                "development": False,
+            },
+            "would send the password in clear",
+        ),
+        ({"smtp_ca_file": "/nowhere/ca.pem"}, "PORTAL_SMTP_CA_FILE: no file at /nowhere/ca.pem"),
+        ({"public_url": "gpu.example.org"}, "PORTAL_PUBLIC_URL must be the portal's address"),
+        ({"rightsizing_days": 30}, "PORTAL_RIGHTSIZING_DAYS"),
+    ],
+)
+def test_notification_settings_say_what_to_change(values: dict[str, object], message: str) -> None:
+    base: dict[str, object] = {
+        "development": True,
+        "secret_key": "a-long-enough-secret-key",
+        "public_url": "https://gpu.example.org",
+    }
+    with pytest.raises(ValidationError) as caught:
+        Settings(**{**base, **values})  # type: ignore[arg-type]
+    assert message in " ".join(describe_error(caught.value))

@@ -385,3 +385,36 @@ def test_no_webhook_url_or_secret_is_stored_in_clear(app: FastAPI) -> None:
     assert "XXXXSECRETPATH" not in dump
     assert secret not in dump
     assert "http://127.0.0.1:9/…" in dump
+
+
+def test_implicit_tls_smtp(db_url: str, tmp_path: Path, tls: tuple[Path, Path]) -> None:
+    with smtp_server(tmp_path, tls=tls, implicit_tls=True) as server:
+        for app in portal(
+            db_url,
+            smtp_host="127.0.0.1",
+            smtp_port=server.port,
+            smtp_security="tls",
+            smtp_ca_file=str(tls[0]),
+            smtp_from="gpu-portal@example.org",
+        ):
+            assert app.state.deliverer.check_smtp() is None
+            lead = client_for(app, "lead-nlp@example.org")
+            lead.api(
+                "POST", "/api/v1/teams/1/members", {"email": "t@example.org", "role": "member"}
+            )
+            deliver(app)
+            assert ("t@example.org", "lead-nlp@example.org made you a member of nlp") in {
+                (to, s) for to, s, _ in mails(server)
+            }
+
+
+def test_a_certificate_the_portal_does_not_trust_is_refused(
+    db_url: str, tmp_path: Path, tls: tuple[Path, Path]
+) -> None:
+    with smtp_server(tmp_path, tls=tls) as server:
+        for app in portal(
+            db_url, smtp_host="127.0.0.1", smtp_port=server.port, smtp_from="p@example.org"
+        ):
+            problem = app.state.deliverer.check_smtp()
+            assert problem is not None
+            assert "CERTIFICATE_VERIFY_FAILED" in problem
