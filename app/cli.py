@@ -78,7 +78,7 @@ def deliver(settings: Settings, *, until_idle: bool) -> int:
                 if not made:
                     break
         else:
-            thread = DeliveryThread(deliverer)
+            thread = DeliveryThread(deliverer, interval=settings.delivery_poll_seconds)
             thread.start()
             try:
                 while thread.alive():

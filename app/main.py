@@ -251,7 +251,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.sweeper = Sweeper(app.state.session_factory, app.state.backend, settings)
         sweeper = SweeperThread(app.state.sweeper)
         app.state.deliverer = Deliverer(app.state.session_factory, settings)
-        delivery = DeliveryThread(app.state.deliverer)
+        delivery = DeliveryThread(app.state.deliverer, interval=settings.delivery_poll_seconds)
         delivery.chores = notification_chores(app.state.session_factory, settings)
         if settings.worker_enabled:
             worker.start()

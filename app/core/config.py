@@ -251,7 +251,16 @@ class Settings(BaseSettings):
         description="Back-off of a failed delivery: this, doubled each attempt, up to an hour.",
     )
     delivery_enabled: bool = Field(
-        default=True, description="Run the notification delivery worker in this process."
+        default=True,
+        description="Run the notification delivery worker in this process (off on web "
+        "replicas when `gpu-portal deliver` runs as its own process).",
+    )
+    delivery_poll_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        le=3600,
+        description="How often the delivery worker looks for due messages when no commit "
+        "in its own process woke it.",
     )
     digest_weekday: int = Field(
         default=0, ge=0, le=6, description="Day of the weekly digest (0 = Monday, UTC)."

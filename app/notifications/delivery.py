@@ -13,6 +13,7 @@ then sent again (at least once; receivers can drop repeats by the delivery id in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -95,9 +96,22 @@ class Deliverer:
 
     def __post_init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="deliver")
+        # One HTTP client (its connection pool and TLS context are made once, not per
+        # post) and, per sending thread, one SMTP connection reused within a pass.
+        self._http = httpx.Client(
+            timeout=self.settings.webhook_timeout_seconds,
+            follow_redirects=False,
+            limits=httpx.Limits(max_connections=self.threads * 2),
+        )
+        self._tls: ssl.SSLContext | None = None
+        self._local = threading.local()
+        self._open: list[smtplib.SMTP] = []
+        self._open_lock = threading.Lock()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._close_smtp()
+        self._http.close()
         with unit_of_work(self.session_factory) as session:
             repo.release_deliveries(session, owner=self.owner)
 
@@ -106,15 +120,18 @@ class Deliverer:
     def run_once(self) -> int:
         """Send what is due now; returns how many attempts were made."""
         total = 0
-        while True:
-            batch = self._claim()
-            if not batch:
-                return total
-            outcomes = list(self._pool.map(self._attempt, batch))
-            self._record(batch, outcomes)
-            total += len(batch)
-            if len(batch) < BATCH:
-                return total
+        try:
+            while True:
+                batch = self._claim()
+                if not batch:
+                    return total
+                outcomes = list(self._pool.map(self._attempt, batch))
+                self._record(batch, outcomes)
+                total += len(batch)
+                if len(batch) < BATCH:
+                    return total
+        finally:
+            self._close_smtp()  # nothing more due: do not hold the server's slots
 
     def _claim(self) -> list[Outbound]:
         now = self.now()
@@ -246,16 +263,54 @@ class Deliverer:
             f"{s.portal_url}/notifications/settings\n"
         )
         try:
-            with self.smtp() as smtp:
-                smtp.send_message(message)
+            try:
+                self._thread_smtp().send_message(message)
+            except (smtplib.SMTPServerDisconnected, ConnectionError):
+                # The reused connection was dropped by the server: once more, afresh.
+                self._drop_thread_smtp()
+                self._thread_smtp().send_message(message)
         except (OSError, smtplib.SMTPException) as exc:
+            self._drop_thread_smtp()
             raise DeliveryFailed(f"SMTP {s.smtp_host}:{s.smtp_port}: {_why(exc)}") from None
+
+    def _thread_smtp(self) -> smtplib.SMTP:
+        smtp: smtplib.SMTP | None = getattr(self._local, "smtp", None)
+        if smtp is None:
+            smtp = self.smtp()
+            self._local.smtp = smtp
+            with self._open_lock:
+                self._open.append(smtp)
+        return smtp
+
+    def _drop_thread_smtp(self) -> None:
+        smtp: smtplib.SMTP | None = getattr(self._local, "smtp", None)
+        self._local.smtp = None
+        if smtp is not None:
+            with self._open_lock:
+                if smtp in self._open:
+                    self._open.remove(smtp)
+            with contextlib.suppress(Exception):
+                smtp.close()
+
+    def _close_smtp(self) -> None:
+        """Say goodbye on every connection of this pass; each thread opens a new one next
+        time (a connection of another thread is never used from here while it sends)."""
+        with self._open_lock:
+            connections, self._open = self._open, []
+        for smtp in connections:
+            with contextlib.suppress(Exception):
+                smtp.quit()
+            with contextlib.suppress(Exception):
+                smtp.close()
+        self._local = threading.local()
 
     def smtp(self) -> smtplib.SMTP:
         """A connection to the SMTP server, secured and signed in as the settings say."""
         s = self.settings
         host = s.smtp_host or "localhost"
-        context = ssl.create_default_context(cafile=s.smtp_ca_file)
+        if self._tls is None:
+            self._tls = ssl.create_default_context(cafile=s.smtp_ca_file)
+        context = self._tls
         smtp: smtplib.SMTP
         if s.smtp_security == "tls":
             smtp = smtplib.SMTP_SSL(
@@ -326,7 +381,7 @@ class Deliverer:
         if problem:
             raise DeliveryFailed(f"{host}: {problem}")
         try:
-            response = httpx.post(
+            response = self._http.post(
                 url,
                 content=body,
                 headers={
@@ -336,8 +391,6 @@ class Deliverer:
                     "X-Portal-Event": item.event,
                     **(headers or {}),
                 },
-                timeout=self.settings.webhook_timeout_seconds,
-                follow_redirects=False,
             )
         except httpx.TimeoutException:
             raise DeliveryFailed(

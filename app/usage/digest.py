@@ -29,7 +29,7 @@ def week_of(now: datetime) -> str:
 def write_weekly(session: Session, settings: Settings, now: datetime | None = None) -> int | None:
     """Notify every ready team's leads; None when it is not the day or already written."""
     now = now or utcnow()
-    if now.weekday() != settings.digest_weekday:
+    if now.weekday() != settings.digest_weekday or not teams.has_org(session):
         return None
     week = week_of(now)
     if session.get(DigestRun, week) is not None:
