@@ -6,6 +6,7 @@ import contextlib
 import shutil
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,9 @@ def seeded_portal(folder: Path, **env: str) -> Iterator[str]:
     settings = {
         "PORTAL_DEVELOPMENT": "true",
         "PORTAL_DATABASE_URL": f"sqlite:///{folder / 'portal.db'}",
+        # The weekly digest lands on its weekday: never today, so what the walks count in
+        # the bell does not depend on the day the tests run.
+        "PORTAL_DIGEST_WEEKDAY": str((datetime.now(UTC).weekday() + 3) % 7),
         **env,
     }
     with portal_process(folder, port, settings):

@@ -24,6 +24,10 @@ ADMIN_PAGES = (
     "/admin",
     "/admin/requests",
     "/admin/what-if",
+    "/admin/rightsizing",
+    "/admin/deliveries",
+    "/admin/webhooks",
+    "/notifications/settings",
     "/teams",
     "/teams/new",
     "/teams/1",
@@ -32,7 +36,16 @@ ADMIN_PAGES = (
     "/tokens",
     "/login",
 )
-LEAD_PAGES = ("/teams", "/teams/1", "/teams/1/quota", "/teams/new", "/audit", "/tokens")
+LEAD_PAGES = (
+    "/teams",
+    "/teams/1",
+    "/teams/1/quota",
+    "/teams/1/webhooks",
+    "/teams/new",
+    "/audit",
+    "/tokens",
+    "/notifications/settings",
+)
 
 
 @pytest.fixture(scope="module")
