@@ -12,6 +12,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from email.header import decode_header, make_header
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,8 @@ def mails(smtp: SmtpServer) -> list[tuple[str, str, str]]:
     for message in smtp.messages():
         body = message.get_payload(decode=True)
         assert isinstance(body, bytes)
-        subject = " ".join(str(message["Subject"]).split())  # unfolded
+        decoded = str(make_header(decode_header(str(message["Subject"]))))
+        subject = " ".join(decoded.split())  # unfolded
         found.append((str(message["To"]), subject, body.decode()))
     return found
 
@@ -127,11 +129,15 @@ def test_each_event_reaches_each_channel_once(app: FastAPI, smtp: SmtpServer) ->
         admin.api("POST", f"/api/v1/requests/{change.json()['id']}/reject", {"reason": "pool full"})
         # 2. A member added (to that person).
         lead.api("POST", "/api/v1/teams/1/members", {"email": "new@example.org", "role": "member"})
-        # 3. A new cluster asked, approved, ready (to the lead; another team's: not on nlp's hooks).
+        # 3. A new cluster asked, approved with changes, ready (to the lead; not on nlp's hooks).
         asked = lead.api(
             "POST", "/api/v1/requests", {"name": "speech", "gpu_quota": "0", "gpu_limit": "0.1"}
         )
-        admin.api("POST", f"/api/v1/requests/{asked.json()['id']}/approve", {})
+        admin.api(
+            "POST",
+            f"/api/v1/requests/{asked.json()['id']}/approve",
+            {"adjusted": {"gpu_quota": "0", "gpu_limit": "0.05"}},
+        )
         app.state.reconciler.run_once()
         # 4. Provisioning failing three times in a row (to the lead and the admin).
         backend: SimulatedBackend = app.state.backend
@@ -164,17 +170,21 @@ def test_each_event_reaches_each_channel_once(app: FastAPI, smtp: SmtpServer) ->
         got_mail = mails(smtp)
         subjects = {(to, subject) for to, subject, _ in got_mail}
         assert len(subjects) == len(got_mail), "each e-mail once"
-        assert any(
-            to == "admin@example.org"
-            and s.startswith("lead-nlp@example.org asks to change nlp's quota to 0.2")
-            for to, s in subjects
-        )
+        assert (
+            "admin@example.org",
+            "lead-nlp@example.org asks to change nlp's quota to guarantee 0.2 GPU, limit 1 GPU, "
+            "weight 1, priority 100",
+        ) in subjects
         assert (
             "lead-nlp@example.org",
             "The quota change for nlp was rejected: pool full",
         ) in subjects
         assert ("new@example.org", "lead-nlp@example.org made you a member of nlp") in subjects
         assert ("lead-nlp@example.org", "speech is ready: download your kubeconfig") in subjects
+        assert (
+            "lead-nlp@example.org",
+            "The cluster for speech was approved with changes gpu_limit 0.1→0.05",
+        ) in subjects
         failed = "Provisioning doomed failed 3 times, retrying: simulated: quota webhook down"
         assert ("lead-nlp@example.org", failed) in subjects
         assert ("admin@example.org", failed) in subjects
