@@ -170,25 +170,11 @@ def scenario(args: argparse.Namespace, *, separate: bool, burst: bool) -> None:
 
             committed: dict[int, float] = {}  # delivery id -> its event's commit time
 
-            def produce() -> None:
-                if burst:
-                    with unit_of_work(factory) as session:
-                        for n, person_id in enumerate(person_ids):
-                            notifications.notify(
-                                session,
-                                event="team.member_added",
-                                title=f"event {n}",
-                                link="/teams/1",
-                                user_ids=[person_id],
-                                team_id=1,
-                            )
-                        session.flush()
-                        ids = session.scalars(select(Delivery.id)).all()
-                    at = time.time()
-                    committed.update({delivery_id: at for delivery_id in ids})
-                    return
-                for n, person_id in enumerate(person_ids):
-                    with unit_of_work(factory) as session:
+            def write(batch: list[tuple[int, int]]) -> None:
+                """Notify person ``person_id`` of event ``n`` for each pair, in one
+                transaction; note the commit time of every delivery it wrote."""
+                with unit_of_work(factory) as session:
+                    for n, person_id in batch:
                         notifications.notify(
                             session,
                             event="team.member_added",
@@ -197,13 +183,21 @@ def scenario(args: argparse.Namespace, *, separate: bool, burst: bool) -> None:
                             user_ids=[person_id],
                             team_id=1,
                         )
-                        session.flush()
-                        ids = session.scalars(
-                            select(Delivery.id).where(Delivery.title == f"event {n}")
-                        ).all()
-                    at = time.time()
-                    for delivery_id in ids:
-                        committed[delivery_id] = at
+                    session.flush()
+                    titles = [f"event {n}" for n, _ in batch]
+                    ids = session.scalars(
+                        select(Delivery.id).where(Delivery.title.in_(titles))
+                    ).all()
+                at = time.time()
+                committed.update({delivery_id: at for delivery_id in ids})
+
+            def produce() -> None:
+                events = list(enumerate(person_ids))
+                if burst:
+                    write(events)
+                else:
+                    for event in events:
+                        write([event])
 
             started = time.time()
             producer = threading.Thread(target=produce)
