@@ -15,6 +15,7 @@ from app.web.deps import (
     AdminPrincipal,
     CurrentPrincipal,
     FormDep,
+    Id,
     SessionDep,
     SettingsDep,
     TeamForLead,
@@ -220,7 +221,7 @@ def deliveries_page(
 
 @router.post("/admin/deliveries/{delivery_id}/retry")
 def retry_delivery(
-    request: Request, delivery_id: int, session: SessionDep, principal: AdminPrincipal
+    request: Request, delivery_id: Id, session: SessionDep, principal: AdminPrincipal
 ) -> Response:
     notifications.retry(session, delivery_id)
     flash(request, f"Delivery #{delivery_id} will be tried again now.")
