@@ -65,6 +65,7 @@ def seed(settings: Settings) -> bool:
 
 def deliver(settings: Settings, *, until_idle: bool) -> int:
     """Run the notification delivery worker in this process; returns the attempts made."""
+    from app.adapters.factory import notification_chores
     from app.notifications.delivery import Deliverer, DeliveryThread
 
     engine = make_engine(settings.database_url)
@@ -79,6 +80,8 @@ def deliver(settings: Settings, *, until_idle: bool) -> int:
                     break
         else:
             thread = DeliveryThread(deliverer, interval=settings.delivery_poll_seconds)
+            # The expiry notices and the digest too: web replicas may run no delivery.
+            thread.chores = notification_chores(deliverer.session_factory, settings)
             thread.start()
             try:
                 while thread.alive():

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -14,13 +13,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import Session, sessionmaker
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.access import service as access
 from app.access.sweeper import Sweeper, SweeperThread
-from app.adapters.factory import make_backend
+from app.adapters.factory import make_backend, notification_chores
 from app.adapters.oidc import OidcClient
 from app.adapters.prometheus import PrometheusSource
 from app.core import logs, metrics
@@ -31,14 +28,12 @@ from app.core.db import (
     make_session_factory,
     migrations_behind,
     ping,
-    unit_of_work,
 )
 from app.core.errors import DomainError, InvalidInput
 from app.core.models import TeamStatus
 from app.notifications.delivery import Deliverer, DeliveryThread
 from app.provisioning.reconciler import Reconciler, Worker
 from app.teams import repository as teams_repo
-from app.usage import digest
 from app.usage.history import (
     Collector,
     CollectorThread,
@@ -142,25 +137,6 @@ ROUTERS = tuple(
         notifications_api,
     )
 )
-
-
-def notification_chores(
-    session_factory: sessionmaker[Session], settings: Settings, *, every: float = 60.0
-) -> list[Callable[[], object]]:
-    """What the delivery thread also does, at most once a minute: tell holders of
-    long-lived kubeconfigs that expire within a day; write the weekly digest."""
-    last = [-every]
-
-    def chores() -> None:
-        if time.monotonic() - last[0] < every:
-            return
-        last[0] = time.monotonic()
-        with unit_of_work(session_factory) as session:
-            access.tell_expiring(session)
-        with unit_of_work(session_factory) as session:
-            digest.write_weekly(session, settings)
-
-    return [chores]
 
 
 def readiness_checks(

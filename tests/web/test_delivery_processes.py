@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from sqlalchemy import func, select
 
 from app.core.config import PROJECT_ROOT
 from app.core.db import unit_of_work
-from app.core.models import Delivery, User
+from app.core.models import Delivery, KubeconfigGrant, Notification, User, utcnow
 from app.notifications import service as notifications
 from tests.receivers import SmtpServer, self_signed, smtp_server, webhook_receiver
 from tests.web.conftest import client_for
@@ -116,3 +118,52 @@ def test_two_processes_deliver_each_message_once(
             with app.state.session_factory() as session:
                 left = session.scalars(select(Delivery).where(Delivery.status != "sent")).all()
             assert left == []
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_separate_deliverer_also_tells_expiring_kubeconfigs(db_url: str) -> None:
+    """With delivery off on the web replicas, `gpu-portal deliver` does the chores too."""
+    for app in portal(db_url):
+        now = utcnow()
+        with unit_of_work(app.state.session_factory) as session:
+            session.add(
+                KubeconfigGrant(
+                    team_id=1,
+                    user_id=2,
+                    portal_role="lead",
+                    cluster_role="cluster-admin",
+                    account="portal-user-2",
+                    issued_at=now - timedelta(days=2),
+                    expires_at=now + timedelta(hours=12),
+                )
+            )
+        env = {
+            **os.environ,
+            "PORTAL_DEVELOPMENT": "true",
+            "PORTAL_DATABASE_URL": db_url,
+            "PORTAL_DELIVERY_POLL_SECONDS": "0.2",
+        }
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "deliver"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            told: list[Notification] = []
+            for _ in range(300):
+                with app.state.session_factory() as session:
+                    told = list(
+                        session.scalars(
+                            select(Notification).where(Notification.event == "kubeconfig.expiring")
+                        )
+                    )
+                if told or worker.poll() is not None:
+                    break
+                time.sleep(0.1)
+        finally:
+            worker.terminate()
+            worker.wait(20)
+        assert [n.user_id for n in told] == [2]
+        assert told[0].title.startswith("Your kubeconfig for nlp expires at")
