@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from email.message import EmailMessage
 from email.utils import formatdate
@@ -152,34 +152,38 @@ class Deliverer:
         base = self.settings.portal_url
         out = []
         for d in rows:
-            common = {
-                "id": d.id,
-                "channel": d.channel,
-                "event": d.event,
-                "title": d.title,
-                "url": base + (d.link or "/"),
-                "team": names.get(d.team_id) if d.team_id is not None else None,
-                "created_at": d.created_at,
-                "attempts": d.attempts,
-            }
+            item = Outbound(
+                id=d.id,
+                channel=d.channel,
+                event=d.event,
+                title=d.title,
+                url=base + (d.link or "/"),
+                team=names.get(d.team_id) if d.team_id is not None else None,
+                created_at=d.created_at,
+                attempts=d.attempts,
+            )
             if d.channel == "email":
                 to = emails.get(d.notification_id or 0)
-                out.append(
-                    Outbound(**common, to=to, problem=None if to else "the person has no e-mail")  # type: ignore[arg-type]
-                )
+                out.append(replace(item, to=to, problem=None if to else "the person has no e-mail"))
                 continue
             hook = hooks.get(d.webhook_id or 0)
             if hook is None:
-                out.append(Outbound(**common, problem="the webhook was removed"))  # type: ignore[arg-type]
+                out.append(replace(item, problem="the webhook was removed"))
                 continue
             url = unseal(hook.url_sealed, key)
             secret = unseal(hook.secret_sealed, key) if hook.secret_sealed else None
-            problem = None
-            if url is None or (hook.kind == "json" and secret is None):
-                problem = (
-                    "the webhook cannot be read (the portal's secret key changed): set it again"
+            unreadable = url is None or (hook.kind == "json" and secret is None)
+            out.append(
+                replace(
+                    item,
+                    hook_url=url,
+                    hook_secret=secret,
+                    problem="the webhook cannot be read (the portal's secret key changed): "
+                    "set it again"
+                    if unreadable
+                    else None,
                 )
-            out.append(Outbound(**common, hook_url=url, hook_secret=secret, problem=problem))  # type: ignore[arg-type]
+            )
         return out
 
     def _attempt(self, item: Outbound) -> str | None:
@@ -407,8 +411,10 @@ def _host_of(url: str) -> str:
 
 
 def _why(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"[:300] if type(exc).__name__ not in text else text[:300]
+    """The error's class and message (e.g. "ConnectionRefusedError: [Errno 111] ...")."""
+    name = type(exc).__name__
+    text = str(exc).strip()
+    return (f"{name}: {text}" if text else name)[:300]
 
 
 class DeliveryThread:

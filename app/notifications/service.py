@@ -238,13 +238,12 @@ def save_webhook(
     hook.created_by_id = actor.id
     hook.created_at = utcnow()
     session.flush()
-    where = "the org" if team_id is None else "the team"
     audit.record(
         session,
         actor=actor,
         action="webhook.set",
         team_id=team_id,
-        summary=f"set {where}'s {kind} webhook to {hook.url_hint}",
+        summary=f"set {_whose(team_id)} {kind} webhook to {hook.url_hint}",
         details={"kind": kind, "host": hook.url_hint},
     )
     return hook, secret
@@ -255,14 +254,17 @@ def delete_webhook(session: Session, *, actor: User, team_id: int | None, kind: 
     if hook is None:
         raise NotFound(f"no {kind} webhook is set here")
     session.delete(hook)
-    where = "the org" if team_id is None else "the team"
     audit.record(
         session,
         actor=actor,
         action="webhook.removed",
         team_id=team_id,
-        summary=f"removed {where}'s {kind} webhook",
+        summary=f"removed {_whose(team_id)} {kind} webhook",
     )
+
+
+def _whose(team_id: int | None) -> str:
+    return "the org's" if team_id is None else "the team's"
 
 
 # Delivery admin ----------------------------------------------------------------------

@@ -102,3 +102,24 @@ def other_lead(app: FastAPI) -> Client:
 @pytest.fixture
 def anonymous(app: FastAPI) -> Client:
     return client_for(app)
+
+
+PUBLIC = "https://gpu.example.org"
+
+
+def portal(db_url: str, **overrides: object) -> Iterator[FastAPI]:
+    """A seeded portal with these settings (and PUBLIC as its address), lifespan running."""
+    application = create_app(settings_for(db_url, public_url=PUBLIC, **overrides))
+    with TestClient(application):
+        with unit_of_work(application.state.session_factory) as session:
+            seed_example(session)
+        application.state.reconciler.run_once()
+        yield application
+
+
+def set_hook(client: Client, base: str, kind: str, url: str) -> str:
+    """Save a webhook through its page; the signing secret shown once (JSON), else ""."""
+    page = client.form(base, {"kind": kind, "url": url})
+    assert page.status_code == 200, page.text
+    found = re.search(r'data-testid="signing-secret">([^<]+)<', page.text)
+    return found.group(1) if found else ""

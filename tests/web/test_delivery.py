@@ -17,23 +17,17 @@ from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
-from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
 from app.access import service as access
 from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
 from app.core.models import Delivery, KubeconfigGrant, Step, Team, utcnow
-from app.main import create_app
 from app.notifications import service as notifications
 from app.notifications.delivery import Deliverer, DeliveryThread
-from app.teams.seed import seed_example
 from app.usage import digest
-from tests.conftest import settings_for
 from tests.receivers import SmtpServer, self_signed, smtp_server, webhook_receiver
-from tests.web.conftest import Client, client_for
-
-PUBLIC = "https://gpu.example.org"
+from tests.web.conftest import PUBLIC, client_for, portal, set_hook
 
 
 @pytest.fixture(scope="module")
@@ -45,15 +39,6 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def smtp(tmp_path: Path, tls: tuple[Path, Path]) -> Iterator[SmtpServer]:
     with smtp_server(tmp_path, tls=tls, user="portal", password="mail-pass-123") as server:
         yield server
-
-
-def portal(db_url: str, **overrides: object) -> Iterator[FastAPI]:
-    application = create_app(settings_for(db_url, public_url=PUBLIC, **overrides))
-    with TestClient(application):
-        with unit_of_work(application.state.session_factory) as session:
-            seed_example(session)
-        application.state.reconciler.run_once()
-        yield application
 
 
 @pytest.fixture
@@ -88,13 +73,6 @@ def mails(smtp: SmtpServer) -> list[tuple[str, str, str]]:
         subject = " ".join(decoded.split())  # unfolded
         found.append((str(message["To"]), subject, body.decode()))
     return found
-
-
-def set_hook(client: Client, base: str, kind: str, url: str) -> str:
-    page = client.form(base, {"kind": kind, "url": url})
-    assert page.status_code == 200, page.text
-    found = re.search(r'data-testid="signing-secret">([^<]+)<', page.text)
-    return found.group(1) if found else ""
 
 
 def verified(post_headers: dict[str, str], body: bytes, secret: str) -> bool:

@@ -21,8 +21,7 @@ from app.core.db import unit_of_work
 from app.core.models import Delivery, KubeconfigGrant, Notification, User, utcnow
 from app.notifications import service as notifications
 from tests.receivers import SmtpServer, self_signed, smtp_server, webhook_receiver
-from tests.web.conftest import client_for
-from tests.web.test_delivery import portal, set_hook
+from tests.web.conftest import client_for, portal, set_hook
 
 EVENTS = 150
 
