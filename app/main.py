@@ -183,7 +183,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     # Outside development the templates do not change: no file check per include (a
     # team page includes some twenty partials).
-    templates.env.auto_reload = settings.development
+    templates.env.auto_reload = settings.reload_templates
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

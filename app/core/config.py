@@ -35,6 +35,10 @@ class Settings(BaseSettings):
         default=False,
         description="Development mode: enables the development sign-in and allows the default key.",
     )
+    template_reload: bool | None = Field(
+        default=None,
+        description="Re-read changed templates (a file check per include); default: in development.",
+    )
     secret_key: SecretStr = Field(
         default=SecretStr(DEFAULT_SECRET_KEY),
         description="Signs session cookies and CSRF tokens.",
@@ -565,6 +569,10 @@ class Settings(BaseSettings):
     @property
     def kubeconfig_max_ttl_seconds(self) -> int:
         return parse_duration(self.kubeconfig_max_ttl) or 7 * 86400
+
+    @property
+    def reload_templates(self) -> bool:
+        return self.development if self.template_reload is None else self.template_reload
 
     @property
     def portal_url(self) -> str:
