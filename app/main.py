@@ -28,6 +28,7 @@ from app.core.db import (
     make_session_factory,
     migrations_behind,
     ping,
+    reads_of,
 )
 from app.core.errors import DomainError, InvalidInput
 from app.core.models import TeamStatus
@@ -201,6 +202,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             },
             channels=frozenset({"email"}) if settings.email_enabled else frozenset(),
         )
+        app.state.read_session_factory = reads_of(app.state.session_factory)
         app.state.backend = make_backend(settings)
         app.state.usage_cache = UsageCache(
             app.state.backend,

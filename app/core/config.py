@@ -37,7 +37,7 @@ class Settings(BaseSettings):
     )
     template_reload: bool | None = Field(
         default=None,
-        description="Re-read changed templates (a file check per include); default: in development.",
+        description="Re-read changed templates (a file check per include); default: development.",
     )
     secret_key: SecretStr = Field(
         default=SecretStr(DEFAULT_SECRET_KEY),

@@ -113,16 +113,30 @@ def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
         session.close()
 
 
-@contextmanager
-def read_mostly(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """A unit of work for a safe request (GET): on PostgreSQL its connection runs in
+def reads_of(factory: sessionmaker[Session]) -> sessionmaker[Session]:
+    """Sessions for safe requests (GET): on PostgreSQL their connections run in
     autocommit, so reads cost no BEGIN and COMMIT round trips; the rare write of such a
-    request (a session's last-seen time) commits by itself."""
-    with unit_of_work(factory) as session:
-        bind = session.get_bind()
-        if bind.dialect.name == "postgresql":
-            session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
-        yield session
+    request (a session's last-seen time) commits by itself. Making one does no I/O."""
+    bind = factory.kw["bind"]
+    if bind.dialect.name != "postgresql":
+        return factory
+    return sessionmaker(
+        **{**factory.kw, "bind": bind.execution_options(isolation_level="AUTOCOMMIT")}
+    )
+
+
+def finish(session: Session, *, commit: bool) -> None:
+    """End a request's unit of work: commit it (or roll it back), then close it."""
+    try:
+        if commit:
+            session.commit()
+        else:
+            session.rollback()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
 
 
 def after_commit(session: Session, callback: Callable[[], None]) -> None:

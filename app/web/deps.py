@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
+from functools import partial
 from typing import Annotated
 
+from anyio import CancelScope, CapacityLimiter, to_thread
 from fastapi import Depends, Path, Query, Request
 from pydantic import BeforeValidator, Field
 from sqlalchemy.orm import Session
@@ -18,7 +20,7 @@ from app.auth import tokens as api_tokens
 from app.auth.principal import Principal, principal_for
 from app.auth.provider import IdentityProvider, ProviderError
 from app.core.config import Settings
-from app.core.db import read_mostly, unit_of_work
+from app.core.db import finish
 from app.core.errors import Forbidden, Unavailable
 from app.core.models import Team, User
 from app.core.quantities import DB_INT_MAX
@@ -68,19 +70,34 @@ def bearer_token(request: Request) -> str | None:
     return None
 
 
-def get_session(request: Request) -> Iterator[Session]:
+async def get_session(request: Request) -> AsyncIterator[Session]:
     """One unit of work per request: commit after the handler, roll back on error. Safe
-    methods read without a transaction's round trips (PostgreSQL)."""
-    factory = request.app.state.session_factory
-    unit = read_mostly if request.method in ("GET", "HEAD") else unit_of_work
-    with unit(factory) as session:
+    methods read without a transaction's round trips (PostgreSQL). Opening a session does
+    no I/O, so it happens on the event loop; ending it (commit, rollback, returning the
+    connection) runs on a thread, shielded from cancellation and outside the thread
+    pool's limit (a full pool must not keep a connection from coming back)."""
+    state = request.app.state
+    safe = request.method in ("GET", "HEAD")
+    session = (state.read_session_factory if safe else state.session_factory)()
+    try:
         yield session
+    except BaseException:
+        with CancelScope(shield=True):
+            await to_thread.run_sync(
+                partial(finish, session, commit=False), limiter=CapacityLimiter(1)
+            )
+        raise
+    with CancelScope(shield=True):
+        await to_thread.run_sync(partial(finish, session, commit=True), limiter=CapacityLimiter(1))
 
 
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
+# Dependencies that only read the app's state are coroutines: FastAPI runs a plain
+# function dependency on the thread pool, a thread hop per dependency per request.
 
-def get_settings_dep(request: Request) -> Settings:
+
+async def get_settings_dep(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
@@ -88,7 +105,7 @@ def get_settings_dep(request: Request) -> Settings:
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 
 
-def get_backend(request: Request) -> ClusterBackend:
+async def get_backend(request: Request) -> ClusterBackend:
     backend: ClusterBackend = request.app.state.backend
     return backend
 
@@ -96,7 +113,7 @@ def get_backend(request: Request) -> ClusterBackend:
 BackendDep = Annotated[ClusterBackend, Depends(get_backend)]
 
 
-def get_usage_cache(request: Request) -> UsageCache:
+async def get_usage_cache(request: Request) -> UsageCache:
     cache: UsageCache = request.app.state.usage_cache
     return cache
 
@@ -174,7 +191,7 @@ def _bearer_user(request: Request, session: Session, settings: Settings, token: 
     return auth_service.sign_in_oidc(session, claims=claims, settings=settings, method="bearer")
 
 
-def get_principal(
+async def get_principal(
     principal: Annotated[Principal | None, Depends(get_principal_optional)],
 ) -> Principal:
     if principal is None:
@@ -182,7 +199,7 @@ def get_principal(
     return principal
 
 
-def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+async def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
     principal.require_admin()
     return principal
 
