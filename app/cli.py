@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.seed and seed(settings):
             log.info("seeded the example org ml-org with teams nlp, vision, recommender")
         uvicorn.run(
-            "app.main:create_app",
+            "app.main:serve_app",
             factory=True,
             host=args.host,
             port=args.port,

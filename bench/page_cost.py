@@ -145,8 +145,13 @@ def run_size(server_url: str, teams: int, rounds: int, requests: int) -> dict[st
     ready_teams(url)
     figures: dict[str, dict[str, list[float]]] = {}
     # As production serves it: no template file checks (the bench signs in through the
-    # development sign-in, which would otherwise turn them on).
-    with running_portal(url, f"page-cost-{teams}.log", PORTAL_TEMPLATE_RELOAD="false") as (
+    # development sign-in, which would otherwise turn them on), the worker's default poll.
+    with running_portal(
+        url,
+        f"page-cost-{teams}.log",
+        PORTAL_TEMPLATE_RELOAD="false",
+        PORTAL_WORKER_INTERVAL_SECONDS="2",  # the default (the teams are seeded ready)
+    ) as (
         base,
         pid,
         _,

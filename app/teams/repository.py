@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session, joinedload, selectinload
+from sqlalchemy.orm.strategy_options import _AbstractLoad
 
 from app.core.errors import NotFound
 from app.core.models import (
@@ -29,6 +30,14 @@ def get_org(session: Session) -> Org:
     org = session.scalars(select(Org).order_by(Org.id).limit(1)).first()
     if org is None:
         raise NotFound("no GPU pool is configured yet: run `gpu-portal seed` or create one")
+    return org
+
+
+def get_team_org(session: Session, team: Team) -> Org:
+    """The team's pool: no query when it was loaded with the team (``with_org``)."""
+    org = session.get(Org, team.org_id)
+    if org is None:
+        raise NotFound("the GPU pool no longer exists")
     return org
 
 
@@ -56,8 +65,12 @@ def committed_gpu_centi(
     return int(session.scalar(query) or 0)
 
 
-def get_team(session: Session, team_id: int, *, with_steps: bool = False) -> Team:
-    options = [selectinload(Team.steps)] if with_steps else []
+def get_team(
+    session: Session, team_id: int, *, with_steps: bool = False, with_org: bool = False
+) -> Team:
+    options: list[_AbstractLoad] = [selectinload(Team.steps)] if with_steps else []
+    if with_org:
+        options.append(joinedload(Team.org))  # the team's pages show its pool: one query
     team = session.get(Team, team_id, options=options)
     if team is None:
         raise NotFound(f"no team with id {team_id}")
@@ -140,6 +153,19 @@ def get_team_requests(session: Session, team_id: int) -> list[ClusterRequest]:
             .order_by(ClusterRequest.id.desc())
         )
     )
+
+
+def get_team_requests_decided(
+    session: Session, team_id: int
+) -> tuple[list[ClusterRequest], dict[int, Decision]]:
+    """A team's requests, newest first, and the decision on each decided one: one query."""
+    rows = session.execute(
+        select(ClusterRequest, Decision)
+        .outerjoin(Decision, Decision.request_id == ClusterRequest.id)
+        .where(ClusterRequest.team_id == team_id)
+        .order_by(ClusterRequest.id.desc())
+    ).all()
+    return [r for r, _ in rows], {d.request_id: d for _, d in rows if d is not None}
 
 
 def get_decisions(session: Session, request_ids: Sequence[int]) -> dict[int, Decision]:

@@ -194,9 +194,9 @@ def org_view(session: Session, usage: UsageCache, org: Org) -> OrgView:
 
 def team_detail(session: Session, team: Team, usage: UsageCache, settings: Settings) -> TeamDetail:
     """Costs the same whatever the number of teams: the org-wide parts are read ready."""
-    org = repo.get_org(session)
+    org = repo.get_team_org(session, team)
     view = org_view(session, usage, org)
-    requests = repo.get_team_requests(session, team.id)
+    requests, decisions = repo.get_team_requests_decided(session, team.id)
     people = team_members.get_all(session, team)
     holders, pending = access.holders(session, team, settings)
     return TeamDetail(
@@ -210,7 +210,7 @@ def team_detail(session: Session, team: Team, usage: UsageCache, settings: Setti
         leads=[u for u, m in people if m.role == "lead"],
         members=people,
         requests=requests,
-        decisions=repo.get_decisions(session, [r.id for r in requests]),
+        decisions=decisions,
         events=audit.get_all(session, team_id=team.id, limit=ACTIVITY_SHOWN),
         usage_error=usage.error,
         holders=holders,

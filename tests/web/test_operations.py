@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 from pathlib import Path
 
@@ -163,3 +164,19 @@ def test_request_metrics_can_be_switched_off(db_url: str) -> None:
     # The counters are the process's: other apps of this test run may have added to them.
     assert _sample_or_zero(text, route="/login", status="200") == before
     assert "portal_teams" in text, "the database's figures stay"
+
+
+def test_the_served_portal_freezes_its_start_up_heap(tmp_path: Path) -> None:
+    """A full garbage collection then skips the tens of thousands of objects made at start
+    (a 159 ms pause of every request at 100 teams, measured); tests' apps do not freeze."""
+    settings = settings_for(f"sqlite:///{tmp_path / 'frozen.db'}")
+    migrate(settings)
+    gc.unfreeze()
+    try:
+        with TestClient(create_app(settings)):
+            assert gc.get_freeze_count() == 0
+        with TestClient(create_app(settings, freeze_heap=True)) as client:
+            assert gc.get_freeze_count() > 10_000
+            assert client.get("/healthz").status_code == 200
+    finally:
+        gc.unfreeze()
