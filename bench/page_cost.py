@@ -10,7 +10,7 @@ portal's peak memory. The portal's own floor is measured in the same run: /healt
 middleware stack alone) and /api/v1/me (plus the session, user and memberships lookup),
 against the team page's ceiling: no page can cost less than the signed-in no-op.
 
-    .venv/bin/python bench/page_cost.py [--sizes 100,1000,10000] [--rounds 3]
+    .venv/bin/python bench/page_cost.py [--sizes 100,1000,10000] [--rounds 3] [--worker off]
 """
 
 from __future__ import annotations
@@ -129,10 +129,16 @@ def load(
     return result
 
 
+def getter(client: httpx.Client, path: str) -> Callable[[int], Callable[[], httpx.Response]]:
+    return lambda _worker: lambda: client.get(path)
+
+
 FLOORS = {"no-op": "/healthz", "signed-in no-op": "/api/v1/me"}
 
 
-def run_size(server_url: str, teams: int, rounds: int, requests: int) -> dict[str, object]:
+def run_size(
+    server_url: str, teams: int, rounds: int, requests: int, *, worker: bool
+) -> dict[str, object]:
     admin_engine = make_engine(server_url, isolation_level="AUTOCOMMIT")
     database = f"portal_cost_{teams}"
     with admin_engine.connect() as conn:
@@ -146,11 +152,14 @@ def run_size(server_url: str, teams: int, rounds: int, requests: int) -> dict[st
     figures: dict[str, dict[str, list[float]]] = {}
     # As production serves it: no template file checks (the bench signs in through the
     # development sign-in, which would otherwise turn them on), the worker's default poll.
+    # --worker off: a web replica whose provisioning worker runs elsewhere, so the figures
+    # are the pages' own (at 10,000 teams the drift re-check alone is 33 teams a second).
     with running_portal(
         url,
         f"page-cost-{teams}.log",
         PORTAL_TEMPLATE_RELOAD="false",
         PORTAL_WORKER_INTERVAL_SECONDS="2",  # the default (the teams are seeded ready)
+        PORTAL_WORKER_ENABLED="true" if worker else "false",
     ) as (
         base,
         pid,
@@ -177,9 +186,7 @@ def run_size(server_url: str, teams: int, rounds: int, requests: int) -> dict[st
         # (the middleware stack; then also the session, user and memberships lookup).
         for _ in range(rounds):
             for name, path in FLOORS.items():
-                got = load(
-                    f"{name}, {teams}", lambda _w, p=path: lambda: lead.get(p), pid, requests
-                )
+                got = load(f"{name}, {teams}", getter(lead, path), pid, requests)
                 slot = figures.setdefault(f"{name}|portal", {})
                 for key, value in got.items():
                     slot.setdefault(key, []).append(value)
@@ -195,15 +202,24 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1000,10000")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument(
+        "--worker",
+        choices=("on", "off"),
+        default="on",
+        help="run the provisioning worker in the measured process (off: a web replica)",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     results: dict[int, dict[str, object]] = {}
     with postgres_server() as server_url:
         for teams in sizes:
             started = time.perf_counter()
-            results[teams] = run_size(server_url, teams, args.rounds, args.requests)
+            results[teams] = run_size(
+                server_url, teams, args.rounds, args.requests, worker=args.worker == "on"
+            )
             print(f"-- {teams} teams measured in {time.perf_counter() - started:.0f} s", flush=True)
     print()
+    print(f"provisioning worker in the measured process: {args.worker}")
     print("teams | page | portal p50 / p99 | req/s | CPU/request | ceiling req/s | share")
     for teams, result in results.items():
         medians = result["medians"]
