@@ -1,11 +1,13 @@
-"""`gpu-portal serve | migrate | seed`."""
+"""`gpu-portal serve | migrate | seed | deliver | work`."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import logging.config
+import signal
 import sys
+import threading
 import time
 
 from alembic import command
@@ -14,7 +16,7 @@ from pydantic import ValidationError
 
 from app.core import logs
 from app.core.config import PROJECT_ROOT, Settings, describe_error, get_settings
-from app.core.db import make_engine, make_session_factory, ping, unit_of_work
+from app.core.db import Effect, make_engine, make_session_factory, ping, unit_of_work
 
 log = logging.getLogger("gpu_portal")
 
@@ -98,6 +100,47 @@ def deliver(settings: Settings, *, until_idle: bool) -> int:
     return total
 
 
+def work(settings: Settings, *, stop: threading.Event | None = None) -> None:
+    """Run the provisioning worker and the kubeconfig sweeper in this process, without
+    serving pages: for a large org, web replicas then run with PORTAL_WORKER_ENABLED=false
+    and carry none of the reconcile load. Stops on SIGTERM or Ctrl-C (or ``stop``),
+    handing its leases back."""
+    from app.access.sweeper import Sweeper, SweeperThread
+    from app.adapters.factory import make_backend
+    from app.provisioning.reconciler import Reconciler, Worker
+
+    stop = stop or threading.Event()
+    engine = make_engine(settings.database_url)
+    factory = make_session_factory(
+        engine,
+        effects={
+            Effect.PROVISIONING_DUE: lambda: reconciler.wake.set(),
+            Effect.ACCESS_CHANGED: lambda: sweeper.wake.set(),
+        },
+        # As in the portal: the notices it writes (cluster ready, failing) go by e-mail too.
+        channels=frozenset({"email"}) if settings.email_enabled else frozenset(),
+    )
+    backend = make_backend(settings)
+    reconciler = Reconciler(factory, backend, settings)
+    sweeper = Sweeper(factory, backend, settings)
+    worker = Worker(reconciler, interval=settings.worker_interval_seconds)
+    sweeping = SweeperThread(sweeper)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    worker.start()
+    sweeping.start()
+    log.info("provisioning worker and access sweeper running (no web)")
+    try:
+        while not stop.is_set() and worker.alive() and sweeping.alive():
+            stop.wait(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sweeping.stop()
+        worker.stop()
+        engine.dispose()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="gpu-portal", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -114,6 +157,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     deliver_p.add_argument(
         "--until-idle", action="store_true", help="stop once nothing is due instead of waiting"
+    )
+    sub.add_parser(
+        "work",
+        help="run the provisioning worker and kubeconfig sweeper without serving pages "
+        "(with PORTAL_WORKER_ENABLED=false on the web replicas)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -133,6 +181,9 @@ def main(argv: list[str] | None = None) -> None:
         print("seeded the example org" if seed(settings) else "the database already has an org")
     elif args.command == "deliver":
         deliver(settings, until_idle=args.until_idle)
+    elif args.command == "work":
+        migrate(settings)
+        work(settings)
     elif args.command == "serve":
         import uvicorn
 

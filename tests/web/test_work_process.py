@@ -1,0 +1,68 @@
+"""A large org's split: web replicas with the worker off, `gpu-portal work` apart. A team
+asked for and approved on the web is provisioned by the separate process, and that
+process hands its leases back when told to stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from app.core.config import PROJECT_ROOT
+from app.core.models import Team
+from tests.web.conftest import client_for, portal
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_separate_work_process_provisions_what_the_web_approves(db_url: str) -> None:
+    for app in portal(db_url, worker_enabled=False):
+        lead = client_for(app, "lead-speech@example.org")
+        admin = client_for(app, "admin@example.org", admin=True)
+        asked = lead.api(
+            "POST", "/api/v1/requests", {"name": "speech", "gpu_quota": "0.01", "gpu_limit": "1"}
+        )
+        assert asked.status_code == 201, asked.text
+        team_id = asked.json()["team_id"]
+        approved = admin.api("POST", f"/api/v1/requests/{asked.json()['id']}/approve", {})
+        assert approved.status_code == 200, approved.text
+        time.sleep(1)  # the web replica itself provisions nothing
+        assert lead.get(f"/api/v1/teams/{team_id}").json()["status"] == "approved"
+
+        env = {
+            **os.environ,
+            "PORTAL_DEVELOPMENT": "true",
+            "PORTAL_DATABASE_URL": db_url,
+            "PORTAL_WORKER_INTERVAL_SECONDS": "0.2",
+            "PORTAL_SIMULATED_STEP_SECONDS": "0",
+        }
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "work"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            team: dict[str, Any] = {}
+            for _ in range(300):
+                team = lead.get(f"/api/v1/teams/{team_id}").json()
+                if team["status"] == "ready" or worker.poll() is not None:
+                    break
+                time.sleep(0.1)
+            assert team["status"] == "ready", team
+            assert [s["status"] for s in team["steps"]] == ["done"] * 5
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            output = worker.communicate(timeout=30)[0]
+        assert worker.returncode == 0, output
+        assert "handed back" in output
+        with app.state.session_factory() as session:
+            held = session.scalars(select(Team.name).where(Team.lease_owner.is_not(None))).all()
+        assert held == []
