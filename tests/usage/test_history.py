@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select, update
@@ -14,7 +15,7 @@ from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
 from app.core.models import Team, TeamStatus, UsageSample
 from app.teams.seed import seed_example
-from app.usage import history
+from app.usage import history, service
 from app.usage.service import TeamQuota, UsageCache
 from app.usage.sources import QueueUsage
 
@@ -250,6 +251,53 @@ def test_one_computation_however_many_viewers_wait() -> None:
     cache.forget_quotas()  # a decision: the next view reads quotas again
     cache.org_view(load, pool_centi=100, parent="org")
     assert loads == 2
+
+
+def test_the_view_is_computed_again_only_when_what_it_shows_moved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The refresher re-reads quotas and usage every interval; at 10,000 teams computing
+    the shares costs far more than comparing what they depend on, and mostly nothing moved."""
+    computed = 0
+    compute = service.shares_for
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal computed
+        computed += 1
+        return compute(*args, **kwargs)
+
+    monkeypatch.setattr(service, "shares_for", counting)
+    backend = FixedUsage({"team-a": (0.5, 0.5), "team-b": (0.0, 0.0)})
+    cache = UsageCache(backend, ttl=0)  # every refresh reads usage again
+    quota = {"a": 50, "b": 30}
+
+    def load() -> list[TeamQuota]:  # a new list of equal rows each time, as from the database
+        return [
+            TeamQuota(
+                id=n,
+                name=name,
+                gpu_quota_centi=quota[name],
+                gpu_limit_centi=100,
+                weight_centi=100,
+                priority=100,
+            )
+            for n, name in enumerate(("a", "b"), 1)
+        ]
+
+    views = [cache.refresh_view(load, pool_centi=100, parent="org") for _ in range(3)]
+    assert backend.reads == 3
+    assert computed == 1
+    assert views[0] is views[1] is views[2]
+    backend.values["team-a"] = (0.7, 0.9)  # usage moved
+    moved = cache.refresh_view(load, pool_centi=100, parent="org")
+    assert computed == 2
+    assert moved.shares[1].allocated == 0.7
+    quota["b"] = 40  # a decision elsewhere (another replica)
+    changed = cache.refresh_view(load, pool_centi=100, parent="org")
+    assert computed == 3
+    assert changed.shares[2].guaranteed == 0.4
+    assert cache.refresh_view(load, pool_centi=200, parent="org").shares[1].pool == 2.0
+    assert computed == 4
 
 
 def test_the_refresher_keeps_the_view_ready(seeded: sessionmaker[Session]) -> None:
