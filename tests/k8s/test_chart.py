@@ -78,6 +78,7 @@ def test_default_values_render_a_safe_two_replica_deployment() -> None:
     }
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
     assert {"secretRef": {"name": "gpu-portal"}} in container["envFrom"]
+    assert "PORTAL_WORKER_ENABLED" not in {e["name"] for e in container["env"]}
     assert _kind(docs, "PodDisruptionBudget")[0]["spec"]["minAvailable"] == 1
 
 
@@ -122,9 +123,26 @@ def test_full_values_render_every_optional_part() -> None:
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     service = _kind(docs, "Service")[0]
     assert {"name": "metrics", "port": 9300, "targetPort": "metrics"} in service["spec"]["ports"]
-    deployment = _kind(docs, "Deployment")[0]
-    assert deployment["spec"]["replicas"] == 3
+    deployments = {d["metadata"]["name"]: d for d in _kind(docs, "Deployment")}
+    web, worker = deployments["portal-gpu-portal"], deployments["portal-gpu-portal-worker"]
+    assert web["spec"]["replicas"] == 3
     assert _kind(docs, "ServiceAccount")[0]["metadata"]["name"] == "portal"
+    # A large org's split: the worker Deployment runs `gpu-portal work`, the web pods
+    # serve pages only, and nothing that routes or budgets web pods selects worker pods.
+    assert worker["spec"]["replicas"] == 2
+    pod = worker["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    assert container["command"] == ["gpu-portal", "work"]
+    assert "ports" not in container
+    assert pod["spec"]["serviceAccountName"] == "portal"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    web_env = web["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "PORTAL_WORKER_ENABLED", "value": "false"} in web_env
+    labels = pod["metadata"]["labels"]
+    for selecting in (service["spec"]["selector"], web["spec"]["selector"]["matchLabels"]):
+        assert not selecting.items() <= labels.items()
+    pdb = _kind(docs, "PodDisruptionBudget")[0]["spec"]["selector"]["matchLabels"]
+    assert not pdb.items() <= labels.items()
 
 
 @pytest.mark.parametrize(
@@ -134,6 +152,7 @@ def test_full_values_render_every_optional_part() -> None:
         (["--set", "replicas=3"], "additional properties 'replicas' not allowed"),
         (["--set", "metrics.port=8000"], "at '/metrics/port'"),
         (["--set", "image.pullPolicy=Sometimes"], "at '/image/pullPolicy'"),
+        (["--set", "worker.replicaCount=0"], "at '/worker/replicaCount'"),
     ],
 )
 def test_the_schema_refuses_bad_values(values: list[str], complaint: str) -> None:

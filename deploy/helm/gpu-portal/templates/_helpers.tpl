@@ -22,3 +22,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "gpu-portal.serviceAccount" -}}
 {{- .Values.serviceAccount.name | default (include "gpu-portal.fullname" .) -}}
 {{- end -}}
+
+{{- define "gpu-portal.workerSelector" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}-worker
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
