@@ -71,7 +71,9 @@ def deliver(settings: Settings, *, until_idle: bool) -> int:
     from app.notifications.delivery import Deliverer, DeliveryThread
 
     engine = make_engine(settings.database_url)
-    deliverer = Deliverer(make_session_factory(engine), settings)
+    # Its chores write notices (kubeconfig expiring, the digest): by e-mail too.
+    factory = make_session_factory(engine, channels=settings.personal_channels)
+    deliverer = Deliverer(factory, settings)
     total = 0
     try:
         if until_idle:
@@ -100,16 +102,16 @@ def deliver(settings: Settings, *, until_idle: bool) -> int:
     return total
 
 
-def work(settings: Settings, *, stop: threading.Event | None = None) -> None:
+def work(settings: Settings) -> None:
     """Run the provisioning worker and the kubeconfig sweeper in this process, without
     serving pages: for a large org, web replicas then run with PORTAL_WORKER_ENABLED=false
-    and carry none of the reconcile load. Stops on SIGTERM or Ctrl-C (or ``stop``),
-    handing its leases back."""
+    and carry none of the reconcile load. Stops on SIGTERM or Ctrl-C, handing
+    its leases back."""
     from app.access.sweeper import Sweeper, SweeperThread
     from app.adapters.factory import make_backend
     from app.provisioning.reconciler import Reconciler, Worker
 
-    stop = stop or threading.Event()
+    stop = threading.Event()
     engine = make_engine(settings.database_url)
     factory = make_session_factory(
         engine,
@@ -118,7 +120,7 @@ def work(settings: Settings, *, stop: threading.Event | None = None) -> None:
             Effect.ACCESS_CHANGED: lambda: sweeper.wake.set(),
         },
         # As in the portal: the notices it writes (cluster ready, failing) go by e-mail too.
-        channels=frozenset({"email"}) if settings.email_enabled else frozenset(),
+        channels=settings.personal_channels,
     )
     backend = make_backend(settings)
     reconciler = Reconciler(factory, backend, settings)

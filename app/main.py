@@ -210,7 +210,7 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
                 Effect.ACCESS_CHANGED: lambda: app.state.sweeper.wake.set(),
                 Effect.NOTIFIED: lambda: app.state.deliverer.wake.set(),
             },
-            channels=frozenset({"email"}) if settings.email_enabled else frozenset(),
+            channels=settings.personal_channels,
         )
         app.state.read_session_factory = reads_of(app.state.session_factory)
         app.state.backend = make_backend(settings)

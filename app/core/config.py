@@ -584,6 +584,12 @@ class Settings(BaseSettings):
         return bool(self.smtp_host)
 
     @property
+    def personal_channels(self) -> frozenset[str]:
+        """Where personal notices go besides the in-app bell: what every process that
+        writes notifications gives its session factory (make_session_factory)."""
+        return frozenset({"email"}) if self.email_enabled else frozenset()
+
+    @property
     def allow_private_webhooks(self) -> bool:
         if self.webhook_private_hosts is None:
             return self.development

@@ -120,9 +120,13 @@ def test_two_processes_deliver_each_message_once(
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_a_separate_deliverer_also_tells_expiring_kubeconfigs(db_url: str) -> None:
-    """With delivery off on the web replicas, `gpu-portal deliver` does the chores too."""
-    for app in portal(db_url):
+def test_a_separate_deliverer_also_tells_expiring_kubeconfigs(
+    db_url: str, smtp: SmtpServer, tls: tuple[Path, Path]
+) -> None:
+    """With delivery off on the web replicas, `gpu-portal deliver` does the chores too,
+    and mails what they write to those who get e-mail."""
+    values = smtp_settings(smtp, tls)
+    for app in portal(db_url, **values):
         now = utcnow()
         with unit_of_work(app.state.session_factory) as session:
             session.add(
@@ -141,6 +145,8 @@ def test_a_separate_deliverer_also_tells_expiring_kubeconfigs(db_url: str) -> No
             "PORTAL_DEVELOPMENT": "true",
             "PORTAL_DATABASE_URL": db_url,
             "PORTAL_DELIVERY_POLL_SECONDS": "0.2",
+            "PORTAL_PUBLIC_URL": "https://gpu.example.org",
+            **{f"PORTAL_{k.upper()}": v for k, v in values.items()},
         }
         worker = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "deliver"],
@@ -151,6 +157,7 @@ def test_a_separate_deliverer_also_tells_expiring_kubeconfigs(db_url: str) -> No
         )
         try:
             told: list[Notification] = []
+            mailed: list[str] = []
             for _ in range(300):
                 with app.state.session_factory() as session:
                     told = list(
@@ -158,7 +165,12 @@ def test_a_separate_deliverer_also_tells_expiring_kubeconfigs(db_url: str) -> No
                             select(Notification).where(Notification.event == "kubeconfig.expiring")
                         )
                     )
-                if told or worker.poll() is not None:
+                mailed = [
+                    str(m["Subject"])
+                    for m in smtp.messages()
+                    if "kubeconfig for nlp expires" in str(m["Subject"])
+                ]
+                if (told and mailed) or worker.poll() is not None:
                     break
                 time.sleep(0.1)
         finally:
@@ -166,3 +178,4 @@ def test_a_separate_deliverer_also_tells_expiring_kubeconfigs(db_url: str) -> No
             worker.wait(20)
         assert [n.user_id for n in told] == [2]
         assert told[0].title.startswith("Your kubeconfig for nlp expires at")
+        assert len(mailed) == 1, "the holder wants e-mail: the notice is mailed too"
