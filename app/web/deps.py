@@ -79,16 +79,14 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
     state = request.app.state
     safe = request.method in ("GET", "HEAD")
     session = (state.read_session_factory if safe else state.session_factory)()
+    succeeded = False
     try:
         yield session
-    except BaseException:
+        succeeded = True
+    finally:
         with CancelScope(shield=True):
-            await to_thread.run_sync(
-                partial(finish, session, commit=False), limiter=CapacityLimiter(1)
-            )
-        raise
-    with CancelScope(shield=True):
-        await to_thread.run_sync(partial(finish, session, commit=True), limiter=CapacityLimiter(1))
+            end = partial(finish, session, commit=succeeded)
+            await to_thread.run_sync(end, limiter=CapacityLimiter(1))
 
 
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
