@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import ScalarSelect, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -198,26 +199,44 @@ class RolloutProgress:
         return round(100 * self.upgraded / self.total) if self.total else 100
 
 
-def rollout_progress(session: Session, version: str) -> RolloutProgress | None:
-    """Where the move to ``version`` stands; None when no team runs another version and
-    no rollout is stopped."""
-    counts = session.execute(
-        select(
-            func.count(),
-            func.count().filter(Team.vcluster_version == version),
-        ).where(Team.status.in_(HOLDING_STATUSES), Team.vcluster_version.is_not(None))
-    ).one()
-    total, upgraded = int(counts[0]), int(counts[1])
-    row = session.get(ChartRollout, version)
-    if total == upgraded and (row is None or row.state == "running"):
+def rollout_columns(version: str) -> tuple[ScalarSelect[Any], ...]:
+    """Where the move to ``version`` stands, as columns of a larger query: teams with a
+    known version, of them at ``version``, and the rollout's state, start, error and the
+    name of the team whose turn it is (NULL when there is no rollout row)."""
+    known = (Team.status.in_(HOLDING_STATUSES), Team.vcluster_version.is_not(None))
+
+    def of_row(column: Any) -> ScalarSelect[Any]:
+        return select(column).where(ChartRollout.version == version).scalar_subquery()
+
+    return (
+        select(func.count()).select_from(Team).where(*known).scalar_subquery(),
+        select(func.count()).where(*known, Team.vcluster_version == version).scalar_subquery(),
+        of_row(ChartRollout.state),
+        of_row(ChartRollout.started_at),
+        of_row(ChartRollout.error),
+        select(Team.name)
+        .join(ChartRollout, ChartRollout.team_id == Team.id)
+        .where(ChartRollout.version == version)
+        .scalar_subquery(),
+    )
+
+
+def rollout_from(version: str, values: Sequence[Any]) -> RolloutProgress | None:
+    """The rollout's progress from the values of ``rollout_columns``; None when no team
+    runs another version and no rollout is stopped."""
+    total, upgraded, state, started_at, error, holder = values
+    if total == upgraded and state in (None, "running"):
         return None
-    holder = session.get(Team, row.team_id) if row is not None and row.team_id else None
     return RolloutProgress(
         version=version,
-        total=total,
-        upgraded=upgraded,
-        state=row.state if row is not None else "running",
-        holder=holder.name if holder is not None else None,
-        started_at=row.started_at if row is not None else None,
-        error=row.error if row is not None else None,
+        total=int(total),
+        upgraded=int(upgraded),
+        state=state or "running",
+        holder=holder,
+        started_at=started_at,
+        error=error,
     )
+
+
+def rollout_progress(session: Session, version: str) -> RolloutProgress | None:
+    return rollout_from(version, session.execute(select(*rollout_columns(version))).one())

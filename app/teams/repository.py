@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ScalarSelect, Select, func, select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
 from sqlalchemy.orm.strategy_options import _AbstractLoad
 
@@ -25,12 +26,30 @@ from app.core.models import (
     User,
 )
 
+NO_ORG = "no GPU pool is configured yet: run `gpu-portal seed` or create one"
+
 
 def get_org(session: Session) -> Org:
     org = session.scalars(select(Org).order_by(Org.id).limit(1)).first()
     if org is None:
-        raise NotFound("no GPU pool is configured yet: run `gpu-portal seed` or create one")
+        raise NotFound(NO_ORG)
     return org
+
+
+@functools.lru_cache(maxsize=8)
+def _org_with(columns: tuple[ScalarSelect[Any], ...]) -> Select[Any]:
+    return select(Org, *columns).order_by(Org.id).limit(1)
+
+
+def get_org_with(
+    session: Session, columns: tuple[ScalarSelect[Any], ...]
+) -> tuple[Org, Sequence[Any]]:
+    """The pool and other figures in the same statement: ``columns`` are scalar subqueries
+    (of any domain). A caller that keeps its tuple reuses the built statement."""
+    row = session.execute(_org_with(columns)).first()
+    if row is None:
+        raise NotFound(NO_ORG)
+    return row[0], tuple(row[1:])
 
 
 def get_team_org(session: Session, team: Team) -> Org:
@@ -175,14 +194,13 @@ def get_decisions(session: Session, request_ids: Sequence[int]) -> dict[int, Dec
     return {d.request_id: d for d in rows}
 
 
-def count_pending(session: Session) -> int:
-    return int(
-        session.scalar(
-            select(func.count())
-            .select_from(ClusterRequest)
-            .where(ClusterRequest.status == RequestStatus.SUBMITTED)
-        )
-        or 0
+def pending_count_column() -> ScalarSelect[int]:
+    """How many requests wait for an admin, as a column of a larger query."""
+    return (
+        select(func.count())
+        .select_from(ClusterRequest)
+        .where(ClusterRequest.status == RequestStatus.SUBMITTED)
+        .scalar_subquery()
     )
 
 
@@ -275,17 +293,23 @@ def get_team_page(
     offset: int,
     limit: int,
 ) -> tuple[int, list[TeamRow]]:
-    """One page of the overview, filtered, sorted and counted by the database."""
-    total = int(
-        session.scalar(_team_filter(select(func.count(Team.id)), statuses, name_contains)) or 0
-    )
+    """One page of the overview, filtered, sorted and counted by the database: the count
+    comes with the rows (one statement), or on its own past the last page."""
     query = (
-        _team_filter(select(*TEAM_ROW_COLUMNS), statuses, name_contains)
+        _team_filter(select(*TEAM_ROW_COLUMNS, func.count().over()), statuses, name_contains)
         .order_by(*SQL_SORTS.get(sort, SQL_SORTS["name"]))
         .offset(offset)
         .limit(limit)
     )
-    return total, [TeamRow(*row) for row in session.execute(query).all()]
+    rows = session.execute(query).all()
+    if rows:
+        return int(rows[0][-1]), [TeamRow(*row[:-1]) for row in rows]
+    total = 0
+    if offset:
+        total = int(
+            session.scalar(_team_filter(select(func.count(Team.id)), statuses, name_contains)) or 0
+        )
+    return total, []
 
 
 def get_team_keys(

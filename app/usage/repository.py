@@ -7,7 +7,7 @@ from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import ScalarSelect, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -177,22 +177,18 @@ def get_suggestions(
     return list(session.scalars(query))
 
 
-def suggestion_totals(session: Session) -> tuple[int, int, int]:
-    """(idle teams, their guaranteed-but-idle hundredths of a GPU, starved teams)."""
+def suggestion_totals_columns() -> tuple[ScalarSelect[int], ScalarSelect[int], ScalarSelect[int]]:
+    """(idle teams, their guaranteed-but-idle hundredths of a GPU, starved teams), as
+    columns of a larger query."""
     lower = RightsizingSuggestion.direction == "lower"
-    idle, idle_centi, starved = session.execute(
-        select(
-            func.count().filter(lower),
-            func.coalesce(
-                func.sum(
-                    RightsizingSuggestion.guarantee_centi - RightsizingSuggestion.suggested_centi
-                ).filter(lower),
-                0,
-            ),
-            func.count().filter(RightsizingSuggestion.direction == "raise"),
-        )
-    ).one()
-    return int(idle), int(idle_centi), int(starved)
+    idle_centi = func.sum(
+        RightsizingSuggestion.guarantee_centi - RightsizingSuggestion.suggested_centi
+    ).filter(lower)
+    return (
+        select(func.count().filter(lower)).scalar_subquery(),
+        select(func.coalesce(idle_centi, 0)).scalar_subquery(),
+        select(func.count().filter(RightsizingSuggestion.direction == "raise")).scalar_subquery(),
+    )
 
 
 def average_use(session: Session, *, since: datetime) -> dict[int, float]:

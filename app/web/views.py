@@ -3,10 +3,13 @@ no rule is decided here."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
+from sqlalchemy import ScalarSelect
 from sqlalchemy.orm import Session
 
 from app.access import service as access
@@ -29,6 +32,8 @@ from app.core.models import (
     User,
 )
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.provisioning import repository as provisioning
+from app.provisioning.repository import RolloutProgress
 from app.teams import members as team_members
 from app.teams import repository as repo
 from app.teams import service as team_service
@@ -182,6 +187,38 @@ class TeamDetail:
             TeamStatus.FAILED,
             TeamStatus.DECOMMISSIONING,
         ) or any(r.status == "approved" for r in self.requests)
+
+
+@dataclass(frozen=True)
+class OverviewFigures:
+    """The overview's org-wide figures besides usage: read in one statement."""
+
+    org: Org
+    pending_count: int
+    rightsizing: tuple[int, int, int]  # idle teams, their idle hundredths, starved teams
+    rollout: RolloutProgress | None
+
+
+@functools.lru_cache(maxsize=4)
+def _figure_columns(version: str) -> tuple[ScalarSelect[Any], ...]:
+    # Built once per chart version: the expressions are immutable and shared by requests.
+    return (
+        repo.pending_count_column(),
+        *usage_repo.suggestion_totals_columns(),
+        *provisioning.rollout_columns(version),
+    )
+
+
+def overview_figures(session: Session, chart_version: str) -> OverviewFigures:
+    org, (pending, idle, idle_centi, starved, *rollout) = repo.get_org_with(
+        session, _figure_columns(chart_version)
+    )
+    return OverviewFigures(
+        org=org,
+        pending_count=int(pending),
+        rightsizing=(int(idle), int(idle_centi), int(starved)),
+        rollout=provisioning.rollout_from(chart_version, rollout),
+    )
 
 
 def org_view(session: Session, usage: UsageCache, org: Org) -> OrgView:

@@ -40,6 +40,7 @@ from app.web.views import (
     cards_from,
     org_impact,
     org_view,
+    overview_figures,
     request_impact,
     what_if,
 )
@@ -99,7 +100,8 @@ def overview(
     q: str = "",
     page: int = 1,
 ) -> Response:
-    org = repo.get_org(session)
+    figures = overview_figures(session, settings.chart_version)
+    org = figures.org
     statuses: list[str] | None
     if status in ("live", "borrowing", "waiting"):
         statuses = [s.value for s in TeamStatus if s not in ("rejected", "decommissioned")]
@@ -152,16 +154,16 @@ def overview(
             "sort": sort,
             "q": q,
             "statuses": [s.value for s in TeamStatus],
-            "pending_count": repo.count_pending(session),
+            "pending_count": figures.pending_count,
             "usage_error": usage.error,
             "repairs": audit_repo.get_all(session, action="provisioning.drift_repaired", limit=5),
             "steps": [s.value for s in Step],
-            "rollout": provisioning.rollout_progress(session, settings.chart_version),
+            "rollout": figures.rollout,
             "suggestions": {
                 s.team_id: s
                 for s in usage_repo.get_suggestions(session, [c.team.id for c in shown])
             },
-            "rightsizing": usage_repo.suggestion_totals(session),
+            "rightsizing": figures.rightsizing,
         },
         partial="admin/partials/teams_table.html",
     )
