@@ -44,6 +44,15 @@ def parse_hundredths(raw: str | float | int | None, *, what: str) -> int:
     return int(scaled)
 
 
+def format_figure(value: float | None, digits: int = 2) -> str:
+    """A figure to at most ``digits`` decimals: 1.5 -> "1.5", 2.0 -> "2", None -> an en
+    dash (no value)."""
+    if value is None:
+        return "\u2013"
+    text = f"{value:.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def format_hundredths(value: int | None) -> str:
     """33 -> "0.33", 100 -> "1", 150 -> "1.5"."""
     if value is None:

@@ -13,8 +13,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from app.core.config import PROJECT_ROOT
-from app.core.quantities import format_hundredths
+from app.core.quantities import format_figure, format_hundredths
 from app.web.deps import csrf_token
+from app.web.gauge import gauge
 
 templates = Jinja2Templates(directory=str(PROJECT_ROOT / "templates"))
 
@@ -49,18 +50,12 @@ def _iso(value: datetime | None) -> str:
     return aware.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _num(value: float | None, digits: int = 2) -> str:
-    if value is None:
-        return "\u2013"  # an en dash: no value
-    text = f"{value:.{digits}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
 templates.env.filters["gpu"] = format_hundredths
 templates.env.filters["ago"] = _ago
 templates.env.filters["stamp"] = _stamp
 templates.env.filters["iso"] = _iso
-templates.env.filters["num"] = _num
+templates.env.filters["num"] = format_figure
+templates.env.globals["gauge"] = gauge
 
 
 def is_htmx(request: Request) -> bool:
