@@ -21,6 +21,7 @@ from app.core.models import (
     Org,
     ProvisioningStep,
     RequestStatus,
+    RightsizingSuggestion,
     Team,
     TeamMember,
     User,
@@ -234,6 +235,15 @@ def has_org(session: Session) -> bool:
 
 
 @dataclass(frozen=True)
+class RowSuggestion:
+    """The right-sizing suggestion a row shows: made for ``guarantee_centi``."""
+
+    direction: str  # lower | raise
+    guarantee_centi: int
+    suggested_centi: int
+
+
+@dataclass(frozen=True)
 class TeamRow:
     """What the pool overview shows of a team (no ORM object per row)."""
 
@@ -243,6 +253,7 @@ class TeamRow:
     gpu_quota_centi: int
     gpu_limit_centi: int
     last_error: str | None
+    suggestion: RowSuggestion | None = None
 
 
 TEAM_ROW_COLUMNS = (
@@ -252,7 +263,25 @@ TEAM_ROW_COLUMNS = (
     Team.gpu_quota_centi,
     Team.gpu_limit_centi,
     Team.last_error,
+    RightsizingSuggestion.direction,
+    RightsizingSuggestion.guarantee_centi,
+    RightsizingSuggestion.suggested_centi,
 )
+
+
+def _rows_query(*extra: Any) -> Any:
+    """The rows' columns (and ``extra``), each team with its suggestion if it has one."""
+    return select(*TEAM_ROW_COLUMNS, *extra).outerjoin(
+        RightsizingSuggestion, RightsizingSuggestion.team_id == Team.id
+    )
+
+
+def _team_row(row: Sequence[Any]) -> TeamRow:
+    team_id, name, status, quota, limit, error, direction, guarantee, suggested = row[:9]
+    suggestion = RowSuggestion(direction, guarantee, suggested) if direction else None
+    return TeamRow(team_id, name, status, quota, limit, error, suggestion)
+
+
 # Orders the database can give (the overview's sorts that need no live usage).
 SQL_SORTS = {
     "name": (Team.name, Team.id),
@@ -276,12 +305,10 @@ def get_team_rows(
     name_contains: str = "",
     ids: Sequence[int] | None = None,
 ) -> list[TeamRow]:
-    query = _team_filter(
-        select(*TEAM_ROW_COLUMNS).order_by(Team.name, Team.id), statuses, name_contains
-    )
+    query = _team_filter(_rows_query().order_by(Team.name, Team.id), statuses, name_contains)
     if ids is not None:
         query = query.where(Team.id.in_(ids))
-    return [TeamRow(*row) for row in session.execute(query).all()]
+    return [_team_row(row) for row in session.execute(query).all()]
 
 
 def get_team_page(
@@ -296,14 +323,14 @@ def get_team_page(
     """One page of the overview, filtered, sorted and counted by the database: the count
     comes with the rows (one statement), or on its own past the last page."""
     query = (
-        _team_filter(select(*TEAM_ROW_COLUMNS, func.count().over()), statuses, name_contains)
+        _team_filter(_rows_query(func.count().over()), statuses, name_contains)
         .order_by(*SQL_SORTS.get(sort, SQL_SORTS["name"]))
         .offset(offset)
         .limit(limit)
     )
     rows = session.execute(query).all()
     if rows:
-        return int(rows[0][-1]), [TeamRow(*row[:-1]) for row in rows]
+        return int(rows[0][-1]), [_team_row(row) for row in rows]
     total = 0
     if offset:
         total = int(

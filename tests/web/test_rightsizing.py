@@ -80,6 +80,9 @@ def test_admin_list_totals_and_proposes(app: FastAPI, admin: Client) -> None:
     assert "1 team waiting for more" in overview
     assert "idle: suggest 0.05" in overview
     assert "starved: suggest 0.8" in overview
+    by_usage = admin.get("/admin?sort=usage").text  # rows ordered by the live view
+    assert "idle: suggest 0.05" in by_usage
+    assert "starved: suggest 0.8" in by_usage
     page = admin.get("/admin/rightsizing").text
     assert re.search(r'data-testid="idle-total">0\.28 GPU<', page)
     row = re.search(r"<tr>\s*<td><a href=\"/teams/2\">.*?</tr>", page, re.S)

@@ -22,7 +22,6 @@ from app.provisioning import repository as provisioning
 from app.teams import repository as repo
 from app.teams import service
 from app.usage import history, rightsizing
-from app.usage import repository as usage_repo
 from app.usage.impact import Impact
 from app.usage.service import OrgView
 from app.web.deps import (
@@ -159,10 +158,6 @@ def overview(
             "repairs": audit_repo.get_all(session, action="provisioning.drift_repaired", limit=5),
             "steps": [s.value for s in Step],
             "rollout": figures.rollout,
-            "suggestions": {
-                s.team_id: s
-                for s in usage_repo.get_suggestions(session, [c.team.id for c in shown])
-            },
             "rightsizing": figures.rightsizing,
         },
         partial="admin/partials/teams_table.html",
