@@ -7,6 +7,8 @@ call with its dozen filters cost about half of that page's rendering.
 
 from __future__ import annotations
 
+import functools
+
 from markupsafe import Markup, escape
 
 from app.core.quantities import format_figure as num
@@ -20,16 +22,28 @@ def _x(value: float, scale: float) -> float:
     return round(value / scale * WIDTH, 1)
 
 
+@functools.lru_cache(maxsize=2048)
 def gauge(share: GpuShare, compact: bool = False) -> Markup:
     """The gauge of ``share``; ``compact`` (a table row, a card) leaves out the fair-share
-    mark, the demand and fair-share figures and the pool size."""
+    mark, the demand and fair-share figures and the pool size.
+
+    Kept for the shares seen last (a share is immutable and compares by value): the org
+    view, and so every unchanged team's share, lasts until usage or quotas move."""
     s = share.scale
     g = share.guaranteed
     a = share.allocated
+    # Each figure formatted once: the label and the legend both show them.
+    g_, a_, requested, fair, limit = (
+        num(g),
+        num(a),
+        num(share.requested),
+        num(share.fair_now),
+        num(share.limit),
+    )
+    pool = num(share.pool)
     label = escape(
-        f"Guaranteed {num(g)} GPU, in use {num(a)}, requested {num(share.requested)}, "
-        f"fair share now {num(share.fair_now)}, limit {num(share.limit)} "
-        f"of a {num(share.pool)} GPU pool"
+        f"Guaranteed {g_} GPU, in use {a_}, requested {requested}, "
+        f"fair share now {fair}, limit {limit} of a {pool} GPU pool"
     )
     bars = [
         f'<rect class="g-track" x="0" y="10" width="{WIDTH}" height="16" rx="3"></rect>',
@@ -54,7 +68,7 @@ def gauge(share: GpuShare, compact: bool = False) -> Markup:
     legend = [
         '<span><i class="sw sw-quota" aria-hidden="true"></i>'
         f"{'Asked guarantee' if share.asked else 'Guaranteed'} "
-        f'<b data-gauge="guaranteed">{num(g)}</b></span>'
+        f'<b data-gauge="guaranteed">{g_}</b></span>'
     ]
     if share.asked:
         legend.append(
@@ -72,24 +86,24 @@ def gauge(share: GpuShare, compact: bool = False) -> Markup:
         )
         legend.append(
             '<span><i class="sw sw-used" aria-hidden="true"></i>'
-            f'In use <b data-gauge="allocated">{num(a)}</b>{borrowed}</span>'
+            f'In use <b data-gauge="allocated">{a_}</b>{borrowed}</span>'
         )
     if not compact:
         legend.append(
             '<span><i class="sw sw-demand" aria-hidden="true"></i>'
-            f'Requested <b data-gauge="requested">{num(share.requested)}</b></span>'
+            f'Requested <b data-gauge="requested">{requested}</b></span>'
         )
         legend.append(
             '<span><i class="sw sw-fair" aria-hidden="true"></i>'
-            f'Fair share now <b data-gauge="fair">{num(share.fair_now)}</b></span>'
+            f'Fair share now <b data-gauge="fair">{fair}</b></span>'
         )
     legend.append(
         '<span><i class="sw sw-limit" aria-hidden="true"></i>'
         f"{'Asked limit' if share.asked else 'Limit'} "
-        f'<b data-gauge="limit">{num(share.limit)}</b></span>'
+        f'<b data-gauge="limit">{limit}</b></span>'
     )
     if not compact:
-        legend.append(f'<span class="muted">of {num(share.pool)} GPU pool</span>')
+        legend.append(f'<span class="muted">of {pool} GPU pool</span>')
 
     svg_lines = "\n    ".join(bars)
     legend_lines = "\n    ".join(legend)
