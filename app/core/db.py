@@ -125,6 +125,18 @@ def reads_of(factory: sessionmaker[Session]) -> sessionmaker[Session]:
     )
 
 
+def ends_quietly(session: Session) -> bool:
+    """Whether ending ``session`` talks to no server: it reads in autocommit (``reads_of``)
+    and has nothing to flush and nothing to run after a commit, so its commit is empty and
+    closing it only hands its connection back to the pool."""
+    isolation = session.get_bind().get_execution_options().get("isolation_level")
+    return (
+        isolation == "AUTOCOMMIT"
+        and not (session.new or session.dirty or session.deleted)
+        and not session.info.get("after_commit")
+    )
+
+
 def finish(session: Session, *, commit: bool) -> None:
     """End a request's unit of work: commit it (or roll it back), then close it."""
     try:

@@ -20,7 +20,7 @@ from app.auth import tokens as api_tokens
 from app.auth.principal import Principal, principal_for
 from app.auth.provider import IdentityProvider, ProviderError
 from app.core.config import Settings
-from app.core.db import finish
+from app.core.db import ends_quietly, finish
 from app.core.errors import Forbidden, Unavailable
 from app.core.models import Team, User
 from app.core.quantities import DB_INT_MAX
@@ -73,9 +73,11 @@ def bearer_token(request: Request) -> str | None:
 async def get_session(request: Request) -> AsyncIterator[Session]:
     """One unit of work per request: commit after the handler, roll back on error. Safe
     methods read without a transaction's round trips (PostgreSQL). Opening a session does
-    no I/O, so it happens on the event loop; ending it (commit, rollback, returning the
-    connection) runs on a thread, shielded from cancellation and outside the thread
-    pool's limit (a full pool must not keep a connection from coming back)."""
+    no I/O, so it happens on the event loop; so does ending a read with nothing to write
+    (autocommit: closing only returns the connection). Any other ending (commit,
+    rollback, returning the connection) runs on a thread, shielded from cancellation and
+    outside the thread pool's limit (a full pool must not keep a connection from coming
+    back)."""
     state = request.app.state
     safe = request.method in ("GET", "HEAD")
     session = (state.read_session_factory if safe else state.session_factory)()
@@ -84,9 +86,12 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
         yield session
         succeeded = True
     finally:
-        with CancelScope(shield=True):
-            end = partial(finish, session, commit=succeeded)
-            await to_thread.run_sync(end, limiter=CapacityLimiter(1))
+        if succeeded and ends_quietly(session):
+            session.close()  # an autocommit read with nothing to write: no I/O, no thread
+        else:
+            with CancelScope(shield=True):
+                end = partial(finish, session, commit=succeeded)
+                await to_thread.run_sync(end, limiter=CapacityLimiter(1))
 
 
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]

@@ -1,0 +1,48 @@
+"""How a request's database session ends: a read with nothing to write is closed on the
+event loop (no thread hop: its autocommit connection has nothing to commit); anything else
+commits on a thread, and nothing written during a GET is lost."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from fastapi import FastAPI
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.core.db import after_commit, ends_quietly, reads_of, unit_of_work
+from app.core.models import User, WebSession, utcnow
+from tests.web.conftest import client_for
+
+
+def test_only_an_autocommit_read_with_nothing_to_write_ends_quietly(
+    session_factory: sessionmaker[Session], db_url: str
+) -> None:
+    reads = reads_of(session_factory)
+    postgres = db_url.startswith("postgresql")
+    with reads() as session:
+        session.execute(select(User.id)).all()
+        # PostgreSQL reads run in autocommit; SQLite's read in a transaction to commit.
+        assert ends_quietly(session) is postgres
+        session.add(User(email="new@example.org", display_name="New"))
+        assert not ends_quietly(session), "a pending insert must be flushed and committed"
+        session.rollback()
+    with reads() as session:
+        session.execute(select(User.id)).all()
+        after_commit(session, lambda: None)
+        assert not ends_quietly(session), "a callback waits for the commit"
+    with session_factory() as session:
+        session.execute(select(User.id)).all()
+        assert not ends_quietly(session), "a write session's transaction must end"
+
+
+def test_a_get_that_writes_still_commits(app: FastAPI) -> None:
+    lead = client_for(app, "lead-nlp@example.org")
+    long_ago = utcnow() - timedelta(minutes=30)
+    with unit_of_work(app.state.session_factory) as session:
+        session.execute(update(WebSession).values(last_seen_at=long_ago))
+    assert lead.get("/api/v1/me").status_code == 200  # touches the session's last-seen time
+    with unit_of_work(app.state.session_factory) as session:
+        seen = session.scalars(select(WebSession.last_seen_at)).all()
+    assert seen, "a signed-in session exists"
+    assert all(at > long_ago + timedelta(minutes=29) for at in seen)
