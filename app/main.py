@@ -62,6 +62,7 @@ from app.web.pages import notifications as notification_pages
 from app.web.pages import teams as team_pages
 from app.web.pages import tokens as token_pages
 from app.web.templating import is_htmx, render, templates
+from app.web.views import EventLines
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +214,7 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
             channels=settings.personal_channels,
         )
         app.state.read_session_factory = reads_of(app.state.session_factory)
+        app.state.drift_lines = EventLines()  # the overview's drift repairs, kept by their ids
         app.state.backend = make_backend(settings)
         app.state.usage_cache = UsageCache(
             app.state.backend,

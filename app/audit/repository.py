@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import ScalarSelect, select
 from sqlalchemy.orm import Session
 
 from app.core.models import AuditEvent
@@ -20,7 +21,6 @@ def get_all(
     team_ids: Sequence[int] | None = None,
     team_id: int | None = None,
     action_prefix: str | None = None,
-    action: str | None = None,
     before_id: int | None = None,
     limit: int = 100,
 ) -> list[AuditEvent]:
@@ -32,8 +32,24 @@ def get_all(
         query = query.where(AuditEvent.team_id == team_id)
     if action_prefix:
         query = query.where(AuditEvent.action.startswith(action_prefix))
-    if action:  # an exact action: the (action, id) index serves it newest first
-        query = query.where(AuditEvent.action == action)
     if before_id is not None:
         query = query.where(AuditEvent.id < before_id)
     return list(session.scalars(query))
+
+
+def newest_ids_columns(action: str, count: int) -> tuple[ScalarSelect[int | None], ...]:
+    """The ids of the newest ``count`` events of ``action`` (NULL past the last), as columns
+    of a larger query: each a step backwards through the (action, id) index. Events are
+    never changed or deleted, so equal ids mean equal events."""
+    newest = select(AuditEvent.id).where(AuditEvent.action == action).order_by(AuditEvent.id.desc())
+    return tuple(newest.offset(k).limit(1).scalar_subquery() for k in range(count))
+
+
+def get_lines(session: Session, event_ids: Sequence[int]) -> list[tuple[datetime, str]]:
+    """(at, summary) of these events, newest first."""
+    rows = session.execute(
+        select(AuditEvent.at, AuditEvent.summary)
+        .where(AuditEvent.id.in_(event_ids))
+        .order_by(AuditEvent.id.desc())
+    )
+    return [(at, summary) for at, summary in rows]

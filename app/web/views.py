@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ScalarSelect
@@ -197,6 +199,12 @@ class OverviewFigures:
     pending_count: int
     rightsizing: tuple[int, int, int]  # idle teams, their idle hundredths, starved teams
     rollout: RolloutProgress | None
+    repair_ids: tuple[int, ...]  # the newest drift repairs' audit events, newest first
+
+
+DRIFT_REPAIRED = "provisioning.drift_repaired"
+REPAIRS_SHOWN = 5
+ROLLOUT_COLUMNS = 6
 
 
 @functools.lru_cache(maxsize=4)
@@ -206,19 +214,47 @@ def _figure_columns(version: str) -> tuple[ScalarSelect[Any], ...]:
         repo.pending_count_column(),
         *usage_repo.suggestion_totals_columns(),
         *provisioning.rollout_columns(version),
+        *audit.newest_ids_columns(DRIFT_REPAIRED, REPAIRS_SHOWN),
     )
 
 
 def overview_figures(session: Session, chart_version: str) -> OverviewFigures:
-    org, (pending, idle, idle_centi, starved, *rollout) = repo.get_org_with(
+    org, (pending, idle, idle_centi, starved, *rest) = repo.get_org_with(
         session, _figure_columns(chart_version)
     )
     return OverviewFigures(
         org=org,
         pending_count=int(pending),
         rightsizing=(int(idle), int(idle_centi), int(starved)),
-        rollout=provisioning.rollout_from(chart_version, rollout),
+        rollout=provisioning.rollout_from(chart_version, rest[:ROLLOUT_COLUMNS]),
+        repair_ids=tuple(int(i) for i in rest[ROLLOUT_COLUMNS:] if i is not None),
     )
+
+
+@dataclass(frozen=True)
+class EventLine:
+    at: datetime
+    summary: str
+
+
+class EventLines:
+    """The lines of the few audit events a page lists, kept for the ids it asked last: the
+    ids come with the page's figures, so the list costs a query only when it changed
+    (events are never edited), and is never shown stale."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: tuple[int, ...] | None = None
+        self._lines: list[EventLine] = []
+
+    def get(self, session: Session, ids: tuple[int, ...]) -> list[EventLine]:
+        with self._lock:
+            if ids == self._ids:
+                return self._lines
+        lines = [EventLine(at, summary) for at, summary in audit.get_lines(session, ids)]
+        with self._lock:
+            self._ids, self._lines = ids, lines
+        return lines
 
 
 def org_view(session: Session, usage: UsageCache, org: Org) -> OrgView:

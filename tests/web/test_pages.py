@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from datetime import datetime
 
 import pytest
 from fastapi import FastAPI
+from sqlalchemy.orm import Session
 
 from app.core.models import Step
 from tests.web.conftest import Client, client_for
@@ -572,3 +575,41 @@ def test_each_status_poll_updates_the_header_too(lead: Client) -> None:
     assert {m.group(1) for m in states if m} == {"ready"}
     page = lead.get(f"/teams/{NLP}").text
     assert '<span id="team-pill"><span class="pill pill-ready">' in page
+
+
+def _drift_list(page: str) -> list[str]:
+    section = re.search(r"Repaired in the cluster</h2>(.*?)</ul>", page, re.S)
+    return re.findall(r"</time> — ([^<]+)</li>", section.group(1)) if section else []
+
+
+def test_overview_lists_the_newest_repairs_and_never_a_stale_list(
+    app: FastAPI, admin: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.audit import repository as audit_repo
+    from app.audit import service as audit_service
+    from app.core.db import unit_of_work
+
+    def repaired(*names: str) -> None:
+        with unit_of_work(app.state.session_factory) as session:
+            for name in names:
+                audit_service.record(
+                    session, actor=None, action="provisioning.drift_repaired", summary=name
+                )
+
+    assert _drift_list(admin.get("/admin").text) == [], "no repairs: no section"
+    repaired("restored q1", "restored q2", "restored q3", "restored q4", "restored q5")
+    repaired("restored q6")
+    assert _drift_list(admin.get("/admin").text) == [f"restored q{i}" for i in (6, 5, 4, 3, 2)]
+    reads: list[tuple[int, ...]] = []
+    original = audit_repo.get_lines
+
+    def counted(session: Session, ids: Sequence[int]) -> list[tuple[datetime, str]]:
+        reads.append(tuple(ids))
+        return original(session, ids)
+
+    monkeypatch.setattr(audit_repo, "get_lines", counted)
+    admin.get("/admin")
+    assert reads == [], "an unchanged list is not read again"
+    repaired("restored q7")  # the next view shows it: the ids come with the figures
+    assert _drift_list(admin.get("/admin").text)[:2] == ["restored q7", "restored q6"]
+    assert len(reads) == 1

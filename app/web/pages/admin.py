@@ -12,7 +12,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
-from app.audit import repository as audit_repo
 from app.audit import service as audit
 from app.core.db import discard_changes
 from app.core.errors import DomainError, InvalidInput
@@ -155,7 +154,7 @@ def overview(
             "statuses": [s.value for s in TeamStatus],
             "pending_count": figures.pending_count,
             "usage_error": usage.error,
-            "repairs": audit_repo.get_all(session, action="provisioning.drift_repaired", limit=5),
+            "repairs": request.app.state.drift_lines.get(session, figures.repair_ids),
             "steps": [s.value for s in Step],
             "rollout": figures.rollout,
             "rightsizing": figures.rightsizing,
