@@ -320,10 +320,13 @@ def get_team_page(
     offset: int,
     limit: int,
 ) -> tuple[int, list[TeamRow]]:
-    """One page of the overview, filtered, sorted and counted by the database: the count
-    comes with the rows (one statement), or on its own past the last page."""
+    """One page of the overview, filtered, sorted and counted by the database in one
+    statement: the count is a subquery run once beside the page (a window over the
+    matching rows would sort and join every team of a large org to return 50)."""
+    every = _team_filter(select(func.count(Team.id)), statuses, name_contains)
+    count = every.correlate(None).scalar_subquery()  # all matching teams, not this row
     query = (
-        _team_filter(_rows_query(func.count().over()), statuses, name_contains)
+        _team_filter(_rows_query(count), statuses, name_contains)
         .order_by(*SQL_SORTS.get(sort, SQL_SORTS["name"]))
         .offset(offset)
         .limit(limit)
@@ -331,12 +334,8 @@ def get_team_page(
     rows = session.execute(query).all()
     if rows:
         return int(rows[0][-1]), [_team_row(row) for row in rows]
-    total = 0
-    if offset:
-        total = int(
-            session.scalar(_team_filter(select(func.count(Team.id)), statuses, name_contains)) or 0
-        )
-    return total, []
+    # Past the last page (or nothing matches): the count on its own.
+    return int(session.scalar(select(count)) or 0) if offset else 0, []
 
 
 def get_team_keys(
