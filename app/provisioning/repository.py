@@ -208,9 +208,19 @@ def rollout_columns(version: str) -> tuple[ScalarSelect[Any], ...]:
     def of_row(column: Any) -> ScalarSelect[Any]:
         return select(column).where(ChartRollout.version == version).scalar_subquery()
 
+    # Both counts in one pass over the teams: a common table expression that the two
+    # columns read (PostgreSQL computes a CTE used twice once).
+    counts = (
+        select(
+            func.count().label("total"),
+            func.count().filter(Team.vcluster_version == version).label("upgraded"),
+        )
+        .where(*known)
+        .cte("rollout_counts")
+    )
     return (
-        select(func.count()).select_from(Team).where(*known).scalar_subquery(),
-        select(func.count()).where(*known, Team.vcluster_version == version).scalar_subquery(),
+        select(counts.c.total).scalar_subquery(),
+        select(counts.c.upgraded).scalar_subquery(),
         of_row(ChartRollout.state),
         of_row(ChartRollout.started_at),
         of_row(ChartRollout.error),

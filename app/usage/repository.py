@@ -179,15 +179,21 @@ def get_suggestions(
 
 def suggestion_totals_columns() -> tuple[ScalarSelect[int], ScalarSelect[int], ScalarSelect[int]]:
     """(idle teams, their guaranteed-but-idle hundredths of a GPU, starved teams), as
-    columns of a larger query."""
+    columns of a larger query; one pass over the suggestions (a common table expression
+    the three columns read)."""
     lower = RightsizingSuggestion.direction == "lower"
     idle_centi = func.sum(
         RightsizingSuggestion.guarantee_centi - RightsizingSuggestion.suggested_centi
     ).filter(lower)
+    totals = select(
+        func.count().filter(lower).label("idle"),
+        func.coalesce(idle_centi, 0).label("idle_centi"),
+        func.count().filter(RightsizingSuggestion.direction == "raise").label("starved"),
+    ).cte("suggestion_totals")
     return (
-        select(func.count().filter(lower)).scalar_subquery(),
-        select(func.coalesce(idle_centi, 0)).scalar_subquery(),
-        select(func.count().filter(RightsizingSuggestion.direction == "raise")).scalar_subquery(),
+        select(totals.c.idle).scalar_subquery(),
+        select(totals.c.idle_centi).scalar_subquery(),
+        select(totals.c.starved).scalar_subquery(),
     )
 
 
