@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.models import KubeconfigGrant, Team, TeamMember, TeamStatus, User
@@ -13,20 +13,24 @@ from app.core.models import KubeconfigGrant, Team, TeamMember, TeamStatus, User
 Grant = KubeconfigGrant
 
 
+# Built once (the team page runs it on every view), the team's id a parameter.
+_TEAM_GRANTS = (
+    select(User, Grant, TeamMember.role)
+    .join(Grant, Grant.user_id == User.id)
+    .outerjoin(
+        TeamMember,
+        and_(TeamMember.team_id == Grant.team_id, TeamMember.user_id == Grant.user_id),
+    )
+    .where(Grant.team_id == bindparam("team_id"), Grant.removed_at.is_(None))
+    .order_by(User.email, Grant.expires_at.desc())
+)
+
+
 def get_team_grants(session: Session, team_id: int) -> list[tuple[User, Grant, str | None]]:
     """The team's grants whose account may still exist, newest expiry first, each with its
     holder and the holder's role in the team now (None: no longer a member): one query
     for the team page's access card."""
-    rows = session.execute(
-        select(User, Grant, TeamMember.role)
-        .join(Grant, Grant.user_id == User.id)
-        .outerjoin(
-            TeamMember,
-            and_(TeamMember.team_id == Grant.team_id, TeamMember.user_id == Grant.user_id),
-        )
-        .where(Grant.team_id == team_id, Grant.removed_at.is_(None))
-        .order_by(User.email, Grant.expires_at.desc())
-    ).all()
+    rows = session.execute(_TEAM_GRANTS, {"team_id": team_id}).all()
     return [(user, grant, str(role) if role is not None else None) for user, grant, role in rows]
 
 

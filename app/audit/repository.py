@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import ScalarSelect, select
+from sqlalchemy import ScalarSelect, bindparam, select
 from sqlalchemy.orm import Session
 
 from app.core.models import AuditEvent
@@ -13,6 +13,20 @@ from app.core.models import AuditEvent
 
 def get(session: Session, event_id: int) -> AuditEvent | None:
     return session.get(AuditEvent, event_id)
+
+
+# The team page's activity: built once, the team and the count as parameters.
+_TEAM_EVENTS = (
+    select(AuditEvent)
+    .where(AuditEvent.team_id == bindparam("team_id"))
+    .order_by(AuditEvent.id.desc())
+    .limit(bindparam("limit"))
+)
+
+
+def get_team_events(session: Session, team_id: int, limit: int) -> list[AuditEvent]:
+    """The team's newest ``limit`` events, newest first."""
+    return list(session.scalars(_TEAM_EVENTS, {"team_id": team_id, "limit": limit}))
 
 
 def get_all(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
 from app.core.models import (
@@ -64,16 +64,20 @@ def get_web_session(session: Session, token_hash: str) -> WebSession | None:
     return session.scalars(select(WebSession).where(WebSession.token_hash == token_hash)).first()
 
 
+# Every signed-in request runs it: built once, not per request.
+_SIGNED_IN = (
+    select(WebSession, User, TeamMember.team_id, TeamMember.role)
+    .join(User, User.id == WebSession.user_id)
+    .outerjoin(TeamMember, TeamMember.user_id == User.id)
+    .where(WebSession.token_hash == bindparam("token_hash"))
+)
+
+
 def get_signed_in(
     session: Session, token_hash: str
 ) -> tuple[WebSession, User, list[tuple[int, str]]] | None:
     """A browser session, its user and the user's memberships in one round trip."""
-    rows = session.execute(
-        select(WebSession, User, TeamMember.team_id, TeamMember.role)
-        .join(User, User.id == WebSession.user_id)
-        .outerjoin(TeamMember, TeamMember.user_id == User.id)
-        .where(WebSession.token_hash == token_hash)
-    ).all()
+    rows = session.execute(_SIGNED_IN, {"token_hash": token_hash}).all()
     if not rows:
         return None
     memberships = [(int(r[2]), str(r[3])) for r in rows if r[2] is not None]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ScalarSelect, Select, func, select, update
+from sqlalchemy import ScalarSelect, Select, bindparam, func, select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
 from sqlalchemy.orm.strategy_options import _AbstractLoad
 
@@ -85,12 +85,16 @@ def committed_gpu_centi(
     return int(session.scalar(query) or 0)
 
 
+_WITH_STEPS = selectinload(Team.steps)
+_WITH_ORG = joinedload(Team.org)  # loader options are immutable: built once
+
+
 def get_team(
     session: Session, team_id: int, *, with_steps: bool = False, with_org: bool = False
 ) -> Team:
-    options: list[_AbstractLoad] = [selectinload(Team.steps)] if with_steps else []
+    options: list[_AbstractLoad] = [_WITH_STEPS] if with_steps else []
     if with_org:
-        options.append(joinedload(Team.org))  # the team's pages show its pool: one query
+        options.append(_WITH_ORG)  # the team's pages show its pool: one query
     team = session.get(Team, team_id, options=options)
     if team is None:
         raise NotFound(f"no team with id {team_id}")
@@ -124,13 +128,7 @@ def get_teams(
 
 
 def get_steps(session: Session, team_id: int) -> list[ProvisioningStep]:
-    return list(
-        session.scalars(
-            select(ProvisioningStep)
-            .where(ProvisioningStep.team_id == team_id)
-            .order_by(ProvisioningStep.position)
-        )
-    )
+    return list(session.scalars(_TEAM_STEPS, {"team_id": team_id}))
 
 
 def get_request(session: Session, request_id: int, *, fresh: bool = False) -> ClusterRequest:
@@ -175,16 +173,32 @@ def get_team_requests(session: Session, team_id: int) -> list[ClusterRequest]:
     )
 
 
+# The team page's statements are built once (building one costs about as much CPU as
+# running it); each takes the team's id as a parameter.
+_TEAM_REQUESTS_DECIDED = (
+    select(ClusterRequest, Decision)
+    .outerjoin(Decision, Decision.request_id == ClusterRequest.id)
+    .where(ClusterRequest.team_id == bindparam("team_id"))
+    .order_by(ClusterRequest.id.desc())
+)
+_TEAM_STEPS = (
+    select(ProvisioningStep)
+    .where(ProvisioningStep.team_id == bindparam("team_id"))
+    .order_by(ProvisioningStep.position)
+)
+_TEAM_MEMBERS = (
+    select(User, TeamMember)
+    .join(TeamMember, TeamMember.user_id == User.id)
+    .where(TeamMember.team_id == bindparam("team_id"))
+    .order_by(TeamMember.role, User.email)
+)
+
+
 def get_team_requests_decided(
     session: Session, team_id: int
 ) -> tuple[list[ClusterRequest], dict[int, Decision]]:
     """A team's requests, newest first, and the decision on each decided one: one query."""
-    rows = session.execute(
-        select(ClusterRequest, Decision)
-        .outerjoin(Decision, Decision.request_id == ClusterRequest.id)
-        .where(ClusterRequest.team_id == team_id)
-        .order_by(ClusterRequest.id.desc())
-    ).all()
+    rows = session.execute(_TEAM_REQUESTS_DECIDED, {"team_id": team_id}).all()
     return [r for r, _ in rows], {d.request_id: d for _, d in rows if d is not None}
 
 
@@ -206,12 +220,7 @@ def pending_count_column() -> ScalarSelect[int]:
 
 
 def get_members(session: Session, team_id: int) -> list[tuple[User, TeamMember]]:
-    rows = session.execute(
-        select(User, TeamMember)
-        .join(TeamMember, TeamMember.user_id == User.id)
-        .where(TeamMember.team_id == team_id)
-        .order_by(TeamMember.role, User.email)
-    ).all()
+    rows = session.execute(_TEAM_MEMBERS, {"team_id": team_id}).all()
     return [(u, m) for u, m in rows]
 
 
@@ -323,19 +332,32 @@ def get_team_page(
     """One page of the overview, filtered, sorted and counted by the database in one
     statement: the count is a subquery run once beside the page (a window over the
     matching rows would sort and join every team of a large org to return 50)."""
+    query, count = _page_query(
+        tuple(statuses) if statuses is not None else None, name_contains, sort
+    )
+    rows = session.execute(query, {"offset": offset, "limit": limit}).all()
+    if rows:
+        return int(rows[0][-1]), [_team_row(row) for row in rows]
+    # Past the last page (or nothing matches): the count on its own.
+    return int(session.scalar(select(count)) or 0) if offset else 0, []
+
+
+@functools.lru_cache(maxsize=64)
+def _page_query(
+    statuses: tuple[str, ...] | None, name_contains: str, sort: str
+) -> tuple[Select[Any], ScalarSelect[int]]:
+    """The overview page's statement and its count, built once per filter and order
+    (building one costs about as much CPU as running it); offset and limit are
+    parameters."""
     every = _team_filter(select(func.count(Team.id)), statuses, name_contains)
     count = every.correlate(None).scalar_subquery()  # all matching teams, not this row
     query = (
         _team_filter(_rows_query(count), statuses, name_contains)
         .order_by(*SQL_SORTS.get(sort, SQL_SORTS["name"]))
-        .offset(offset)
-        .limit(limit)
+        .offset(bindparam("offset"))
+        .limit(bindparam("limit"))
     )
-    rows = session.execute(query).all()
-    if rows:
-        return int(rows[0][-1]), [_team_row(row) for row in rows]
-    # Past the last page (or nothing matches): the count on its own.
-    return int(session.scalar(select(count)) or 0) if offset else 0, []
+    return query, count
 
 
 def get_team_keys(

@@ -177,6 +177,10 @@ def get_suggestions(
     return list(session.scalars(query))
 
 
+def get_suggestion(session: Session, team_id: int) -> RightsizingSuggestion | None:
+    return session.get(RightsizingSuggestion, team_id)
+
+
 def suggestion_totals_columns() -> tuple[ScalarSelect[int], ScalarSelect[int], ScalarSelect[int]]:
     """(idle teams, their guaranteed-but-idle hundredths of a GPU, starved teams), as
     columns of a larger query; one pass over the suggestions (a common table expression

@@ -186,10 +186,10 @@ def for_org(session: Session) -> OrgSuggestions:
 
 def for_team(session: Session, team_id: int, current_centi: int) -> RightsizingSuggestion | None:
     """The team's suggestion, unless its guarantee changed since it was computed."""
-    found = repo.get_suggestions(session, [team_id])
-    if not found or found[0].guarantee_centi != current_centi:
+    found = repo.get_suggestion(session, team_id)
+    if found is None or found.guarantee_centi != current_centi:
         return None
-    return found[0]
+    return found
 
 
 def propose(session: Session, *, actor: User, team: Team) -> ClusterRequest:

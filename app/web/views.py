@@ -284,7 +284,7 @@ def team_detail(session: Session, team: Team, usage: UsageCache, settings: Setti
         members=people,
         requests=requests,
         decisions=decisions,
-        events=audit.get_all(session, team_id=team.id, limit=ACTIVITY_SHOWN),
+        events=audit.get_team_events(session, team.id, ACTIVITY_SHOWN),
         usage_error=usage.error,
         holders=holders,
         pending=pending,
