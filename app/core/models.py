@@ -219,6 +219,8 @@ class Team(Base):
     steps: Mapped[list[ProvisioningStep]] = relationship(
         lazy="raise", order_by="ProvisioningStep.position"
     )
+    # The collector's right-sizing suggestion, if it made one (loaded with the team's pages).
+    suggestion: Mapped[RightsizingSuggestion | None] = relationship(lazy="raise", viewonly=True)
 
     @property
     def vcluster_name(self) -> str:

@@ -9,7 +9,6 @@ from typing import Any
 
 from sqlalchemy import ScalarSelect, Select, bindparam, func, select, update
 from sqlalchemy.orm import Session, joinedload, selectinload
-from sqlalchemy.orm.strategy_options import _AbstractLoad
 
 from app.core.errors import NotFound
 from app.core.models import (
@@ -54,7 +53,7 @@ def get_org_with(
 
 
 def get_team_org(session: Session, team: Team) -> Org:
-    """The team's pool: no query when it was loaded with the team (``with_org``)."""
+    """The team's pool: no query when it was loaded with the team (``for_pages``)."""
     org = session.get(Org, team.org_id)
     if org is None:
         raise NotFound("the GPU pool no longer exists")
@@ -85,17 +84,23 @@ def committed_gpu_centi(
     return int(session.scalar(query) or 0)
 
 
-_WITH_STEPS = selectinload(Team.steps)
-_WITH_ORG = joinedload(Team.org)  # loader options are immutable: built once
+# What a team's pages show with it, joined into the one statement that loads it: its
+# pool, its provisioning steps and its right-sizing suggestion (built once).
+_TEAM_FOR_PAGES = (
+    select(Team)
+    .options(joinedload(Team.org), joinedload(Team.steps), joinedload(Team.suggestion))
+    .where(Team.id == bindparam("team_id"))
+)
 
 
-def get_team(
-    session: Session, team_id: int, *, with_steps: bool = False, with_org: bool = False
-) -> Team:
-    options: list[_AbstractLoad] = [_WITH_STEPS] if with_steps else []
-    if with_org:
-        options.append(_WITH_ORG)  # the team's pages show its pool: one query
-    team = session.get(Team, team_id, options=options)
+def get_team(session: Session, team_id: int, *, for_pages: bool = False) -> Team:
+    """The team; ``for_pages``: with its pool, steps and suggestion (``Team.org``,
+    ``Team.steps``, ``Team.suggestion``), for its pages."""
+    team = (
+        session.scalars(_TEAM_FOR_PAGES, {"team_id": team_id}).unique().first()
+        if for_pages
+        else session.get(Team, team_id)
+    )
     if team is None:
         raise NotFound(f"no team with id {team_id}")
     return team

@@ -186,7 +186,13 @@ def for_org(session: Session) -> OrgSuggestions:
 
 def for_team(session: Session, team_id: int, current_centi: int) -> RightsizingSuggestion | None:
     """The team's suggestion, unless its guarantee changed since it was computed."""
-    found = repo.get_suggestion(session, team_id)
+    return current(repo.get_suggestion(session, team_id), current_centi)
+
+
+def current(
+    found: RightsizingSuggestion | None, current_centi: int
+) -> RightsizingSuggestion | None:
+    """``found`` if it was computed for the guarantee the team has now, else None."""
     if found is None or found.guarantee_centi != current_centi:
         return None
     return found

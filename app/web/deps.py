@@ -214,7 +214,7 @@ AdminPrincipal = Annotated[Principal, Depends(get_admin)]
 
 def team_for_viewer(team_id: Id, session: SessionDep, principal: CurrentPrincipal) -> Team:
     """The team in the path, if the caller may see it (else 404, as for a missing team)."""
-    team = team_repo.get_team(session, team_id, with_org=True)
+    team = team_repo.get_team(session, team_id, for_pages=True)
     principal.require_view(team)
     return team
 

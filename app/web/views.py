@@ -279,7 +279,7 @@ def team_detail(session: Session, team: Team, usage: UsageCache, settings: Setti
         or asked_shares(session, [team.id], org.gpus_centi).get(team.id)
         or share_of(team, None, org.gpus_centi),
         borrowers=view.borrowers,
-        steps=repo.get_steps(session, team.id),
+        steps=list(team.steps),  # loaded with the team (``for_pages``)
         leads=[u for u, m in people if m.role == "lead"],
         members=people,
         requests=requests,
@@ -288,7 +288,7 @@ def team_detail(session: Session, team: Team, usage: UsageCache, settings: Setti
         usage_error=usage.error,
         holders=holders,
         pending=pending,
-        suggestion=rightsizing.for_team(session, team.id, team.gpu_quota_centi)
+        suggestion=rightsizing.current(team.suggestion, team.gpu_quota_centi)
         if team.status == TeamStatus.READY
         else None,
     )

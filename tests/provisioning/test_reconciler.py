@@ -57,7 +57,7 @@ def approved_team(factory: sessionmaker[Session], name: str = "nlp", **values: s
 
 def team_of(factory: sessionmaker[Session], team_id: int) -> Team:
     with factory() as session:
-        team = repo.get_team(session, team_id, with_steps=True)
+        team = repo.get_team(session, team_id, for_pages=True)
         session.expunge_all()
         return team
 

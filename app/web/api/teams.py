@@ -47,7 +47,7 @@ def list_teams(session: SessionDep, principal: CurrentPrincipal, usage: UsageDep
 @router.get("/teams/{team_id}", response_model=TeamOut)
 def get_team(team: TeamForViewer, session: SessionDep, usage: UsageDep) -> TeamOut:
     card = cards(session, [team], usage, repo.get_org(session))[0]
-    return team_out(team, card.share, repo.get_steps(session, team.id))
+    return team_out(team, card.share, list(team.steps))  # loaded with the team
 
 
 @router.post(
