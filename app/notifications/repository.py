@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import bindparam, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.models import (
@@ -34,15 +34,16 @@ def lead_ids(session: Session, team_id: int) -> list[int]:
     )
 
 
+# The bell loads with every page: built once, the user's id a parameter.
+_UNREAD = (
+    select(func.count())
+    .select_from(Notification)
+    .where(Notification.user_id == bindparam("user_id"), Notification.read_at.is_(None))
+)
+
+
 def count_unread(session: Session, user_id: int) -> int:
-    return int(
-        session.scalar(
-            select(func.count())
-            .select_from(Notification)
-            .where(Notification.user_id == user_id, Notification.read_at.is_(None))
-        )
-        or 0
-    )
+    return int(session.scalar(_UNREAD, {"user_id": user_id}) or 0)
 
 
 def get_recent(session: Session, user_id: int, limit: int) -> list[Notification]:
