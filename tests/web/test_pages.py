@@ -613,3 +613,33 @@ def test_overview_lists_the_newest_repairs_and_never_a_stale_list(
     repaired("restored q7")  # the next view shows it: the ids come with the figures
     assert _drift_list(admin.get("/admin").text)[:2] == ["restored q7", "restored q6"]
     assert len(reads) == 1
+
+
+def test_overview_shows_the_chart_rollout_as_it_stands(app: FastAPI, admin: Client) -> None:
+    from sqlalchemy import select
+
+    from app.core.db import unit_of_work
+    from app.core.models import Team, TeamStatus, utcnow
+    from app.provisioning import repository as provisioning
+
+    version = app.state.settings.chart_version
+    with unit_of_work(app.state.session_factory) as session:
+        for team in session.scalars(select(Team)):
+            team.status = TeamStatus.READY
+            team.vcluster_version = version if team.id == NLP else "0.1.0"
+    with unit_of_work(app.state.session_factory) as session:
+        provisioning.take_turn(session, version=version, team_id=VISION, now=utcnow())
+    page = admin.get("/admin").text
+    assert f"vCluster upgrade to {version}" in page
+    assert "1 of 3 teams" in page
+    assert "Upgrading <b>vision</b>" in page
+    assert "2 teams still on an older chart" in page
+    with unit_of_work(app.state.session_factory) as session:
+        provisioning.stop_rollout(session, version=version, error="vision: boom", now=utcnow())
+    stopped = admin.get("/admin").text
+    assert "<b>Stopped.</b> vision: boom" in stopped
+    with unit_of_work(app.state.session_factory) as session:
+        for team in session.scalars(select(Team)):
+            team.vcluster_version = version
+        provisioning.resume_rollout(session, version=version, now=utcnow())
+    assert "vCluster upgrade to" not in admin.get("/admin").text, "done: no card"
