@@ -268,6 +268,17 @@ def main() -> None:
                 f"| {portal['rps']:6.1f} | {portal['cpu_ms']:5.1f} ms | {top['rps']:7.1f} "
                 f"| {100 * portal['rps'] / top['rps']:5.1f} %  (the portal's floor)"
             )
+        # Each page against the cheapest signed-in request of the same run: what the page
+        # itself adds, free of the ceiling's swings and of the session check every page pays.
+        signed_in = medians["signed-in no-op|portal"]
+        for page in ("team page", "admin overview"):
+            portal = medians[f"{page}|portal"]
+            share = 100 * portal["rps"] / signed_in["rps"]
+            cost = portal["cpu_ms"] / signed_in["cpu_ms"]
+            print(
+                f"{teams:>6} | {page:<14} | {share:5.1f} % of the signed-in no-op's req/s, "
+                f"{cost:.1f}x its CPU"
+            )
         print(f"{teams:>6} | peak memory {result['memory']:.0f} MB")
     small, large = min(results), max(results)
     checks = []
