@@ -204,30 +204,37 @@ class OverviewFigures:
 
 DRIFT_REPAIRED = "provisioning.drift_repaired"
 REPAIRS_SHOWN = 5
-ROLLOUT_COLUMNS = 6
+
+
+@functools.lru_cache(maxsize=4)
+def _figure_groups(version: str) -> tuple[tuple[ScalarSelect[Any], ...], ...]:
+    # Built once per chart version: the expressions are immutable and shared by requests.
+    return (
+        (repo.pending_count_column(),),
+        usage_repo.suggestion_totals_columns(),
+        provisioning.rollout_columns(version),
+        audit.newest_ids_columns(DRIFT_REPAIRED, REPAIRS_SHOWN),
+    )
 
 
 @functools.lru_cache(maxsize=4)
 def _figure_columns(version: str) -> tuple[ScalarSelect[Any], ...]:
-    # Built once per chart version: the expressions are immutable and shared by requests.
-    return (
-        repo.pending_count_column(),
-        *usage_repo.suggestion_totals_columns(),
-        *provisioning.rollout_columns(version),
-        *audit.newest_ids_columns(DRIFT_REPAIRED, REPAIRS_SHOWN),
-    )
+    return tuple(column for group in _figure_groups(version) for column in group)
 
 
 def overview_figures(session: Session, chart_version: str) -> OverviewFigures:
-    org, (pending, idle, idle_centi, starved, *rest) = repo.get_org_with(
-        session, _figure_columns(chart_version)
-    )
+    org, values = repo.get_org_with(session, _figure_columns(chart_version))
+    groups: list[Sequence[Any]] = []
+    for group in _figure_groups(chart_version):  # the values, cut back into their groups
+        groups.append(values[: len(group)])
+        values = values[len(group) :]
+    (pending,), (idle, idle_centi, starved), rollout, repairs = groups
     return OverviewFigures(
         org=org,
         pending_count=int(pending),
         rightsizing=(int(idle), int(idle_centi), int(starved)),
-        rollout=provisioning.rollout_from(chart_version, rest[:ROLLOUT_COLUMNS]),
-        repair_ids=tuple(int(i) for i in rest[ROLLOUT_COLUMNS:] if i is not None),
+        rollout=provisioning.rollout_from(chart_version, rollout),
+        repair_ids=tuple(int(i) for i in repairs if i is not None),
     )
 
 
