@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -13,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from app.auth import repository as users
 from app.auth import tokens
+from app.core.config import PROJECT_ROOT
 from app.core.db import unit_of_work
 from app.main import create_app
 from app.teams import members
@@ -105,6 +109,28 @@ def anonymous(app: FastAPI) -> Client:
 
 
 PUBLIC = "https://gpu.example.org"
+
+
+def portal_command(
+    db_url: str, *args: str, settings: Mapping[str, str], log: bool = False
+) -> subprocess.Popen[str]:
+    """`gpu-portal <args>` in its own process, in development on ``db_url`` at PUBLIC,
+    with these settings (PORTAL_<NAME>); its output piped when ``log``, else dropped."""
+    env = {
+        **os.environ,
+        "PORTAL_DEVELOPMENT": "true",
+        "PORTAL_DATABASE_URL": db_url,
+        "PORTAL_PUBLIC_URL": PUBLIC,
+        **{f"PORTAL_{name.upper()}": value for name, value in settings.items()},
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.PIPE if log else subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
+        text=True,
+    )
 
 
 def portal(db_url: str, **overrides: object) -> Iterator[FastAPI]:

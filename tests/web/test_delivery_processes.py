@@ -3,9 +3,6 @@ same PostgreSQL outbox at once; every e-mail and every webhook post arrives once
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -16,12 +13,11 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
-from app.core.config import PROJECT_ROOT
 from app.core.db import unit_of_work
 from app.core.models import Delivery, KubeconfigGrant, Notification, User, utcnow
 from app.notifications import service as notifications
 from tests.receivers import SmtpServer, self_signed, smtp_server, webhook_receiver
-from tests.web.conftest import client_for, portal, set_hook
+from tests.web.conftest import client_for, portal, portal_command, set_hook
 
 EVENTS = 150
 
@@ -81,22 +77,8 @@ def test_two_processes_deliver_each_message_once(
             assert due is not None
             assert due >= 3 * EVENTS
 
-            env = {
-                **os.environ,
-                "PORTAL_DEVELOPMENT": "true",
-                "PORTAL_DATABASE_URL": db_url,
-                "PORTAL_PUBLIC_URL": "https://gpu.example.org",
-                **{f"PORTAL_{k.upper()}": v for k, v in values.items()},
-            }
             workers = [
-                subprocess.Popen(
-                    [sys.executable, "-m", "app.cli", "deliver", "--until-idle"],
-                    cwd=PROJECT_ROOT,
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                )
+                portal_command(db_url, "deliver", "--until-idle", settings=values, log=True)
                 for _ in range(2)
             ]
             outputs = [w.communicate(timeout=300)[0] for w in workers]
@@ -140,20 +122,8 @@ def test_a_separate_deliverer_also_tells_expiring_kubeconfigs(
                     expires_at=now + timedelta(hours=12),
                 )
             )
-        env = {
-            **os.environ,
-            "PORTAL_DEVELOPMENT": "true",
-            "PORTAL_DATABASE_URL": db_url,
-            "PORTAL_DELIVERY_POLL_SECONDS": "0.2",
-            "PORTAL_PUBLIC_URL": "https://gpu.example.org",
-            **{f"PORTAL_{k.upper()}": v for k, v in values.items()},
-        }
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "deliver"],
-            cwd=PROJECT_ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        worker = portal_command(
+            db_url, "deliver", settings={**values, "delivery_poll_seconds": "0.2"}
         )
         try:
             told: list[Notification] = []

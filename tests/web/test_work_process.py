@@ -4,19 +4,15 @@ process hands its leases back when told to stop."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
-from app.core.config import PROJECT_ROOT
 from app.core.models import Team
-from tests.web.conftest import client_for, portal
+from tests.web.conftest import client_for, portal, portal_command
 
 
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
@@ -34,21 +30,8 @@ def test_a_separate_work_process_provisions_what_the_web_approves(db_url: str) -
         time.sleep(1)  # the web replica itself provisions nothing
         assert lead.get(f"/api/v1/teams/{team_id}").json()["status"] == "approved"
 
-        env = {
-            **os.environ,
-            "PORTAL_DEVELOPMENT": "true",
-            "PORTAL_DATABASE_URL": db_url,
-            "PORTAL_WORKER_INTERVAL_SECONDS": "0.2",
-            "PORTAL_SIMULATED_STEP_SECONDS": "0",
-        }
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "work"],
-            cwd=PROJECT_ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        fast = {"worker_interval_seconds": "0.2", "simulated_step_seconds": "0"}
+        worker = portal_command(db_url, "work", settings=fast, log=True)
         try:
             team: dict[str, Any] = {}
             for _ in range(300):
