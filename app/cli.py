@@ -16,7 +16,9 @@ from pydantic import ValidationError
 
 from app.core import logs
 from app.core.config import PROJECT_ROOT, Settings, describe_error, get_settings
-from app.core.db import Effect, make_engine, make_session_factory, ping, unit_of_work
+from app.core.db import make_engine, make_session_factory, ping, unit_of_work
+from app.core.jobs import Role
+from app.runtime import Portal
 
 log = logging.getLogger("gpu_portal")
 
@@ -65,39 +67,37 @@ def seed(settings: Settings) -> bool:
         engine.dispose()
 
 
-def deliver(settings: Settings, *, until_idle: bool) -> int:
-    """Run the notification delivery worker in this process; returns the attempts made."""
-    from app.adapters.factory import notification_chores
-    from app.notifications.delivery import Deliverer, DeliveryThread
+def run_roles(settings: Settings, roles: frozenset[Role], *, stop: threading.Event) -> None:
+    """Build the portal's parts, run the jobs of ``roles`` until ``stop`` is set (or one of
+    their loops dies), then stop them: the worker hands its leases back, the delivery its
+    claims."""
+    portal = Portal(settings, roles=roles)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    portal.start()
+    try:
+        while not stop.is_set() and portal.alive():
+            stop.wait(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        portal.stop()
 
-    engine = make_engine(settings.database_url)
-    # Its chores write notices (kubeconfig expiring, the digest): by e-mail too.
-    factory = make_session_factory(engine, channels=settings.personal_channels)
-    deliverer = Deliverer(factory, settings)
+
+def deliver(settings: Settings, *, until_idle: bool) -> int:
+    """Send notification deliveries in this process (and write the notices due by the
+    clock: kubeconfigs expiring, the weekly digest). ``until_idle``: send what is due now
+    and return how many attempts were made."""
+    if not until_idle:
+        run_roles(settings, frozenset({Role.DELIVER}), stop=threading.Event())
+        return 0
+    portal = Portal(settings, roles={Role.DELIVER})
     total = 0
     try:
-        if until_idle:
-            while True:
-                made = deliverer.run_once()
-                total += made
-                if not made:
-                    break
-        else:
-            thread = DeliveryThread(deliverer, interval=settings.delivery_poll_seconds)
-            # The expiry notices and the digest too: web replicas may run no delivery.
-            thread.chores = notification_chores(deliverer.session_factory, settings)
-            thread.start()
-            try:
-                while thread.alive():
-                    time.sleep(1)
-            except KeyboardInterrupt:
-                pass
-            finally:
-                thread.stop()
-            return total
-        deliverer.close()
+        while made := portal.deliverer.run_once():
+            total += made
     finally:
-        engine.dispose()
+        portal.stop()
     log.info("delivered: %d attempt(s)", total)
     return total
 
@@ -107,40 +107,7 @@ def work(settings: Settings) -> None:
     serving pages: for a large org, web replicas then run with PORTAL_WORKER_ENABLED=false
     and carry none of the reconcile load. Stops on SIGTERM or Ctrl-C, handing
     its leases back."""
-    from app.access.sweeper import Sweeper, SweeperThread
-    from app.adapters.factory import make_backend
-    from app.provisioning.reconciler import Reconciler, Worker
-
-    stop = threading.Event()
-    engine = make_engine(settings.database_url)
-    factory = make_session_factory(
-        engine,
-        effects={
-            Effect.PROVISIONING_DUE: lambda: reconciler.wake.set(),
-            Effect.ACCESS_CHANGED: lambda: sweeper.wake.set(),
-        },
-        # As in the portal: the notices it writes (cluster ready, failing) go by e-mail too.
-        channels=settings.personal_channels,
-    )
-    backend = make_backend(settings)
-    reconciler = Reconciler(factory, backend, settings)
-    sweeper = Sweeper(factory, backend, settings)
-    worker = Worker(reconciler, interval=settings.worker_interval_seconds)
-    sweeping = SweeperThread(sweeper)
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    worker.start()
-    sweeping.start()
-    log.info("provisioning worker and access sweeper running (no web)")
-    try:
-        while not stop.is_set() and worker.alive() and sweeping.alive():
-            stop.wait(1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sweeping.stop()
-        worker.stop()
-        engine.dispose()
+    run_roles(settings, frozenset({Role.WORK}), stop=threading.Event())
 
 
 def main(argv: list[str] | None = None) -> None:

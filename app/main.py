@@ -6,44 +6,19 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 from urllib.parse import quote, urlsplit
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
-from sqlalchemy.engine import Engine
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.access.sweeper import Sweeper, SweeperThread
-from app.adapters.factory import make_backend, notification_chores
-from app.adapters.oidc import OidcClient
-from app.adapters.prometheus import PrometheusSource
-from app.core import logs, metrics
+from app.core import logs
 from app.core.config import PROJECT_ROOT, Settings, get_settings
-from app.core.db import (
-    Effect,
-    make_engine,
-    make_session_factory,
-    migrations_behind,
-    ping,
-    reads_of,
-)
 from app.core.errors import DomainError, InvalidInput
-from app.core.models import TeamStatus
-from app.notifications.delivery import Deliverer, DeliveryThread
-from app.provisioning.reconciler import Reconciler, Worker
-from app.teams import repository as teams_repo
-from app.usage.history import (
-    Collector,
-    CollectorThread,
-    RecentHistory,
-    RightsizingRun,
-    ViewRefresher,
-)
-from app.usage.service import UsageCache
+from app.runtime import Portal, serve_roles
 from app.web import observability
 from app.web.api import audit as audit_api
 from app.web.api import me as me_api
@@ -62,7 +37,6 @@ from app.web.pages import notifications as notification_pages
 from app.web.pages import teams as team_pages
 from app.web.pages import tokens as token_pages
 from app.web.templating import is_htmx, render, templates
-from app.web.views import EventLines
 
 log = logging.getLogger(__name__)
 
@@ -142,46 +116,6 @@ ROUTERS = tuple(
 )
 
 
-def readiness_checks(
-    settings: Settings,
-    engine: Engine,
-    worker: Worker,
-    collector: CollectorThread,
-    sweeper: SweeperThread,
-    delivery: DeliveryThread,
-) -> observability.Readiness:
-    """What /readyz asks: each check answers None when fine, else what is wrong."""
-    at_head: list[bool] = []
-
-    def database() -> str | None:
-        try:
-            ping(engine)
-        except Exception as exc:
-            return f"unreachable: {type(exc).__name__}"
-        return None
-
-    def migrations() -> str | None:
-        if at_head:  # once at the head, a running process stays there
-            return None
-        try:
-            behind = migrations_behind(engine, str(PROJECT_ROOT / "migrations"))
-        except Exception as exc:
-            return f"cannot be read: {type(exc).__name__}"
-        if behind is None:
-            at_head.append(True)
-        return behind
-
-    checks: dict[str, Any] = {"database": database, "migrations": migrations}
-    if settings.worker_enabled:
-        checks["provisioning_worker"] = lambda: None if worker.alive() else "not running"
-        checks["access_sweeper"] = lambda: None if sweeper.alive() else "not running"
-    if settings.delivery_enabled:
-        checks["notification_delivery"] = lambda: None if delivery.alive() else "not running"
-    if settings.usage_collector_enabled:
-        checks["usage_collector"] = lambda: None if collector.alive() else "not running"
-    return observability.Readiness(checks=checks)
-
-
 def serve_app() -> FastAPI:
     """What ``gpu-portal serve`` runs: the portal with its start-up heap frozen."""
     return create_app(freeze_heap=True)
@@ -197,94 +131,28 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     # team page includes some twenty partials).
     templates.env.auto_reload = settings.reload_templates
 
+    portal = Portal(settings, roles=serve_roles(settings))
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         logs.install()
-        engine = make_engine(settings.database_url)
-        app.state.engine = engine
-        # What services' post-commit effects do in this process (the objects are made below).
-        app.state.session_factory = make_session_factory(
-            engine,
-            effects={
-                Effect.PROVISIONING_DUE: lambda: app.state.reconciler.wake.set(),
-                Effect.QUOTAS_CHANGED: lambda: app.state.usage_cache.forget_quotas(),
-                Effect.ACCESS_CHANGED: lambda: app.state.sweeper.wake.set(),
-                Effect.NOTIFIED: lambda: app.state.deliverer.wake.set(),
-            },
-            channels=settings.personal_channels,
-        )
-        app.state.read_session_factory = reads_of(app.state.session_factory)
-        app.state.drift_lines = EventLines()  # the overview's drift repairs, kept by their ids
-        app.state.backend = make_backend(settings)
-        app.state.usage_cache = UsageCache(
-            app.state.backend,
-            ttl=settings.usage_cache_seconds,
-            prometheus=PrometheusSource(settings.prometheus_url, prefix=settings.kai_metrics_prefix)
-            if settings.prometheus_url
-            else None,
-        )
-        app.state.collector = Collector(
-            app.state.session_factory,
-            app.state.usage_cache,
-            interval=settings.usage_sample_seconds,
-        )
-        collector = CollectorThread(
-            app.state.collector, RightsizingRun(app.state.session_factory, settings)
-        )
-        refresher = ViewRefresher(app.state.session_factory, app.state.usage_cache)
-        app.state.collector_thread = collector
-        app.state.recent_history = RecentHistory(ttl=min(30.0, settings.usage_sample_seconds))
-        app.state.oidc = OidcClient(settings) if settings.oidc_enabled else None
-        app.state.reconciler = Reconciler(app.state.session_factory, app.state.backend, settings)
-        worker = Worker(app.state.reconciler, interval=settings.worker_interval_seconds)
-        app.state.worker = worker
-        app.state.sweeper = Sweeper(app.state.session_factory, app.state.backend, settings)
-        sweeper = SweeperThread(app.state.sweeper)
-        app.state.deliverer = Deliverer(app.state.session_factory, settings)
-        delivery = DeliveryThread(app.state.deliverer, interval=settings.delivery_poll_seconds)
-        delivery.chores = notification_chores(app.state.session_factory, settings)
-        if settings.worker_enabled:
-            worker.start()
-            sweeper.start()
-        if settings.delivery_enabled:
-            delivery.start()
-        if settings.usage_collector_enabled:
-            collector.start()
-            refresher.start()
-
-        def count_teams() -> dict[str, int]:
-            with app.state.session_factory() as session:
-                return teams_repo.count_by_status(session)
-
-        app.state.metrics_registry = metrics.app_registry(
-            metrics.TeamsByStatus(count_teams, [s.value for s in TeamStatus])
-        )
+        portal.start()
         metrics_server = None
         if settings.metrics_port:
             from prometheus_client import start_http_server
 
             metrics_server, _ = start_http_server(
-                settings.metrics_port, registry=app.state.metrics_registry
+                settings.metrics_port, registry=portal.metrics_registry
             )
-        app.state.readiness = readiness_checks(
-            settings, engine, worker, collector, sweeper, delivery
-        )
         if freeze_heap:
             gc.collect()
             gc.freeze()
         try:
             yield
         finally:
-            # Not ready any more; the worker finishes its team and hands its leases back.
-            app.state.readiness.stopping = True
-            collector.stop()
-            refresher.stop()
-            sweeper.stop()
-            delivery.stop()
-            worker.stop()
+            portal.stop()
             if metrics_server is not None:
                 metrics_server.shutdown()
-            engine.dispose()
 
     app = FastAPI(
         title="GPU cluster portal",
@@ -298,7 +166,7 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
         redoc_url=None,
         dependencies=[Depends(csrf_protect)],
     )
-    app.state.settings = settings
+    app.state.portal = portal
     app.add_middleware(
         SessionMiddleware,
         secret_key=settings.secret_key.get_secret_value(),

@@ -39,6 +39,7 @@ from app.core.db import unit_of_work  # noqa: E402
 from app.core.models import Delivery, User  # noqa: E402
 from app.main import create_app  # noqa: E402
 from app.notifications import service as notifications  # noqa: E402
+from app.runtime import portal_of  # noqa: E402
 from app.teams.seed import seed_example  # noqa: E402
 from tests.receivers import WebhookReceiver, self_signed, smtp_server  # noqa: E402
 from tests.servers import postgres_server  # noqa: E402
@@ -129,7 +130,7 @@ def scenario(args: argparse.Namespace, *, separate: bool, burst: bool) -> None:
         app = create_app(settings)
         deliver_process: subprocess.Popen[bytes] | None = None
         with TestClient(app):
-            factory = app.state.session_factory
+            factory = portal_of(app).session_factory
             with unit_of_work(factory) as session:
                 seed_example(session)
                 admin = session.scalars(select(User).where(User.is_admin)).one()

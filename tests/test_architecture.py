@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from app.runtime import JOBS
+
 APP = Path(__file__).resolve().parent.parent / "app"
 
 
@@ -40,3 +42,23 @@ def test_only_the_kubernetes_adapter_imports_the_client() -> None:
     }
     assert importers
     assert all(name.startswith("adapters/k8s/") for name in importers), importers
+
+
+def test_background_threads_are_loops_of_declared_jobs() -> None:
+    """A periodic job is a `Job` in its domain's `jobs.py`, run by `core.jobs.Loop`: no
+    other module starts a thread of its own (a worker pool for one pass is not a job)."""
+    starters = {
+        f"{path.relative_to(APP)}:{node.lineno}"
+        for path, tree in _modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Attribute) and node.func.attr == "Thread")
+            or (isinstance(node.func, ast.Name) and node.func.id == "Thread")
+        )
+    }
+    assert starters
+    assert all(s.startswith("core/jobs.py:") for s in starters), starters
+    declared = {p.parent.name for p in APP.glob("*/jobs.py")} - {"core"}  # core: the types
+
+    assert {job.build.__module__.split(".")[1] for job in JOBS} == declared

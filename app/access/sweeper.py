@@ -101,35 +101,3 @@ class Sweeper:
             self.backend.revoke_credentials(spec, list(stale), uids=stale)
             log.info("deleted %d service account(s) in the vCluster of %s", len(stale), spec.team)
         return live
-
-
-class SweeperThread:
-    """Runs the sweeper until stopped; woken at once when access changes here."""
-
-    def __init__(self, sweeper: Sweeper, *, interval: float = 5.0) -> None:
-        self.sweeper = sweeper
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="access-sweeper", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self.sweeper.wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.sweeper.run_once()
-            except Exception:
-                log.exception("access sweep failed; retrying")
-            self.sweeper.wake.wait(self.interval)
-            self.sweeper.wake.clear()

@@ -64,14 +64,16 @@ def make_session_factory(
     effects: Mapping[Effect, Callable[[], None]] | None = None,
     channels: frozenset[str] = frozenset(),
 ) -> sessionmaker[Session]:
-    """Sessions whose ``request_effect`` calls run ``effects`` after their commit.
-    ``channels``: the personal notification channels configured besides the in-app bell
-    (``email`` when an SMTP server is set), read by the services that notify."""
+    """Sessions whose ``request_effect`` calls run ``effects`` after their commit (read
+    when the effect is asked for: a process may route an effect once the job that
+    answers it is built). ``channels``: the personal notification channels configured
+    besides the in-app bell (``email`` when an SMTP server is set), read by the services
+    that notify."""
     return sessionmaker(
         bind=engine,
         expire_on_commit=False,
         autoflush=True,
-        info={"effects": dict(effects or {}), "channels": channels},
+        info={"effects": effects if effects is not None else {}, "channels": channels},
     )
 
 

@@ -58,7 +58,7 @@ from app.teams import repository as teams
 # Teams whose vCluster is being installed for the first time: no rollout turn needed.
 FIRST_INSTALL = (TeamStatus.APPROVED, TeamStatus.PROVISIONING)
 
-__all__ = ["POLL_SECONDS", "Reconciler", "Worker", "backoff_seconds"]
+__all__ = ["POLL_SECONDS", "Reconciler", "backoff_seconds"]
 
 log = logging.getLogger(__name__)
 
@@ -385,49 +385,3 @@ def _mark_applied(session: Session, team: Team) -> None:
                 summary=f"quota of {team.name} applied to queue {team.queue_name}",
                 details={"request_id": request.id},
             )
-
-
-class Worker:
-    """Runs the reconciler in a background thread until stopped."""
-
-    def __init__(self, reconciler: Reconciler, *, interval: float) -> None:
-        self.reconciler = reconciler
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="provisioning-worker", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Finish the team in hand (its cluster calls are bounded by their timeouts), take
-        no other, then hand every lease back: another replica resumes at once instead of
-        after the leases expire."""
-        self._stop.set()
-        self.reconciler.stopping.set()
-        self.reconciler.wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.warning("the provisioning worker is still busy after %.0f s", timeout)
-        try:
-            released = self.reconciler.release_all()
-        except Exception:
-            log.exception("could not hand the leases back; they expire on their own")
-        else:
-            log.info("provisioning worker stopped; handed back %d lease(s)", released)
-
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                busy = self.reconciler.run_once()
-            except Exception:
-                log.exception("provisioning pass failed; retrying")
-                busy = 0
-            wait = min(self.interval, POLL_SECONDS) if busy else self.interval
-            self.reconciler.wake.wait(wait)
-            self.reconciler.wake.clear()

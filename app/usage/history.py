@@ -133,36 +133,6 @@ def _roll_up(
     return len(rows), repo.delete_samples_before(session, resolution=source, before=cutoff)
 
 
-class CollectorThread:
-    def __init__(self, collector: Collector, rightsizing: RightsizingRun | None = None) -> None:
-        self.collector = collector
-        self.rightsizing = rightsizing
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="usage-collector", daemon=True)
-        self._thread.start()
-
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.collector.collect_once()
-            except Exception:
-                log.exception("usage collection failed; trying again next interval")
-            if self.rightsizing is not None:
-                self.rightsizing.maybe_run()
-            self._stop.wait(self.collector.interval)
-
-
 class RightsizingRun:
     """Recomputes the right-sizing suggestions once per ``every`` seconds (hourly history
     moves once an hour). Several portal processes may each run it: the result is the same
@@ -192,13 +162,12 @@ class RightsizingRun:
 
 class ViewRefresher:
     """Keeps the org-wide view (every team's quota and share) fresh off the request path:
-    one computation per ``usage_cache_seconds`` whatever the number of viewers."""
+    one computation per ``usage_cache_seconds`` whatever the number of viewers (its loop
+    is ``app.usage.jobs.view_refresher_loop``)."""
 
     def __init__(self, session_factory: sessionmaker[Session], usage: UsageCache) -> None:
         self.session_factory = session_factory
         self.usage = usage
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def refresh_once(self) -> None:
         with self.session_factory() as session:
@@ -208,25 +177,6 @@ class ViewRefresher:
                 pool_centi=org.gpus_centi,
                 parent=org.parent_queue,
             )
-
-    def start(self) -> None:
-        self.usage.refresher_running = True
-        self._thread = threading.Thread(target=self._run, name="view-refresher", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self.usage.refresher_running = False
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.refresh_once()
-            except Exception:
-                log.exception("refreshing the org view failed; pages compute it meanwhile")
-            self._stop.wait(max(0.2, self.usage.ttl / 2))
 
 
 @dataclass(frozen=True)

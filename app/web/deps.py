@@ -25,6 +25,7 @@ from app.core.errors import Forbidden, Unavailable
 from app.core.models import Team, User
 from app.core.quantities import DB_INT_MAX
 from app.provisioning.backend import ClusterBackend
+from app.runtime import Portal, portal_of
 from app.teams import repository as team_repo
 from app.usage.service import UsageCache
 
@@ -78,7 +79,7 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
     rollback, returning the connection) runs on a thread, shielded from cancellation and
     outside the thread pool's limit (a full pool must not keep a connection from coming
     back)."""
-    state = request.app.state
+    state = portal_of(request.app)
     safe = request.method in ("GET", "HEAD")
     session = (state.read_session_factory if safe else state.session_factory)()
     succeeded = False
@@ -100,25 +101,31 @@ SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 # function dependency on the thread pool, a thread hop per dependency per request.
 
 
-async def get_settings_dep(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
+async def get_portal(request: Request) -> Portal:
+    """The process's parts (settings, backend, caches, workers): the one way a handler
+    reaches them."""
+    return portal_of(request.app)
+
+
+PortalDep = Annotated[Portal, Depends(get_portal)]
+
+
+async def get_settings_dep(portal: PortalDep) -> Settings:
+    return portal.settings
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 
 
-async def get_backend(request: Request) -> ClusterBackend:
-    backend: ClusterBackend = request.app.state.backend
-    return backend
+async def get_backend(portal: PortalDep) -> ClusterBackend:
+    return portal.backend
 
 
 BackendDep = Annotated[ClusterBackend, Depends(get_backend)]
 
 
-async def get_usage_cache(request: Request) -> UsageCache:
-    cache: UsageCache = request.app.state.usage_cache
-    return cache
+async def get_usage_cache(portal: PortalDep) -> UsageCache:
+    return portal.usage_cache
 
 
 UsageDep = Annotated[UsageCache, Depends(get_usage_cache)]
@@ -182,7 +189,7 @@ def _bearer_user(request: Request, session: Session, settings: Settings, token: 
         if user is None:
             raise NotAuthenticated("the API token is unknown, revoked or expired")
         return user
-    client: IdentityProvider | None = request.app.state.oidc
+    client: IdentityProvider | None = portal_of(request.app).oidc
     if client is None:
         raise NotAuthenticated("bearer tokens need an API token (gpp_…) or single sign-on")
     try:

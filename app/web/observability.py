@@ -8,8 +8,6 @@ import hmac
 import re
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -18,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core import metrics
 from app.core.logs import REQUEST_ID
+from app.runtime import portal_of
 
 router = APIRouter(include_in_schema=False)
 
@@ -67,14 +66,6 @@ class RequestContext:
         metrics.HTTP_LATENCY.labels(method, template).observe(elapsed)
 
 
-@dataclass
-class Readiness:
-    """What /readyz checks, filled in by the app's lifespan."""
-
-    checks: dict[str, Any] = field(default_factory=dict)
-    stopping: bool = False
-
-
 @router.get("/healthz")
 def healthz() -> dict[str, str]:
     """The process answers. Nothing else is checked: a slow database must not restart it."""
@@ -83,19 +74,22 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 def readyz(request: Request) -> JSONResponse:
-    """Ready for traffic: database reachable, migrations at head, background threads alive."""
-    readiness: Readiness = request.app.state.readiness
-    if readiness.stopping:
+    """Ready for traffic: database reachable, migrations at head, every job's loop alive."""
+    portal = portal_of(request.app)
+    if portal.stopping:
         return JSONResponse({"status": "stopping"}, status_code=503)
-    results = {name: check() for name, check in readiness.checks.items()}
-    failed = {name: problem for name, problem in results.items() if problem}
-    body = {"status": "ready" if not failed else "not ready", "failed": failed}
+    readiness = portal.readiness()
+    failed = readiness.failed
+    body: dict[str, object] = {"status": "ready" if not failed else "not ready", "failed": failed}
+    if readiness.degraded:
+        # Jobs whose last pass failed: still running and retrying; their logs say why.
+        body["retrying"] = list(readiness.degraded)
     return JSONResponse(body, status_code=200 if not failed else 503)
 
 
 @router.get("/metrics")
 def metrics_endpoint(request: Request) -> Response:
-    settings = request.app.state.settings
+    settings = portal_of(request.app).settings
     if settings.metrics_port:
         return JSONResponse(
             {"detail": f"metrics are served on port {settings.metrics_port}"}, status_code=404
@@ -114,5 +108,5 @@ def metrics_endpoint(request: Request) -> Response:
             {"detail": "metrics are off: set PORTAL_METRICS_TOKEN or PORTAL_METRICS_PORT"},
             status_code=403,
         )
-    body = metrics.render(request.app.state.metrics_registry)
+    body = metrics.render(portal_of(request.app).metrics_registry)
     return Response(body, media_type=CONTENT_TYPE_LATEST)

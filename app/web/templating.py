@@ -14,6 +14,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.core.config import PROJECT_ROOT
 from app.core.quantities import format_figure, format_hundredths
+from app.runtime import portal_of
 from app.web.deps import csrf_token
 from app.web.gauge import gauge
 
@@ -68,7 +69,7 @@ REVEAL_SECONDS = 300
 
 
 def _reveal_cipher(request: Request) -> Fernet:
-    key = request.app.state.settings.secret_key.get_secret_value().encode()
+    key = portal_of(request.app).settings.secret_key.get_secret_value().encode()
     digest = hashlib.sha256(b"gpu-portal one-time reveal\0" + key).digest()
     return Fernet(base64.urlsafe_b64encode(digest))
 
@@ -110,7 +111,7 @@ def render(
     headers: dict[str, str] | None = None,
 ) -> HTMLResponse:
     """Render ``partial`` for an HTMX request when given, else the full ``template``."""
-    state = request.app.state
+    state = portal_of(request.app)
     ctx: dict[str, Any] = {
         "request": request,
         "settings": state.settings,

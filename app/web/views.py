@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ScalarSelect
@@ -236,32 +234,6 @@ def overview_figures(session: Session, chart_version: str) -> OverviewFigures:
         rollout=provisioning.rollout_from(chart_version, rollout),
         repair_ids=tuple(int(i) for i in repairs if i is not None),
     )
-
-
-@dataclass(frozen=True)
-class EventLine:
-    at: datetime
-    summary: str
-
-
-class EventLines:
-    """The lines of the few audit events a page lists, kept for the ids it asked last: the
-    ids come with the page's figures, so the list costs a query only when it changed
-    (events are never edited), and is never shown stale."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ids: tuple[int, ...] | None = None
-        self._lines: list[EventLine] = []
-
-    def get(self, session: Session, ids: tuple[int, ...]) -> list[EventLine]:
-        with self._lock:
-            if ids == self._ids:
-                return self._lines
-        lines = [EventLine(at, summary) for at, summary in audit.get_lines(session, ids)]
-        with self._lock:
-            self._ids, self._lines = ids, lines
-        return lines
 
 
 def org_view(session: Session, usage: UsageCache, org: Org) -> OrgView:

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from app.core.db import unit_of_work
 from app.main import create_app
+from app.runtime import portal_of
 from app.teams.seed import seed_example
 from tests.conftest import settings_for
 from tests.servers import oidc_provider
@@ -57,9 +58,9 @@ def oidc_settings(db_url: str, issuer: str, **overrides: Any) -> Any:
 def oidc_app(db_url: str, provider: str) -> Iterator[FastAPI]:
     application = create_app(oidc_settings(db_url, provider))
     with TestClient(application):
-        with unit_of_work(application.state.session_factory) as session:
+        with unit_of_work(portal_of(application).session_factory) as session:
             seed_example(session)
-        application.state.reconciler.run_once()
+        portal_of(application).reconciler.run_once()
         yield application
 
 

@@ -17,6 +17,7 @@ from sqlalchemy import select, update
 from app.adapters.oidc import OidcClient, OidcError
 from app.core.models import AuditEvent, WebSession, utcnow
 from app.main import create_app
+from app.runtime import portal_of
 from tests.auth.conftest import (
     CLIENT_ID,
     PORTAL,
@@ -28,11 +29,12 @@ from tests.auth.conftest import (
     sign_in,
     start,
 )
+from tests.parts import oidc_client
 from tests.servers import free_port, oidc_provider
 
 
 def audit_actions(app: FastAPI) -> list[str]:
-    with app.state.session_factory() as session:
+    with portal_of(app).session_factory() as session:
         return list(session.scalars(select(AuditEvent.action).order_by(AuditEvent.id)))
 
 
@@ -213,7 +215,7 @@ def test_sessions_expire_when_idle_and_when_old(oidc_app: FastAPI, provider: str
     client = browser(oidc_app)
     sign_in(client, "u-someone")
     assert client.get("/teams").status_code == 200
-    factory = oidc_app.state.session_factory
+    factory = portal_of(oidc_app).session_factory
     with factory() as session, session.begin():
         session.execute(update(WebSession).values(last_seen_at=utcnow() - timedelta(hours=2)))
     assert client.get("/teams", follow_redirects=False).status_code == 303, "idle"
@@ -233,7 +235,7 @@ def test_sign_in_rotates_the_session(oidc_app: FastAPI, provider: str) -> None:
     old = browser(oidc_app)
     old.cookies.update(before)
     assert old.get("/teams", follow_redirects=False).status_code == 303
-    with oidc_app.state.session_factory() as session:
+    with portal_of(oidc_app).session_factory() as session:
         rows = session.scalars(select(WebSession)).all()
         assert [r.revoked_at is not None for r in rows] == [True, False]
 
@@ -268,7 +270,7 @@ def test_bad_bearer_tokens_do_not_make_the_portal_download_keys(
     """Anyone can send tokens without signing in: a bad signature never refetches the
     provider's keys, and a token with an unknown key id refetches them once per interval."""
     good = provider_id_token(provider, client_id=CLIENT_ID, sub="u1", nonce="n1")
-    client = oidc_app.state.oidc
+    client = oidc_client(oidc_app)
     anonymous = browser(oidc_app)
     bad_signature = good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB")
     for _ in range(5):

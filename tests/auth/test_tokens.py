@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from sqlalchemy import select, text, update
 
 from app.core.models import ApiToken, AuditEvent, utcnow
+from app.runtime import portal_of
 from tests.auth.conftest import browser, provider_tokens, set_user, sign_in
 from tests.web.conftest import Client
 
@@ -32,7 +33,7 @@ def test_personal_token_lifecycle(oidc_app: FastAPI, provider: str) -> None:
     raw = re.search(r'<pre id="new-token"[^>]*><code>(gpp_[^<]+)</code>', page.text).group(1)  # type: ignore[union-attr]
     assert raw not in web.get("/tokens").text, "shown once"
 
-    with oidc_app.state.session_factory() as session:
+    with portal_of(oidc_app).session_factory() as session:
         stored = session.scalars(select(ApiToken)).one()
         assert stored.token_hash != raw
         assert raw not in stored.token_hash
@@ -55,7 +56,7 @@ def test_personal_token_lifecycle(oidc_app: FastAPI, provider: str) -> None:
     assert refused.json()["detail"] == "the API token is unknown, revoked or expired"
     assert refused.headers["www-authenticate"].startswith("Bearer")
 
-    with oidc_app.state.session_factory() as session:
+    with portal_of(oidc_app).session_factory() as session:
         actions = set(session.scalars(select(AuditEvent.action)))
     assert {"token.created", "token.used", "token.revoked"} <= actions
 
@@ -66,7 +67,7 @@ def test_expired_and_unknown_tokens_are_refused(oidc_app: FastAPI, provider: str
     web.refresh_csrf()
     created = web.api("POST", "/api/v1/tokens", {"name": "short", "days": 1}).json()
     assert bearer(oidc_app, created["token"]).get("/api/v1/me").status_code == 200
-    with oidc_app.state.session_factory() as session, session.begin():
+    with portal_of(oidc_app).session_factory() as session, session.begin():
         session.execute(update(ApiToken).values(expires_at=utcnow() - timedelta(seconds=1)))
     assert bearer(oidc_app, created["token"]).get("/api/v1/me").status_code == 401
     assert bearer(oidc_app, "gpp_made-up").get("/api/v1/me").status_code == 401
@@ -111,7 +112,7 @@ def test_last_use_is_written_at_most_once_a_minute(oidc_app: FastAPI, provider: 
     api = bearer(oidc_app, created["token"])
 
     def last_used() -> object:
-        with oidc_app.state.session_factory() as session:
+        with portal_of(oidc_app).session_factory() as session:
             return session.scalars(select(ApiToken.last_used_at)).one()
 
     assert api.get("/api/v1/me").status_code == 200
@@ -120,7 +121,7 @@ def test_last_use_is_written_at_most_once_a_minute(oidc_app: FastAPI, provider: 
     for _ in range(5):
         assert api.get("/api/v1/me").status_code == 200
     assert last_used() == first
-    with oidc_app.state.session_factory() as session, session.begin():
+    with portal_of(oidc_app).session_factory() as session, session.begin():
         session.execute(update(ApiToken).values(last_used_at=utcnow() - timedelta(seconds=61)))
     assert api.get("/api/v1/me").status_code == 200
     assert last_used() != first
@@ -150,5 +151,5 @@ def test_reloading_the_new_token_page_creates_nothing_more(
     assert shown.headers["cache-control"] == "no-store"
     again = web.get("/tokens")
     assert raw.group(1) not in again.text
-    with oidc_app.state.session_factory() as session:
+    with portal_of(oidc_app).session_factory() as session:
         assert len(session.scalars(select(ApiToken)).all()) == 1

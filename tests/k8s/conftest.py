@@ -22,6 +22,7 @@ from kubernetes import client, config
 from app.core.db import unit_of_work
 from app.core.models import TeamStatus
 from app.main import create_app
+from app.runtime import portal_of
 from app.teams import repository as repo
 from app.teams.seed import seed_example
 from tests.conftest import settings_for
@@ -222,13 +223,13 @@ def kube_settings(
 def kube_app(kube_settings: Any, clean_cluster: None) -> Iterator[FastAPI]:
     application = create_app(kube_settings)
     with TestClient(application):
-        with unit_of_work(application.state.session_factory) as session:
+        with unit_of_work(portal_of(application).session_factory) as session:
             seed_example(session)
         yield application
 
 
 def statuses(app: FastAPI) -> dict[str, str]:
-    with app.state.session_factory() as session:
+    with portal_of(app).session_factory() as session:
         return {t.name: t.status for t in repo.get_teams(session)}
 
 
@@ -245,12 +246,12 @@ def reconcile_until(app: FastAPI, done: Any, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not done():
         if time.monotonic() > deadline:
-            with app.state.session_factory() as session:
+            with portal_of(app).session_factory() as session:
                 from app.teams import repository as repo
 
                 errors = {t.name: t.last_error for t in repo.get_teams(session)}
             raise AssertionError(f"the reconciler did not get there in time: {errors}")
-        with unit_of_work(app.state.session_factory) as session:
+        with unit_of_work(portal_of(app).session_factory) as session:
             session.execute(update(Team).values(next_attempt_at=utcnow(), lease_until=None))
-        app.state.reconciler.run_once()
+        portal_of(app).reconciler.run_once()
         time.sleep(0.2)

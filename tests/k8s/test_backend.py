@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from kubernetes import client
 
 from app.core.models import TeamStatus
+from app.runtime import portal_of
 from app.teams import repository as repo
 from tests.k8s.conftest import (
     all_ready,
@@ -19,6 +20,7 @@ from tests.k8s.conftest import (
     serve_folder,
     statuses,
 )
+from tests.parts import kubernetes_backend
 from tests.servers import tool
 
 pytestmark = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
@@ -123,10 +125,10 @@ def test_a_foreign_queue_with_the_same_name_is_left_alone(
     custom.create_cluster_custom_object(*QUEUES, foreign)
     app = create_app(kube_settings)
     with TestClient(app):
-        with unit_of_work(app.state.session_factory) as session:
+        with unit_of_work(portal_of(app).session_factory) as session:
             seed_example(session)
         reconcile_until(app, lambda: statuses(app)["nlp"] == TeamStatus.FAILED)
-        with app.state.session_factory() as session:
+        with portal_of(app).session_factory() as session:
             nlp = repo.get_team(session, 1)
         assert "a queue named team-nlp already exists and is not managed by the portal" in (
             nlp.last_error or ""
@@ -150,7 +152,7 @@ def test_drift_is_repaired(kube_app: FastAPI, admin_api: Any) -> None:
     reconcile_until(kube_app, lambda: _queue_exists(admin_api, "team-vision"))
     assert queue(admin_api, "team-nlp")["spec"]["resources"]["gpu"]["limit"] == 1
     assert admission.read_validating_admission_policy_binding("gpu-portal-queue-recommender")
-    with kube_app.state.session_factory() as session:
+    with portal_of(kube_app).session_factory() as session:
         repaired = session.scalars(
             select(AuditEvent.summary).where(AuditEvent.action == "provisioning.drift_repaired")
         ).all()
@@ -179,7 +181,7 @@ def test_usage_is_read_from_queue_status(kube_app: FastAPI, admin_api: Any) -> N
     reconcile_until(kube_app, lambda: all_ready(kube_app))
     lead = client_for(kube_app, "lead-nlp@example.org")
     # No queue carries status yet (as under KAI 0.1.0, which writes none): unknown, not 0.
-    kube_app.state.usage_cache.ttl = 0
+    portal_of(kube_app).usage_cache.ttl = 0
     before = lead.get("/api/v1/teams/1").json()["gpu_share"]
     assert before["allocated"] is None
     assert "In use: not reported by this KAI version" in lead.get("/teams/1").text
@@ -208,8 +210,8 @@ def test_an_unreachable_api_server_is_failed_retried_and_recovers(
 ) -> None:
     cluster.stop_apiserver()
     try:
-        kube_app.state.reconciler.run_once()
-        with kube_app.state.session_factory() as session:
+        portal_of(kube_app).reconciler.run_once()
+        with portal_of(kube_app).session_factory() as session:
             nlp = repo.get_team(session, 1)
         assert nlp.status == TeamStatus.FAILED
         assert "could not be reached" in (nlp.last_error or "")
@@ -235,23 +237,23 @@ def test_a_portal_killed_mid_provisioning_resumes_without_duplicates(
 
     first = create_app(kube_settings)
     with TestClient(first):
-        with unit_of_work(first.state.session_factory) as session:
+        with unit_of_work(portal_of(first).session_factory) as session:
             seed_example(session)
-        claimed = first.state.reconciler.claim()
+        claimed = portal_of(first).reconciler.claim()
         assert claimed == [1, 2, 3]
         # It got as far as the queue and the namespace of nlp, then the process died.
-        with first.state.session_factory() as session:
+        with portal_of(first).session_factory() as session:
             spec = spec_for(repo.get_team(session, 1), repo.get_org(session))
         from app.core.models import Step
 
-        first.state.backend.apply(Step.QUEUE, spec)
-        first.state.backend.apply(Step.NAMESPACE, spec)
+        portal_of(first).backend.apply(Step.QUEUE, spec)
+        portal_of(first).backend.apply(Step.NAMESPACE, spec)
         # The first process never shuts down (a crash: no lifespan end hands its leases
         # back), so the second one starts while the first one's leases are in the table.
         second = create_app(kube_settings)
         with TestClient(second):
-            assert second.state.reconciler.run_once() == 0, "leases still protect the teams"
-            with unit_of_work(second.state.session_factory) as session:
+            assert portal_of(second).reconciler.run_once() == 0, "leases still protect the teams"
+            with unit_of_work(portal_of(second).session_factory) as session:
                 session.execute(update(Team).values(lease_until=utcnow() - timedelta(seconds=1)))
             reconcile_until(second, lambda: all_ready(second))
     names = sorted(
@@ -307,7 +309,7 @@ def test_quota_change_and_decommission(kube_app: FastAPI, admin_api: Any) -> Non
 def test_vcluster_cli_failures_are_shown(kube_app: FastAPI, tmp_path: Path) -> None:
     """Real failures of the real CLI: a chart mirror that has no such chart, then one that
     never answers (the CLI and the helm it runs are stopped at the time-out)."""
-    backend = kube_app.state.backend
+    backend = kubernetes_backend(kube_app)
     good = backend.settings
     with serve_folder(tmp_path) as empty_mirror:
         backend.settings = good.model_copy(update={"vcluster_chart_repo": empty_mirror})
@@ -338,7 +340,7 @@ def _processes_of(executable: Path) -> list[int]:
 
 
 def _error(app: FastAPI, team_id: int) -> str:
-    with app.state.session_factory() as session:
+    with portal_of(app).session_factory() as session:
         return repo.get_team(session, team_id).last_error or ""
 
 
@@ -346,7 +348,7 @@ def test_what_the_portals_rbac_does_not_allow(kube_app: FastAPI, cluster: Any) -
     from kubernetes import config as kube_config
 
     reconcile_until(kube_app, lambda: all_ready(kube_app))
-    portal = kube_config.new_client_from_config(kube_app.state.settings.kubeconfig)
+    portal = kube_config.new_client_from_config(portal_of(kube_app).settings.kubeconfig)
     core = client.CoreV1Api(portal)
     assert len(core.list_namespaced_secret("vcluster-nlp").items) >= 1, "its own namespaces"
     refused = [
@@ -394,7 +396,7 @@ def test_the_helm_installer_does_the_same(
 
     app = create_app(kube_settings.model_copy(update={"vcluster_installer": "helm"}))
     with TestClient(app):
-        with unit_of_work(app.state.session_factory) as session:
+        with unit_of_work(portal_of(app).session_factory) as session:
             seed_example(session)
         reconcile_until(app, lambda: all_ready(app))
         pods = client.CoreV1Api(admin_api).list_namespaced_pod("vcluster-vision").items
@@ -450,7 +452,7 @@ def test_hand_edits_to_the_queue_pinning_policy_are_restored(
                 == wanted_binding
             ),
         )
-    with kube_app.state.session_factory() as session:
+    with portal_of(kube_app).session_factory() as session:
         repaired = session.scalars(
             select(AuditEvent.summary).where(AuditEvent.action == "provisioning.drift_repaired")
         ).all()

@@ -18,6 +18,7 @@ from kubernetes import client, config
 from sqlalchemy import MetaData, select
 
 from app.core.models import AuditEvent, KubeconfigGrant
+from app.runtime import portal_of
 from tests.k8s.conftest import all_ready, reconcile_until
 from tests.k8s.control_plane import ControlPlane
 from tests.web.conftest import Client, client_for
@@ -156,7 +157,7 @@ def test_each_person_gets_their_own_expiring_revocable_credential(
     # Removing the member revokes their file (the sweeper deletes their account).
     member_id = added.json()["user_id"]
     assert lead.api("DELETE", f"/api/v1/teams/{NLP}/members/{member_id}").status_code == 204
-    kube_app.state.sweeper.run_once()
+    portal_of(kube_app).sweeper.run_once()
     list_pods = lambda: client.CoreV1Api(member_api).list_namespaced_pod("default")  # noqa: E731
     waited = wait_for_status(list_pods, 401)
     assert waited < 20
@@ -164,7 +165,7 @@ def test_each_person_gets_their_own_expiring_revocable_credential(
     assert status_of(lambda: client.CoreV1Api(lead_api).list_namespaced_pod("default")) == 200
     revoked = lead.api("POST", f"/api/v1/teams/{NLP}/kubeconfigs/revoke", {})
     assert revoked.json() == {"people": 1}
-    kube_app.state.sweeper.run_once()
+    portal_of(kube_app).sweeper.run_once()
     wait_for_status(lambda: client.CoreV1Api(lead_api).list_namespaced_pod("default"), 401)
     # A new download works again, with a new account (the old token stays dead).
     fresh_api = api_for(download(lead, "1h"), vcluster_api)
@@ -172,7 +173,7 @@ def test_each_person_gets_their_own_expiring_revocable_credential(
     assert status_of(lambda: client.CoreV1Api(lead_api).list_namespaced_pod("default")) == 401
 
     # Audited: each issue with its expiry and token id, each revocation.
-    with kube_app.state.session_factory() as session:
+    with portal_of(kube_app).session_factory() as session:
         events = session.scalars(select(AuditEvent).order_by(AuditEvent.id)).all()
         grants = session.scalars(select(KubeconfigGrant)).all()
     issued = [e for e in events if e.action == "kubeconfig.issued"]
@@ -192,7 +193,7 @@ def test_each_person_gets_their_own_expiring_revocable_credential(
 
 def dump_database(app: FastAPI) -> str:
     metadata = MetaData()
-    engine = app.state.engine
+    engine = portal_of(app).engine
     metadata.reflect(engine)
     with engine.connect() as connection:
         return "\n".join(
@@ -213,7 +214,7 @@ def test_a_member_who_changes_role_loses_the_old_credential(
     as_member = api_for(download(person, "1h"), vcluster_api)
     assert status_of(lambda: client.CoreV1Api(as_member).list_namespaced_pod("default")) == 200
     lead.api("POST", f"/api/v1/teams/{NLP}/members", {"email": email, "role": "lead"})
-    kube_app.state.sweeper.run_once()
+    portal_of(kube_app).sweeper.run_once()
     wait_for_status(lambda: client.CoreV1Api(as_member).list_namespaced_pod("default"), 401)
     as_lead = api_for(download(person, "1h"), vcluster_api)
     role = {"metadata": {"name": "promoted-made"}, "rules": []}

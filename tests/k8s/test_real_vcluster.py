@@ -22,6 +22,7 @@ from sqlalchemy import select
 from app.core.db import unit_of_work
 from app.core.models import AuditEvent, ChartRollout, Step, TeamStatus
 from app.main import create_app
+from app.runtime import portal_of
 from app.teams import repository as repo
 from app.teams.seed import seed_example
 from tests.k8s.conftest import (
@@ -33,6 +34,7 @@ from tests.k8s.conftest import (
     statuses,
 )
 from tests.k8s.vcluster_runtime import LOAD_BALANCER_IP, VClusterRuntime
+from tests.parts import kubernetes_backend
 from tests.servers import free_port, tool
 from tests.shared import shared
 from tests.web.conftest import client_for
@@ -45,7 +47,7 @@ TEAMS = ("nlp", "vision", "recommender")
 def portal(settings: Any) -> Iterator[FastAPI]:
     app = create_app(settings)
     with TestClient(app):
-        with unit_of_work(app.state.session_factory) as session:
+        with unit_of_work(portal_of(app).session_factory) as session:
             seed_example(session)
         yield app
 
@@ -64,10 +66,10 @@ def download(app: FastAPI, team_id: int, lead: str) -> dict[str, Any]:
 
 def use(app: FastAPI, **changes: Any) -> None:
     """New settings for the running portal, as a restart with them would give."""
-    settings = app.state.settings.model_copy(update=changes)
-    app.state.settings = settings
-    app.state.backend.settings = settings
-    app.state.reconciler.settings = settings
+    settings = portal_of(app).settings.model_copy(update=changes)
+    portal_of(app).settings = settings
+    kubernetes_backend(app).settings = settings
+    portal_of(app).reconciler.settings = settings
 
 
 @pytest.fixture
@@ -252,7 +254,7 @@ def test_a_control_plane_waiting_for_storage_says_why(
 
 
 def _vcluster_step(app: FastAPI, team: str) -> str:
-    with app.state.session_factory() as session:
+    with portal_of(app).session_factory() as session:
         found = next(t for t in repo.get_teams(session) if t.name == team)
         steps = {row.step: row.message for row in repo.get_steps(session, found.id)}
     return steps.get(Step.VCLUSTER) or ""
@@ -281,7 +283,7 @@ def test_changing_the_chart_version_upgrades_one_team_at_a_time(
         assert most_in_flight == 1, "two vClusters were upgraded at once"
         assert any("vCluster upgrade to 0.36.1" in p and "of 3 teams" in p for p in pages)
         assert any("Upgrading <b>" in p for p in pages)
-        with app.state.session_factory() as session:
+        with portal_of(app).session_factory() as session:
             summaries = session.scalars(
                 select(AuditEvent.summary)
                 .where(AuditEvent.action == "vcluster.upgraded")
@@ -349,7 +351,7 @@ def test_a_stuck_upgrade_stops_the_rollout_until_resumed(
             ),
             timeout=180,
         )
-        with app.state.session_factory() as session:
+        with portal_of(app).session_factory() as session:
             actions = session.scalars(
                 select(AuditEvent.action).where(AuditEvent.action.like("vcluster.%"))
             ).all()
@@ -358,6 +360,6 @@ def test_a_stuck_upgrade_stops_the_rollout_until_resumed(
 
 
 def _rollout(app: FastAPI) -> str | None:
-    with app.state.session_factory() as session:
+    with portal_of(app).session_factory() as session:
         row = session.get(ChartRollout, "0.36.1")
         return row.state if row is not None else None

@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from app.adapters.prometheus import PrometheusError, PrometheusSource
 from app.main import create_app
+from app.runtime import portal_of
 from tests.conftest import settings_for
 from tests.servers import free_port, prometheus_server
 from tests.web.conftest import client_for
@@ -91,9 +92,9 @@ def test_pages_show_prometheus_figures_instead_of_computed_ones(
 
     app: FastAPI = create_app(settings_for(db_url, prometheus_url=prometheus))
     with TestClient(app):
-        with unit_of_work(app.state.session_factory) as session:
+        with unit_of_work(portal_of(app).session_factory) as session:
             seed_example(session)
-        app.state.reconciler.run_once()
+        portal_of(app).reconciler.run_once()
         lead = client_for(app, "lead-nlp@example.org")
         page = lead.get("/teams/1").text
         assert 'data-gauge="allocated">0.7<' in page

@@ -19,6 +19,7 @@ from app.auth import tokens
 from app.core.config import PROJECT_ROOT
 from app.core.db import unit_of_work
 from app.main import create_app
+from app.runtime import portal_of
 from app.teams import members
 from app.teams import repository as repo
 from app.teams.seed import seed_example
@@ -66,7 +67,7 @@ class Client(TestClient):
 def app(db_url: str) -> Iterator[FastAPI]:
     application = create_app(settings_for(db_url))
     with TestClient(application):  # runs the lifespan
-        with unit_of_work(application.state.session_factory) as session:
+        with unit_of_work(portal_of(application).session_factory) as session:
             seed_example(session)
             nlp = repo.get_team(session, 1)
             lead = users.get_user_by_email(session, "lead-nlp@example.org")
@@ -77,7 +78,7 @@ def app(db_url: str) -> Iterator[FastAPI]:
             )
             assert member.user_id == 5
             tokens.create(session, user=lead, name="lead's token", days=30, max_days=90)
-        application.state.reconciler.run_once()
+        portal_of(application).reconciler.run_once()
         yield application
 
 
@@ -137,9 +138,9 @@ def portal(db_url: str, **overrides: object) -> Iterator[FastAPI]:
     """A seeded portal with these settings (and PUBLIC as its address), lifespan running."""
     application = create_app(settings_for(db_url, public_url=PUBLIC, **overrides))
     with TestClient(application):
-        with unit_of_work(application.state.session_factory) as session:
+        with unit_of_work(portal_of(application).session_factory) as session:
             seed_example(session)
-        application.state.reconciler.run_once()
+        portal_of(application).reconciler.run_once()
         yield application
 
 

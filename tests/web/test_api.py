@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from app.runtime import portal_of
 from tests.web.conftest import Client, client_for
 
 NLP, VISION = 1, 2
@@ -60,7 +61,7 @@ def test_whole_loop_through_the_api(app: FastAPI, admin: Client) -> None:
     assert decision["approved"]["gpu_quota"] == "0.01"
 
     assert lead.api("POST", f"/api/v1/teams/{team_id}/kubeconfig").status_code == 409
-    app.state.reconciler.run_once()
+    portal_of(app).reconciler.run_once()
     team = lead.get(f"/api/v1/teams/{team_id}").json()
     assert team["status"] == "ready"
     assert [s["status"] for s in team["steps"]] == ["done"] * 5
@@ -80,9 +81,9 @@ def test_whole_loop_through_the_api(app: FastAPI, admin: Client) -> None:
 
     gone = lead.api("POST", f"/api/v1/teams/{team_id}/decommission")
     assert gone.json()["status"] == "decommissioning"
-    app.state.sweeper.run_once()
+    portal_of(app).sweeper.run_once()
     assert lead.get(f"/api/v1/teams/{team_id}/kubeconfigs").json() == []
-    app.state.reconciler.run_once()
+    portal_of(app).reconciler.run_once()
     assert lead.get(f"/api/v1/teams/{team_id}").json()["status"] == "decommissioned"
     actions = [e["action"] for e in lead.get(f"/api/v1/audit?team_id={team_id}").json()]
     assert actions[0] == "team.decommissioned"

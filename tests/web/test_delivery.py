@@ -20,12 +20,14 @@ from fastapi import FastAPI
 from sqlalchemy import select, update
 
 from app.access import service as access
-from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
 from app.core.models import Delivery, KubeconfigGrant, Step, Team, utcnow
 from app.notifications import service as notifications
-from app.notifications.delivery import Deliverer, DeliveryThread
+from app.notifications.delivery import Deliverer
+from app.notifications.jobs import delivery_loop
+from app.runtime import portal_of
 from app.usage import digest
+from tests.parts import simulated_backend
 from tests.receivers import SmtpServer, self_signed, smtp_server, webhook_receiver
 from tests.web.conftest import PUBLIC, client_for, portal, set_hook
 
@@ -59,7 +61,7 @@ def app(db_url: str, smtp: SmtpServer, tls: tuple[Path, Path]) -> Iterator[FastA
 
 
 def deliver(app: FastAPI) -> int:
-    deliverer: Deliverer = app.state.deliverer
+    deliverer: Deliverer = portal_of(app).deliverer
     return deliverer.run_once()
 
 
@@ -116,31 +118,31 @@ def test_each_event_reaches_each_channel_once(app: FastAPI, smtp: SmtpServer) ->
             f"/api/v1/requests/{asked.json()['id']}/approve",
             {"adjusted": {"gpu_quota": "0", "gpu_limit": "0.05"}},
         )
-        app.state.reconciler.run_once()
+        portal_of(app).reconciler.run_once()
         # 4. Provisioning failing three times in a row (to the lead and the admin).
-        backend: SimulatedBackend = app.state.backend
+        backend = simulated_backend(app)
         asked = lead.api(
             "POST", "/api/v1/requests", {"name": "doomed", "gpu_quota": "0", "gpu_limit": "0.1"}
         )
         admin.api("POST", f"/api/v1/requests/{asked.json()['id']}/approve", {})
         backend.inject_failure(Step.QUEUE, team="doomed", times=100, message="quota webhook down")
         for _ in range(4):
-            app.state.reconciler.run_once()
-            with unit_of_work(app.state.session_factory) as session:
+            portal_of(app).reconciler.run_once()
+            with unit_of_work(portal_of(app).session_factory) as session:
                 session.execute(update(Team).values(next_attempt_at=utcnow()))
         # 5. A two-day kubeconfig that now expires within a day (to its holder only).
         got = lead.api("POST", "/api/v1/teams/1/kubeconfig?ttl=2d")
         assert got.status_code == 200, got.text
-        with unit_of_work(app.state.session_factory) as session:
+        with unit_of_work(portal_of(app).session_factory) as session:
             grant = session.scalars(select(KubeconfigGrant)).one()
             assert access.tell_expiring(session, now=grant.expires_at - timedelta(hours=12)) == 1
             assert access.tell_expiring(session, now=grant.expires_at - timedelta(hours=11)) == 0
         # 6. The weekly digest on its day (to the leads of the 4 ready teams).
         monday = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
-        with unit_of_work(app.state.session_factory) as session:
-            assert digest.write_weekly(session, app.state.settings, now=monday) == 4
-        with unit_of_work(app.state.session_factory) as session:
-            assert digest.write_weekly(session, app.state.settings, now=monday) is None
+        with unit_of_work(portal_of(app).session_factory) as session:
+            assert digest.write_weekly(session, portal_of(app).settings, now=monday) == 4
+        with unit_of_work(portal_of(app).session_factory) as session:
+            assert digest.write_weekly(session, portal_of(app).settings, now=monday) is None
 
         assert deliver(app) > 0
         assert deliver(app) == 0, "nothing is sent twice"
@@ -242,7 +244,7 @@ def test_failing_receiver_is_retried_then_given_up_and_shown(app: FastAPI) -> No
         set_hook(lead, "/teams/1/webhooks", "slack", broken.url())
         lead.api("POST", "/api/v1/teams/1/members", {"email": "x@example.org", "role": "member"})
         deliver(app)
-        with app.state.session_factory() as session:
+        with portal_of(app).session_factory() as session:
             d = session.scalars(select(Delivery).where(Delivery.channel == "slack")).one()
             assert (d.status, d.attempts) == ("pending", 1)
             assert d.last_error == f"127.0.0.1:{broken.port} answered 500"
@@ -252,7 +254,7 @@ def test_failing_receiver_is_retried_then_given_up_and_shown(app: FastAPI) -> No
         deliver(app)
         deliver(app)
         assert len(broken.posts) == 3
-        with app.state.session_factory() as session:
+        with portal_of(app).session_factory() as session:
             d = session.scalars(select(Delivery).where(Delivery.channel == "slack")).one()
             assert (d.status, d.attempts) == ("failed", 3)
         page = admin.get("/admin/deliveries").text
@@ -265,8 +267,10 @@ def test_failing_receiver_is_retried_then_given_up_and_shown(app: FastAPI) -> No
         assert len(broken.posts) == 4
         page = admin.get("/admin/deliveries").text
         assert re.search(r'data-testid="failed">0<', page)
-        with app.state.session_factory() as session:
-            assert session.get(Delivery, d.id).status == "sent"
+        with portal_of(app).session_factory() as session:
+            sent = session.get(Delivery, d.id)
+            assert sent is not None
+            assert sent.status == "sent"
 
 
 def test_a_hanging_receiver_never_holds_a_request(app: FastAPI) -> None:
@@ -277,7 +281,8 @@ def test_a_hanging_receiver_never_holds_a_request(app: FastAPI) -> None:
     with webhook_receiver(mode="hang") as slow:
         slow.hang_seconds = 5.0
         set_hook(lead, "/teams/1/webhooks", "json", slow.url())
-        thread = DeliveryThread(app.state.deliverer, interval=0.2)
+        thread = delivery_loop(portal_of(app))
+        thread.period = 0.2
         thread.start()
         try:
             lead.api(
@@ -298,7 +303,7 @@ def test_a_hanging_receiver_never_holds_a_request(app: FastAPI) -> None:
                 assert r.status_code == 201
             assert len(slow.posts) >= 1
             for _ in range(200):
-                with app.state.session_factory() as session:
+                with portal_of(app).session_factory() as session:
                     timed_out = session.scalars(
                         select(Delivery).where(
                             Delivery.last_error.like("%did not answer within 1 s")
@@ -317,7 +322,7 @@ def test_smtp_that_does_not_answer_is_named(db_url: str) -> None:
 
     port = free_port()
     for app in portal(db_url, smtp_host="127.0.0.1", smtp_port=port, smtp_from="p@example.org"):
-        deliverer: Deliverer = app.state.deliverer
+        deliverer: Deliverer = portal_of(app).deliverer
         problem = deliverer.check_smtp()
         assert problem is not None
         assert f"the SMTP server 127.0.0.1:{port} (starttls) did not accept the portal" in problem
@@ -328,7 +333,7 @@ def test_smtp_that_does_not_answer_is_named(db_url: str) -> None:
         lead = client_for(app, "lead-nlp@example.org")
         lead.api("POST", "/api/v1/teams/1/members", {"email": "c@example.org", "role": "member"})
         deliverer.run_once()
-        with app.state.session_factory() as session:
+        with portal_of(app).session_factory() as session:
             waiting = session.scalars(select(Delivery).where(Delivery.channel == "email")).all()
         assert waiting, "the seed's and the new member's e-mails"
         for d in waiting:
@@ -361,7 +366,7 @@ def test_no_webhook_url_or_secret_is_stored_in_clear(app: FastAPI) -> None:
     url = "http://127.0.0.1:9/services/T000/B000/XXXXSECRETPATH"
     set_hook(lead, "/teams/1/webhooks", "slack", url)
     secret = set_hook(lead, "/teams/1/webhooks", "json", "http://127.0.0.1:9/j")
-    engine = app.state.engine
+    engine = portal_of(app).engine
     with engine.connect() as conn:
         from sqlalchemy import text
 
@@ -385,7 +390,7 @@ def test_implicit_tls_smtp(db_url: str, tmp_path: Path, tls: tuple[Path, Path]) 
             smtp_ca_file=str(tls[0]),
             smtp_from="gpu-portal@example.org",
         ):
-            assert app.state.deliverer.check_smtp() is None
+            assert portal_of(app).deliverer.check_smtp() is None
             lead = client_for(app, "lead-nlp@example.org")
             lead.api(
                 "POST", "/api/v1/teams/1/members", {"email": "t@example.org", "role": "member"}
@@ -403,6 +408,6 @@ def test_a_certificate_the_portal_does_not_trust_is_refused(
         for app in portal(
             db_url, smtp_host="127.0.0.1", smtp_port=server.port, smtp_from="p@example.org"
         ):
-            problem = app.state.deliverer.check_smtp()
+            problem = portal_of(app).deliverer.check_smtp()
             assert problem is not None
             assert "CERTIFICATE_VERIFY_FAILED" in problem

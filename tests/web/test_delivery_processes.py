@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 from app.core.db import unit_of_work
 from app.core.models import Delivery, KubeconfigGrant, Notification, User, utcnow
 from app.notifications import service as notifications
+from app.runtime import portal_of
 from tests.receivers import SmtpServer, self_signed, smtp_server, webhook_receiver
 from tests.web.conftest import client_for, portal, portal_command, set_hook
 
@@ -55,7 +56,7 @@ def test_two_processes_deliver_each_message_once(
         with webhook_receiver() as slack, webhook_receiver() as signed:
             set_hook(lead, "/teams/1/webhooks", "slack", slack.url())
             set_hook(admin, "/admin/webhooks", "json", signed.url())
-            with unit_of_work(app.state.session_factory) as session:
+            with unit_of_work(portal_of(app).session_factory) as session:
                 people = [
                     User(email=f"p{n}@example.org", display_name=f"p{n}") for n in range(EVENTS)
                 ]
@@ -70,7 +71,7 @@ def test_two_processes_deliver_each_message_once(
                         user_ids=[person.id],
                         team_id=1,
                     )
-            with app.state.session_factory() as session:
+            with portal_of(app).session_factory() as session:
                 due = session.scalar(
                     select(func.count()).select_from(Delivery).where(Delivery.status == "pending")
                 )
@@ -96,7 +97,7 @@ def test_two_processes_deliver_each_message_once(
             assert max(message_ids.values()) == 1, "no e-mail twice"
             mailed = {str(m["To"]) for m in smtp.messages()}
             assert {f"p{n}@example.org" for n in range(EVENTS)} <= mailed
-            with app.state.session_factory() as session:
+            with portal_of(app).session_factory() as session:
                 left = session.scalars(select(Delivery).where(Delivery.status != "sent")).all()
             assert left == []
 
@@ -110,7 +111,7 @@ def test_a_separate_deliverer_also_tells_expiring_kubeconfigs(
     values = smtp_settings(smtp, tls)
     for app in portal(db_url, **values):
         now = utcnow()
-        with unit_of_work(app.state.session_factory) as session:
+        with unit_of_work(portal_of(app).session_factory) as session:
             session.add(
                 KubeconfigGrant(
                     team_id=1,
@@ -129,7 +130,7 @@ def test_a_separate_deliverer_also_tells_expiring_kubeconfigs(
             told: list[Notification] = []
             mailed: list[str] = []
             for _ in range(300):
-                with app.state.session_factory() as session:
+                with portal_of(app).session_factory() as session:
                     told = list(
                         session.scalars(
                             select(Notification).where(Notification.event == "kubeconfig.expiring")

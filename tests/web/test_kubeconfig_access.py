@@ -19,9 +19,11 @@ from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
 from app.core.models import KubeconfigGrant, Step, TeamMember, utcnow
 from app.provisioning.backend import BackendError, Person, spec_for
+from app.runtime import portal_of
 from app.teams import repository as repo
 from tests.adapters.test_manifests import design_source_spec
 from tests.conftest import settings_for
+from tests.parts import simulated_backend
 from tests.web.conftest import Client, client_for
 
 NLP = 1
@@ -39,12 +41,12 @@ def download(person: Client, ttl: str = "1h") -> str:
 
 
 def grants(app: FastAPI) -> list[KubeconfigGrant]:
-    with app.state.session_factory() as session:
+    with portal_of(app).session_factory() as session:
         return list(session.scalars(select(KubeconfigGrant).order_by(KubeconfigGrant.id)))
 
 
 def test_removal_revokes_and_the_sweeper_deletes_the_account(app: FastAPI, lead: Client) -> None:
-    backend: SimulatedBackend = app.state.backend
+    backend = simulated_backend(app)
     member = client_for(app, "member-nlp@example.org")
     token = token_of(download(member))
     assert backend.token_works("nlp", token)
@@ -52,7 +54,7 @@ def test_removal_revokes_and_the_sweeper_deletes_the_account(app: FastAPI, lead:
     # Recorded at once: the holder list drops them before the vCluster is touched.
     assert lead.get(f"/api/v1/teams/{NLP}/kubeconfigs").json() == []
     assert backend.token_works("nlp", token)
-    app.state.sweeper.run_once()
+    portal_of(app).sweeper.run_once()
     assert not backend.token_works("nlp", token)
     (grant,) = grants(app)
     assert grant.revoked_reason == "no longer a member of the team"
@@ -62,16 +64,16 @@ def test_removal_revokes_and_the_sweeper_deletes_the_account(app: FastAPI, lead:
 def test_a_missed_event_is_caught_by_the_next_pass(app: FastAPI) -> None:
     """The membership vanishes without the service (a provider sync, a manual fix): the
     sweeper compares the records with who is allowed, not with events."""
-    backend: SimulatedBackend = app.state.backend
+    backend = simulated_backend(app)
     token = token_of(download(client_for(app, "member-nlp@example.org")))
-    with unit_of_work(app.state.session_factory) as session:
+    with unit_of_work(portal_of(app).session_factory) as session:
         session.execute(delete(TeamMember).where(TeamMember.user_id == MEMBER_ID))
-    app.state.sweeper.run_once()
+    portal_of(app).sweeper.run_once()
     assert not backend.token_works("nlp", token)
 
 
 def test_a_role_change_and_revoke_everyone(app: FastAPI, lead: Client) -> None:
-    backend: SimulatedBackend = app.state.backend
+    backend = simulated_backend(app)
     member = client_for(app, "member-nlp@example.org")
     member_token = token_of(download(member))
     lead_token = token_of(download(lead))
@@ -82,7 +84,7 @@ def test_a_role_change_and_revoke_everyone(app: FastAPI, lead: Client) -> None:
         "POST", f"/api/v1/teams/{NLP}/members", {"email": "member-nlp@example.org", "role": "lead"}
     )
     assert promoted.status_code == 201
-    app.state.sweeper.run_once()
+    portal_of(app).sweeper.run_once()
     assert not backend.token_works("nlp", member_token)
     assert backend.token_works("nlp", lead_token)
     assert grants(app)[0].revoked_reason == "role changed to cluster-admin"
@@ -90,7 +92,7 @@ def test_a_role_change_and_revoke_everyone(app: FastAPI, lead: Client) -> None:
     assert "(role inside the vCluster: cluster-admin)" in download(member)
     everyone = lead.api("POST", f"/api/v1/teams/{NLP}/kubeconfigs/revoke", {"everyone": True})
     assert everyone.json() == {"people": 2}
-    app.state.sweeper.run_once()
+    portal_of(app).sweeper.run_once()
     assert not backend.token_works("nlp", lead_token)
     assert not backend.token_works("nlp", new_member_token)
 
@@ -98,7 +100,7 @@ def test_a_role_change_and_revoke_everyone(app: FastAPI, lead: Client) -> None:
 def test_a_failed_revocation_is_shown_and_retried(
     app: FastAPI, lead: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    backend: SimulatedBackend = app.state.backend
+    backend = simulated_backend(app)
     token = token_of(download(client_for(app, "member-nlp@example.org")))
     real = backend.revoke_credentials
 
@@ -107,35 +109,35 @@ def test_a_failed_revocation_is_shown_and_retried(
 
     monkeypatch.setattr(backend, "revoke_credentials", down)
     lead.api("DELETE", f"/api/v1/teams/{NLP}/members/{MEMBER_ID}")
-    app.state.sweeper.run_once()
+    portal_of(app).sweeper.run_once()
     assert backend.token_works("nlp", token)
-    assert "did not answer" in app.state.sweeper.errors[NLP]
+    assert "did not answer" in portal_of(app).sweeper.errors[NLP]
     page = lead.get(f"/teams/{NLP}").text
     access = page.split('id="access"')[1].split("</section>")[0]
     assert "Revoking member-nlp@example.org's kubeconfig (no longer a member of the team)" in access
     assert "Last attempt failed, retrying: the vCluster API server did not answer" in access
     monkeypatch.setattr(backend, "revoke_credentials", real)
-    app.state.sweeper.run_once()
+    portal_of(app).sweeper.run_once()
     assert not backend.token_works("nlp", token)
-    assert NLP not in app.state.sweeper.errors
+    assert NLP not in portal_of(app).sweeper.errors
     assert "Revoking" not in lead.get(f"/teams/{NLP}").text
 
 
 def test_expired_and_unknown_accounts_are_cleaned_up(app: FastAPI, lead: Client) -> None:
-    backend: SimulatedBackend = app.state.backend
+    backend = simulated_backend(app)
     download(lead)
-    with app.state.session_factory() as session:
+    with portal_of(app).session_factory() as session:
         spec = spec_for(repo.get_team(session, NLP), repo.get_org(session))
     # An account made by a download whose transaction never committed.
     stray = Person(99, "stray@example.org", "member", "edit")
     backend.issue_credential(spec, stray, ttl_seconds=3600)
-    app.state.sweeper.run_once()
+    portal_of(app).sweeper.run_once()
     names = {a.name for a in backend.credential_accounts(spec)}
     assert names == {"portal-user-2", "portal-user-99"}, "young unknown accounts wait"
     backend._accounts["nlp"]["portal-user-99"].created_at -= GRACE * 2
-    with unit_of_work(app.state.session_factory) as session:
+    with unit_of_work(portal_of(app).session_factory) as session:
         session.execute(update(KubeconfigGrant).values(expires_at=utcnow() - timedelta(seconds=1)))
-    app.state.sweeper.run_once()
+    portal_of(app).sweeper.run_once()
     assert backend.credential_accounts(spec) == []
     assert all(g.removed_at is not None for g in grants(app))
 
@@ -143,7 +145,7 @@ def test_expired_and_unknown_accounts_are_cleaned_up(app: FastAPI, lead: Client)
 def test_decommissioning_revokes_every_kubeconfig(app: FastAPI, lead: Client) -> None:
     download(lead)
     lead.api("POST", f"/api/v1/teams/{NLP}/decommission")
-    app.state.sweeper.run_once()
+    portal_of(app).sweeper.run_once()
     assert grants(app)[0].revoked_reason == "the team was decommissioned"
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from fastapi import FastAPI
 from sqlalchemy import update
 
-from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
 from app.core.models import Step, Team, utcnow
+from app.runtime import portal_of
+from tests.parts import simulated_backend
 from tests.web.conftest import Client, client_for
 
 NLP = 1
@@ -43,7 +44,7 @@ def test_a_request_its_decision_and_the_ready_cluster_are_told(
         {"adjusted": {"gpu_quota": "0.01", "gpu_limit": "0.5"}, "reason": ""},
     )
     assert titles(lead)[0] == ("The cluster for speech was approved with changes gpu_limit 1→0.5")
-    app.state.reconciler.run_once()
+    portal_of(app).reconciler.run_once()
     assert titles(lead)[0] == "speech is ready: download your kubeconfig"
     # The bell shows the count; marking read clears it.
     bell = lead.get("/notifications/bell").text
@@ -70,7 +71,7 @@ def test_a_rejection_a_failure_and_a_new_member_are_told(
     newcomer = client_for(app, "new@example.org")
     assert titles(newcomer) == ["lead-nlp@example.org made you a member of nlp"]
 
-    backend: SimulatedBackend = app.state.backend
+    backend = simulated_backend(app)
     asked = lead.api(
         "POST", "/api/v1/requests", {"name": "doomed", "gpu_quota": "0", "gpu_limit": "0.1"}
     )
@@ -78,8 +79,8 @@ def test_a_rejection_a_failure_and_a_new_member_are_told(
     assert approved.status_code == 200, approved.text
     backend.inject_failure(Step.QUEUE, team="doomed", times=100, message="quota webhook down")
     for _ in range(12):
-        app.state.reconciler.run_once()
-        with unit_of_work(app.state.session_factory) as session:
+        portal_of(app).reconciler.run_once()
+        with unit_of_work(portal_of(app).session_factory) as session:
             session.execute(update(Team).values(next_attempt_at=utcnow()))
     # Told once, after the third failure in a row, to the lead and the admins.
     told = "Provisioning doomed failed 3 times, retrying: simulated: quota webhook down"

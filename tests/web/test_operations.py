@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from app.cli import migrate
 from app.main import create_app
+from app.runtime import portal_of
 from tests.conftest import settings_for
 from tests.servers import free_port
 from tests.web.conftest import Client
@@ -55,7 +56,7 @@ def test_readyz_fails_when_a_worker_thread_died(tmp_path: Path) -> None:
     app = create_app(settings)
     with TestClient(app) as client:
         assert client.get("/readyz").status_code == 200
-        app.state.collector_thread.stop()
+        portal_of(app).loops["usage_collector"].stop()
         ready = client.get("/readyz")
         assert ready.status_code == 503
         assert ready.json()["failed"] == {"usage_collector": "not running"}

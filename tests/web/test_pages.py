@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from sqlalchemy.orm import Session
 
 from app.core.models import Step
+from app.runtime import portal_of
 from tests.web.conftest import Client, client_for
 
 NLP, VISION = 1, 2
@@ -201,7 +202,7 @@ def test_whole_loop_through_the_pages(app: FastAPI, admin: Client) -> None:
     assert status.headers["HX-Trigger"] == "team-changed"
     assert '<section class="card" id="quota-card" hx-swap-oob="true">' in status.text
     assert '<section class="card" id="team-requests" hx-swap-oob="true">' in status.text
-    app.state.reconciler.run_once()
+    portal_of(app).reconciler.run_once()
     version = re.search(r'data-version="([0-9a-f]+)"', status.text).group(1)  # type: ignore[union-attr]
     done = lead.get(team_url + "/status", headers={**poll, "X-Page-Version": version})
     assert 'hx-trigger="every 15s"' in done.text, "slows down once ready"
@@ -259,7 +260,7 @@ def test_quota_change_and_decommission_from_the_team_page(
     assert lead.get("/api/v1/teams/1").json()["status"] == "ready"
     gone = lead.form(f"/teams/{NLP}/decommission", {"confirm": "nlp"})
     assert "Decommissioning nlp." in toasts(gone.text)
-    app.state.reconciler.run_once()
+    portal_of(app).reconciler.run_once()
     assert "decommissioned" in lead.get(f"/teams/{NLP}").text
     assert "quota change" not in admin.get("/admin/requests").text, "pending change cancelled"
 
@@ -280,7 +281,7 @@ def test_failures_show_on_the_page_and_admin_can_retry(app: FastAPI, admin: Clie
     speech.form("/teams", {"name": "speech", "gpu_quota": "0.01", "gpu_limit": "1"})
     request_id = re.findall(r"/admin/requests/(\d+)/approve", admin.get("/admin/requests").text)[0]
     admin.form(f"/admin/requests/{request_id}/approve", {"mode": "as_asked"})
-    app.state.reconciler.run_once()
+    portal_of(app).reconciler.run_once()
     page = admin.get("/teams/4").text
     assert "Attempt 1 failed:" in page
     assert "injected failure while applying vcluster" in page
@@ -288,7 +289,7 @@ def test_failures_show_on_the_page_and_admin_can_retry(app: FastAPI, admin: Clie
     assert "injected failure" in admin.get("/admin").text
     retried = admin.form("/teams/4/retry")
     assert "Retrying speech now." in toasts(retried.text)
-    app.state.reconciler.run_once()
+    portal_of(app).reconciler.run_once()
     assert "Attempt 1 failed" not in admin.get("/teams/4").text
 
 
@@ -363,8 +364,8 @@ def fix_usage(
     def usage(names: list[str]) -> dict[str, QueueUsage]:
         return {n: QueueUsage(*values[n]) for n in names if n in values}
 
-    monkeypatch.setattr(app.state.backend, "usage", usage)
-    app.state.usage_cache.ttl = 0
+    monkeypatch.setattr(portal_of(app).backend, "usage", usage)
+    portal_of(app).usage_cache.ttl = 0
 
 
 FIXED = {"team-nlp": (0.8, 1.0), "team-vision": (0.1, 0.1), "team-recommender": (0.1, 0.1)}
@@ -425,7 +426,7 @@ def test_showback_csv(app: FastAPI, admin: Client) -> None:
     from app.core.db import unit_of_work
     from app.core.models import UsageSample
 
-    with unit_of_work(app.state.session_factory) as session:
+    with unit_of_work(portal_of(app).session_factory) as session:
         session.add(
             UsageSample(
                 team_id=1,
@@ -489,10 +490,10 @@ def test_pod_specs_use_the_configured_queue_label(db_url: str) -> None:
 
     application = create_app(settings_for(db_url, kai_queue_label="runai/queue"))
     with TestClient(application):
-        with unit_of_work(application.state.session_factory) as session:
+        with unit_of_work(portal_of(application).session_factory) as session:
             seed_example(session)
         for _ in range(6):
-            application.state.reconciler.run_once()
+            portal_of(application).reconciler.run_once()
         page = client_for(application, "lead-nlp@example.org").get(f"/teams/{NLP}").text
     assert "runai/queue: team-nlp" in page
     assert "kai.scheduler/queue" not in page
@@ -590,7 +591,7 @@ def test_overview_lists_the_newest_repairs_and_never_a_stale_list(
     from app.core.db import unit_of_work
 
     def repaired(*names: str) -> None:
-        with unit_of_work(app.state.session_factory) as session:
+        with unit_of_work(portal_of(app).session_factory) as session:
             for name in names:
                 audit_service.record(
                     session, actor=None, action="provisioning.drift_repaired", summary=name
@@ -622,23 +623,23 @@ def test_overview_shows_the_chart_rollout_as_it_stands(app: FastAPI, admin: Clie
     from app.core.models import Team, TeamStatus, utcnow
     from app.provisioning import repository as provisioning
 
-    version = app.state.settings.chart_version
-    with unit_of_work(app.state.session_factory) as session:
+    version = portal_of(app).settings.chart_version
+    with unit_of_work(portal_of(app).session_factory) as session:
         for team in session.scalars(select(Team)):
             team.status = TeamStatus.READY
             team.vcluster_version = version if team.id == NLP else "0.1.0"
-    with unit_of_work(app.state.session_factory) as session:
+    with unit_of_work(portal_of(app).session_factory) as session:
         provisioning.take_turn(session, version=version, team_id=VISION, now=utcnow())
     page = admin.get("/admin").text
     assert f"vCluster upgrade to {version}" in page
     assert "1 of 3 teams" in page
     assert "Upgrading <b>vision</b>" in page
     assert "2 teams still on an older chart" in page
-    with unit_of_work(app.state.session_factory) as session:
+    with unit_of_work(portal_of(app).session_factory) as session:
         provisioning.stop_rollout(session, version=version, error="vision: boom", now=utcnow())
     stopped = admin.get("/admin").text
     assert "<b>Stopped.</b> vision: boom" in stopped
-    with unit_of_work(app.state.session_factory) as session:
+    with unit_of_work(portal_of(app).session_factory) as session:
         for team in session.scalars(select(Team)):
             team.vcluster_version = version
         provisioning.resume_rollout(session, version=version, now=utcnow())

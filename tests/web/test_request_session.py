@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.db import after_commit, ends_quietly, reads_of, unit_of_work
 from app.core.models import User, WebSession, utcnow
+from app.runtime import portal_of
 from tests.web.conftest import client_for
 
 
@@ -39,10 +40,10 @@ def test_only_an_autocommit_read_with_nothing_to_write_ends_quietly(
 def test_a_get_that_writes_still_commits(app: FastAPI) -> None:
     lead = client_for(app, "lead-nlp@example.org")
     long_ago = utcnow() - timedelta(minutes=30)
-    with unit_of_work(app.state.session_factory) as session:
+    with unit_of_work(portal_of(app).session_factory) as session:
         session.execute(update(WebSession).values(last_seen_at=long_ago))
     assert lead.get("/api/v1/me").status_code == 200  # touches the session's last-seen time
-    with unit_of_work(app.state.session_factory) as session:
+    with unit_of_work(portal_of(app).session_factory) as session:
         seen = session.scalars(select(WebSession.last_seen_at)).all()
     assert seen, "a signed-in session exists"
     assert all(at > long_ago + timedelta(minutes=29) for at in seen)

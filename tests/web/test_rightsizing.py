@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from app.core.db import unit_of_work
 from app.core.models import ClusterRequest, RequestKind, utcnow
+from app.runtime import portal_of
 from app.usage import rightsizing
 from tests.factories import write_history
 from tests.web.conftest import Client, client_for
@@ -22,7 +23,7 @@ def text_of(html: str, testid: str) -> str:
 
 
 def prepare(app: FastAPI) -> None:
-    factory = app.state.session_factory
+    factory = portal_of(app).session_factory
     now = utcnow()
     # nlp (0.33 guaranteed) used 0.02 most hours, 0.05 at its busiest (p95 0.05 < 20 %).
     write_history(factory, 1, lambda h: 0.05 if h % 10 == 0 else 0.02, now=now, guarantee=0.33)
@@ -31,7 +32,7 @@ def prepare(app: FastAPI) -> None:
         factory, 2, lambda h: 0.33, lambda h: 0.8 if h % 2 else 0.3, now=now, guarantee=0.33
     )
     with unit_of_work(factory) as session:
-        assert rightsizing.recompute(session, app.state.settings) == 2
+        assert rightsizing.recompute(session, portal_of(app).settings) == 2
 
 
 def test_team_page_shows_the_numbers_and_one_click_asks(app: FastAPI, lead: Client) -> None:
@@ -44,7 +45,7 @@ def test_team_page_shows_the_numbers_and_one_click_asks(app: FastAPI, lead: Clie
     response = lead.form("/teams/1/rightsizing", follow_redirects=False)
     assert response.status_code == 303
     assert response.headers["location"] == "/teams/1"
-    with app.state.session_factory() as session:
+    with portal_of(app).session_factory() as session:
         change = session.scalars(
             select(ClusterRequest).where(
                 ClusterRequest.team_id == 1, ClusterRequest.kind == RequestKind.QUOTA_CHANGE

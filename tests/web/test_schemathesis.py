@@ -18,6 +18,7 @@ from app.auth import repository as users
 from app.auth import tokens
 from app.core.db import unit_of_work
 from app.main import create_app
+from app.runtime import portal_of
 from app.teams import repository as repo
 from app.teams import service
 from app.teams.seed import seed_example
@@ -35,7 +36,7 @@ EXAMPLES = 15
 def api_app(db_url: str) -> Iterator[FastAPI]:
     application = create_app(settings_for(db_url))
     with TestClient(application):
-        with unit_of_work(application.state.session_factory) as session:
+        with unit_of_work(portal_of(application).session_factory) as session:
             seed_example(session)
             bearer: dict[str, str] = {}
             for role, email in (("admin", "admin@example.org"), ("lead", "lead-nlp@example.org")):
@@ -45,9 +46,9 @@ def api_app(db_url: str) -> Iterator[FastAPI]:
                     session, user=user, name="schemathesis", days=1, max_days=90
                 ).raw
         for _ in range(10):  # simulated steps take no time: a few passes make nlp ready
-            application.state.reconciler.run_once()
+            portal_of(application).reconciler.run_once()
         # One open quota change, so the decision routes meet a real request too.
-        with unit_of_work(application.state.session_factory) as session:
+        with unit_of_work(portal_of(application).session_factory) as session:
             lead = users.get_user_by_email(session, "lead-nlp@example.org")
             assert lead is not None
             service.submit_quota_change(

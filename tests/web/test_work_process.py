@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from app.core.models import Team
+from app.runtime import portal_of
 from tests.web.conftest import client_for, portal, portal_command
 
 
@@ -46,6 +47,6 @@ def test_a_separate_work_process_provisions_what_the_web_approves(db_url: str) -
             output = worker.communicate(timeout=30)[0]
         assert worker.returncode == 0, output
         assert "handed back" in output
-        with app.state.session_factory() as session:
+        with portal_of(app).session_factory() as session:
             held = session.scalars(select(Team.name).where(Team.lease_owner.is_not(None))).all()
         assert held == []

@@ -28,6 +28,7 @@ from app.web.deps import (
     BackendDep,
     FormDep,
     Id,
+    PortalDep,
     SessionDep,
     SettingsDep,
     UsageDep,
@@ -91,13 +92,13 @@ def overview(
     request: Request,
     session: SessionDep,
     principal: AdminPrincipal,
-    usage: UsageDep,
-    settings: SettingsDep,
+    portal: PortalDep,
     status: str = "live",
     sort: str = "name",
     q: str = "",
     page: int = 1,
 ) -> Response:
+    usage, settings = portal.usage_cache, portal.settings
     figures = overview_figures(session, settings.chart_version)
     org = figures.org
     statuses: list[str] | None
@@ -154,7 +155,7 @@ def overview(
             "statuses": [s.value for s in TeamStatus],
             "pending_count": figures.pending_count,
             "usage_error": usage.error,
-            "repairs": request.app.state.drift_lines.get(session, figures.repair_ids),
+            "repairs": portal.drift_lines.get(session, figures.repair_ids),
             "steps": [s.value for s in Step],
             "rollout": figures.rollout,
             "rightsizing": figures.rightsizing,

@@ -12,6 +12,7 @@ from app.auth.provider import IdentityProvider, ProviderError
 from app.core.config import Settings
 from app.core.errors import Forbidden, InvalidInput
 from app.core.models import User
+from app.runtime import portal_of
 from app.web.deps import FormDep, MaybePrincipal, SessionDep, SettingsDep, csrf_token
 from app.web.templating import render
 
@@ -26,7 +27,7 @@ def _safe_next(url: str | None) -> str:
 
 
 def _oidc(request: Request) -> IdentityProvider:
-    client: IdentityProvider | None = request.app.state.oidc
+    client: IdentityProvider | None = portal_of(request.app).oidc
     if client is None:
         raise Forbidden("single sign-on is not configured: set PORTAL_OIDC_ISSUER and friends")
     return client
@@ -165,7 +166,7 @@ def logout(request: Request, session: SessionDep, settings: SettingsDep) -> Resp
     if isinstance(sid, str):
         sessions.end(session, sid)
     request.session.clear()
-    client: IdentityProvider | None = request.app.state.oidc
+    client: IdentityProvider | None = portal_of(request.app).oidc
     if client is not None:
         base = (
             settings.public_url.rstrip("/")

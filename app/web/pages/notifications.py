@@ -16,6 +16,7 @@ from app.web.deps import (
     CurrentPrincipal,
     FormDep,
     Id,
+    PortalDep,
     SessionDep,
     SettingsDep,
     TeamForLead,
@@ -204,7 +205,7 @@ def delete_org_webhook(
 
 @router.get("/admin/deliveries", response_class=HTMLResponse)
 def deliveries_page(
-    request: Request, session: SessionDep, principal: AdminPrincipal, settings: SettingsDep
+    request: Request, session: SessionDep, principal: AdminPrincipal, portal: PortalDep
 ) -> Response:
     return render(
         request,
@@ -213,8 +214,8 @@ def deliveries_page(
             "principal": principal,
             "counts": notifications.delivery_counts(session),
             "troubled": notifications.troubled(session),
-            "smtp_problem": request.app.state.deliverer.smtp_problem,
-            "settings": settings,
+            "smtp_problem": portal.smtp_problem(),
+            "settings": portal.settings,
         },
     )
 

@@ -14,6 +14,7 @@ from app.auth.principal import Principal
 from app.core.db import discard_changes
 from app.core.errors import Conflict, DomainError, InvalidInput
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.runtime import Portal
 from app.teams import members, service
 from app.teams import repository as repo
 from app.teams.podspec import example_pods
@@ -24,6 +25,7 @@ from app.web.deps import (
     FormDep,
     Id,
     MaybePrincipal,
+    PortalDep,
     SessionDep,
     SettingsDep,
     TeamForLead,
@@ -151,33 +153,33 @@ def team_page(
     team: TeamForViewer,
     session: SessionDep,
     principal: CurrentPrincipal,
-    usage: UsageDep,
+    portal: PortalDep,
 ) -> Response:
-    detail = team_detail(session, team, usage, request.app.state.settings)
+    detail = team_detail(session, team, portal.usage_cache, portal.settings)
     return render(
         request,
         "teams/detail.html",
         {
-            **panels_context(request, principal, detail),
-            **share_context(request, session, detail, last="", same=0),
+            **panels_context(portal, principal, detail),
+            **share_context(portal, session, detail, last="", same=0),
         },
         partial="teams/partials/status.html",
     )
 
 
-def panels_context(request: Request, principal: Principal, detail: TeamDetail) -> dict[str, Any]:
+def panels_context(portal: Portal, principal: Principal, detail: TeamDetail) -> dict[str, Any]:
     """What the team page's panels show: the whole page, and the status poll that
     replaces them when the team changed."""
-    settings = request.app.state.settings
+    settings = portal.settings
     return {
         "principal": principal,
         "d": detail,
         "kubeconfig_mode": settings.kubeconfig_mode,
-        "access_error": request.app.state.sweeper.errors.get(detail.team.id),
+        "access_error": portal.sweeper.errors.get(detail.team.id),
         "ttl_choices": access.ttl_choices(settings),
         "ttl_default": settings.kubeconfig_ttl_seconds,
         "step_labels": STEP_LABELS,
-        "pods": example_pods(detail.team, queue_label=request.app.state.settings.kai_queue_label),
+        "pods": example_pods(detail.team, queue_label=settings.kai_queue_label),
     }
 
 
@@ -185,7 +187,7 @@ STEADY_POLLS = 6  # a minute without change at one poll every 10 s
 
 
 def share_context(
-    request: Request, session: Session, detail: TeamDetail, *, last: str, same: int
+    portal: Portal, session: Session, detail: TeamDetail, *, last: str, same: int
 ) -> dict[str, Any]:
     """Live polling that stops itself once the numbers stop changing."""
     share = detail.share
@@ -193,7 +195,7 @@ def share_context(
         repr((share.allocated, share.requested, share.fair_now, share.limit)).encode()
     ).hexdigest()[:12]
     same = same + 1 if signature == last else 0
-    recent: history.RecentHistory = request.app.state.recent_history
+    recent: history.RecentHistory = portal.recent_history
     points = recent.get(session, detail.team.id)
     return {
         "history": history.sparkline(points, limit=share.limit),
@@ -209,15 +211,15 @@ def team_share(
     team: TeamForViewer,
     session: SessionDep,
     principal: CurrentPrincipal,
-    usage: UsageDep,
+    portal: PortalDep,
     last: str = "",
     same: int = 0,
 ) -> Response:
-    detail = team_detail(session, team, usage, request.app.state.settings)
+    detail = team_detail(session, team, portal.usage_cache, portal.settings)
     context = {
         "principal": principal,
         "d": detail,
-        **share_context(request, session, detail, last=last, same=same),
+        **share_context(portal, session, detail, last=last, same=same),
     }
     return render(request, "teams/partials/share.html", context)
 
@@ -228,11 +230,11 @@ def team_status(
     team: TeamForViewer,
     session: SessionDep,
     principal: CurrentPrincipal,
-    usage: UsageDep,
+    portal: PortalDep,
 ) -> Response:
-    detail = team_detail(session, team, usage, request.app.state.settings)
+    detail = team_detail(session, team, portal.usage_cache, portal.settings)
     changed = request.headers.get("X-Page-Version", detail.version) != detail.version
-    context = {**panels_context(request, principal, detail), "changed": changed}
+    context = {**panels_context(portal, principal, detail), "changed": changed}
     response = render(request, "teams/partials/status.html", context)
     if changed:
         # Whatever else listens (the live share gauge) refreshes now, not at its next poll.

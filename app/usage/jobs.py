@@ -1,0 +1,108 @@
+"""The usage domain's periodic jobs: sampling every team's GPU use, the right-sizing
+pass over its history, the org view kept ready for the pages, and the weekly digest."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.core.config import Settings
+from app.core.db import unit_of_work
+from app.core.jobs import Job, Loop, Role
+from app.usage import digest
+from app.usage.history import Collector, RightsizingRun, ViewRefresher
+from app.usage.service import UsageCache
+
+DIGEST_CHECK_SECONDS = 60.0
+
+
+class Parts(Protocol):
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def session_factory(self) -> sessionmaker[Session]: ...
+    @property
+    def usage_cache(self) -> UsageCache: ...
+    @property
+    def collector(self) -> Collector: ...
+
+
+def collector_loop(parts: Parts) -> Loop:
+    collector = parts.collector
+
+    def run() -> None:
+        collector.collect_once()
+
+    return Loop(
+        name="usage_collector",
+        run=run,
+        period=collector.interval,
+        failure="collection failed; trying again next interval",
+    )
+
+
+def rightsizing_loop(parts: Parts) -> Loop:
+    """Hourly history moves once an hour: the suggestions are computed again as often."""
+    rightsizing = RightsizingRun(parts.session_factory, parts.settings)
+
+    def run() -> None:
+        rightsizing.maybe_run()
+
+    return Loop(name="rightsizing", run=run, period=rightsizing.every)
+
+
+def view_refresher_loop(parts: Parts) -> Loop:
+    """While it runs, pages read the org view it keeps instead of computing one."""
+    refresher = ViewRefresher(parts.session_factory, parts.usage_cache)
+    cache = parts.usage_cache
+
+    def running() -> None:
+        cache.refresher_running = True
+
+    def stopped() -> None:
+        cache.refresher_running = False
+
+    return Loop(
+        name="view_refresher",
+        run=refresher.refresh_once,
+        period=max(0.2, cache.ttl / 2),
+        on_start=running,
+        before_stop=stopped,
+        failure="failed; pages compute the org view meanwhile",
+    )
+
+
+def digest_loop(parts: Parts) -> Loop:
+    """Writes the weekly digest on its day (once: the week is its key)."""
+    factory, settings = parts.session_factory, parts.settings
+
+    def run() -> None:
+        with unit_of_work(factory) as session:
+            digest.write_weekly(session, settings)
+
+    return Loop(name="weekly_digest", run=run, period=DIGEST_CHECK_SECONDS)
+
+
+def _collecting(settings: Settings) -> bool:
+    return settings.usage_collector_enabled
+
+
+JOBS: tuple[Job[Parts], ...] = (
+    Job(
+        name="usage_collector",
+        roles=frozenset({Role.WEB}),
+        build=collector_loop,
+        enabled=_collecting,
+    ),
+    Job(
+        name="rightsizing", roles=frozenset({Role.WEB}), build=rightsizing_loop, enabled=_collecting
+    ),
+    Job(
+        name="view_refresher",
+        roles=frozenset({Role.WEB}),
+        build=view_refresher_loop,
+        enabled=_collecting,
+    ),
+    Job(name="weekly_digest", roles=frozenset({Role.DELIVER}), build=digest_loop),
+)
