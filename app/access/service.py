@@ -15,11 +15,13 @@ from sqlalchemy.orm import Session
 
 from app.access import repository as repo
 from app.audit import service as audit
+from app.audit.events import Event
 from app.core.config import Settings, format_duration, parse_duration
 from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, Forbidden, InvalidInput
 from app.core.models import KubeconfigGrant, MemberRole, Team, TeamStatus, User, utcnow
-from app.notifications import service as notifications
+from app.notifications import events
+from app.notifications.events import TeamRef
 from app.provisioning.backend import BackendError, ClusterBackend, Person, spec_for
 from app.teams import repository as teams
 
@@ -113,7 +115,7 @@ def issue(
         audit.record(
             session,
             actor=actor,
-            action="kubeconfig.issued",
+            event=Event.KUBECONFIG_ISSUED,
             team_id=team.id,
             summary=f"downloaded an identity-provider kubeconfig for {team.name}",
             details={"mode": "oidc", "cluster_role": person.cluster_role},
@@ -161,7 +163,7 @@ def issue(
     audit.record(
         session,
         actor=actor,
-        action="kubeconfig.issued",
+        event=Event.KUBECONFIG_ISSUED,
         team_id=team.id,
         summary=f"downloaded a personal kubeconfig for {team.name} "
         f"({person.cluster_role}, expires in {format_duration(seconds)})",
@@ -213,7 +215,7 @@ def _record_revocation(
     audit.record(
         session,
         actor=actor,
-        action="kubeconfig.revoked",
+        event=Event.KUBECONFIG_REVOKED,
         team_id=team_id,
         summary=f"revoked the kubeconfigs of {len(people)} "
         f"{'person' if len(people) == 1 else 'people'}: {reason}",
@@ -310,13 +312,16 @@ def tell_expiring(session: Session, now: datetime | None = None) -> int:
     told = 0
     for grant, team_name in repo.get_expiring_untold(session, now=now, within=EXPIRY_NOTICE):
         grant.expiry_told_at = now
-        told += notifications.notify(
+        expires = f"{grant.expires_at:%Y-%m-%d %H:%M}"
+        events.record(
             session,
-            event="kubeconfig.expiring",
-            title=f"Your kubeconfig for {team_name} expires at "
-            f"{grant.expires_at:%Y-%m-%d %H:%M} UTC: download a new one before then",
-            link=f"/teams/{grant.team_id}",
-            user_ids=[grant.user_id],
-            team_id=grant.team_id,
+            Event.KUBECONFIG_EXPIRING,
+            actor=None,
+            team=TeamRef(grant.team_id, team_name),
+            summary=f"told user #{grant.user_id} that their kubeconfig for {team_name} "
+            f"expires at {expires} UTC",
+            facts={"user_id": grant.user_id, "expires_at": expires},
+            person_id=grant.user_id,
         )
+        told += 1
     return told

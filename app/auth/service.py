@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
+from app.audit.events import Event
 from app.auth import repository as repo
 from app.core.config import Settings
 from app.core.db import Effect, request_effect
@@ -54,7 +55,7 @@ def sign_in_dev(session: Session, *, email: str, name: str, admin: bool) -> User
     audit.record(
         session,
         actor=user,
-        action="auth.signed_in",
+        event=Event.SIGNED_IN,
         summary=f"signed in with the development sign-in as {'admin' if admin else 'team lead'}",
         details={"method": "development"},
     )
@@ -128,7 +129,7 @@ def sign_in_oidc(
     audit.record(
         session,
         actor=user,
-        action="auth.signed_in",
+        event=Event.SIGNED_IN,
         summary=(
             "used a provider access token"
             if method == "bearer"
@@ -164,7 +165,7 @@ def record_failed_sign_in(session: Session, *, reason: str, method: str) -> None
     audit.record(
         session,
         actor=None,
-        action="auth.sign_in_failed",
+        event=Event.SIGN_IN_FAILED,
         summary=f"a sign-in failed: {reason}",
         details={"method": method, "reason": reason},
     )

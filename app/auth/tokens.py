@@ -8,6 +8,7 @@ from datetime import timedelta
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
+from app.audit.events import Event
 from app.auth import repository as repo
 from app.auth.secrets import digest, new_secret
 from app.core.errors import InvalidInput, NotFound
@@ -50,7 +51,7 @@ def create(session: Session, *, user: User, name: str, days: int, max_days: int)
     audit.record(
         session,
         actor=user,
-        action="token.created",
+        event=Event.TOKEN_CREATED,
         summary=f"created API token {name!r} ({token.prefix}…), valid {days} days",
         details={"token_id": token.id},
     )
@@ -70,7 +71,7 @@ def revoke(session: Session, *, user: User, token_id: int) -> ApiToken:
         audit.record(
             session,
             actor=user,
-            action="token.revoked",
+            event=Event.TOKEN_REVOKED,
             summary=f"revoked API token {token.name!r} ({token.prefix}…)",
             details={"token_id": token.id},
         )
@@ -90,7 +91,7 @@ def authenticate(session: Session, raw: str) -> User | None:
         audit.record(
             session,
             actor=user,
-            action="token.used",
+            event=Event.TOKEN_USED,
             summary=f"used API token {token.name!r} ({token.prefix}…)",
             details={"token_id": token.id},
         )

@@ -362,6 +362,9 @@ class Delivery(Base):
     team_id: Mapped[int | None] = mapped_column(ForeignKey("teams.id"), nullable=True)
     event: Mapped[str] = mapped_column(String(40))
     title: Mapped[str] = mapped_column(String(300))
+    # The message's text for its channel (the e-mail's, the chat line), from the event's
+    # template; the title where empty.
+    body: Mapped[str] = mapped_column(Text, default="", server_default="")
     link: Mapped[str] = mapped_column(String(300), default="")
     status: Mapped[str] = mapped_column(String(10), default="pending")  # pending|sent|failed
     attempts: Mapped[int] = mapped_column(Integer, default=0)

@@ -61,6 +61,7 @@ class Outbound:
     channel: str
     event: str
     title: str
+    body: str  # the channel's text (the e-mail's, the chat line); the title where empty
     url: str
     team: str | None
     created_at: datetime
@@ -157,6 +158,7 @@ class Deliverer:
                 channel=d.channel,
                 event=d.event,
                 title=d.title,
+                body=d.body or d.title,
                 url=base + (d.link or "/"),
                 team=names.get(d.team_id) if d.team_id is not None else None,
                 created_at=d.created_at,
@@ -195,7 +197,7 @@ class Deliverer:
             if item.channel == "email":
                 self._send_email(item)
             elif item.channel == "slack":
-                self._post(item, json.dumps({"text": slack_text(item.title, item.url)}).encode())
+                self._post(item, json.dumps({"text": slack_text(item.body, item.url)}).encode())
             else:
                 self._post_signed(item)
         except DeliveryFailed as exc:
@@ -262,7 +264,7 @@ class Deliverer:
         message["Message-ID"] = f"<delivery-{item.id}@{_host_of(s.portal_url)}>"
         message["X-Portal-Event"] = item.event
         message.set_content(
-            f"{item.title}\n\n{item.url}\n\n"
+            f"{item.body}\n\n{item.url}\n\n"
             f"-- \nGPU cluster portal. Choose what you receive: "
             f"{s.portal_url}/notifications/settings\n"
         )

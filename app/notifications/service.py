@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
+from app.audit.events import Event
 from app.auth.secrets import new_secret, seal
 from app.core.db import Effect, configured_channels, request_effect
 from app.core.errors import InvalidInput, NotFound
@@ -52,14 +53,19 @@ def notify(
     user_ids: Iterable[int | None],
     team_id: int | None = None,
     actor: User | None = None,
+    email: str = "",
+    chat: str = "",
 ) -> int:
     """One notification per person (never to the person who caused it), an e-mail for each
     who wants one, and one post per webhook of the team and of the org; all in the
-    caller's transaction. Returns how many people were notified."""
+    caller's transaction. Returns how many people were notified. ``email`` and ``chat``:
+    the e-mail's text and the chat line (default: the title). Called by
+    ``notifications.events.record``, which takes the words from the event's template."""
     people = sorted({u for u in user_ids if u is not None and (actor is None or u != actor.id)})
     title, link = title[:300], link[:300]
+    words = {"email": email or title, "slack": chat or title, "json": ""}
     off = repo.muted(session, people, event)
-    email = "email" in configured_channels(session)
+    mail = "email" in configured_channels(session)
     now = utcnow()
     for user_id in people:
         # A notification muted in the bell is still the e-mail's record: born read.
@@ -73,16 +79,21 @@ def notify(
             read_at=now if (user_id, "inapp") in off else None,
         )
         session.add(note)
-        if email and (user_id, "email") not in off:
+        if mail and (user_id, "email") not in off:
             session.flush()
-            session.add(_delivery("email", event, title, link, team_id, notification_id=note.id))
+            session.add(
+                _delivery(
+                    "email", event, title, words["email"], link, team_id, notification_id=note.id
+                )
+            )
     hooks: list[Webhook] = []
     if event not in PERSONAL_EVENTS:
         scopes = ["org"] if team_id is None else ["org", f"team:{team_id}"]
         hooks = repo.webhooks_for(session, scopes)
         for hook in hooks:
-            session.add(_delivery(hook.kind, event, title, link, team_id, webhook_id=hook.id))
-    if hooks or (email and people):
+            body = words.get(hook.kind, "")
+            session.add(_delivery(hook.kind, event, title, body, link, team_id, webhook_id=hook.id))
+    if hooks or (mail and people):
         request_effect(session, Effect.NOTIFIED)
     return len(people)
 
@@ -91,6 +102,7 @@ def _delivery(
     channel: str,
     event: str,
     title: str,
+    body: str,
     link: str,
     team_id: int | None,
     *,
@@ -102,6 +114,7 @@ def _delivery(
         channel=channel,
         event=event,
         title=title,
+        body=body,
         link=link,
         team_id=team_id,
         notification_id=notification_id,
@@ -112,14 +125,6 @@ def _delivery(
         created_at=now,
         last_error="",
     )
-
-
-def to_admins(session: Session) -> list[int]:
-    return repo.admin_ids(session)
-
-
-def to_leads(session: Session, team_id: int) -> list[int]:
-    return repo.lead_ids(session, team_id)
 
 
 def unread(session: Session, user: User) -> int:
@@ -241,7 +246,7 @@ def save_webhook(
     audit.record(
         session,
         actor=actor,
-        action="webhook.set",
+        event=Event.WEBHOOK_SET,
         team_id=team_id,
         summary=f"set {_whose(team_id)} {kind} webhook to {hook.url_hint}",
         details={"kind": kind, "host": hook.url_hint},
@@ -257,7 +262,7 @@ def delete_webhook(session: Session, *, actor: User, team_id: int | None, kind: 
     audit.record(
         session,
         actor=actor,
-        action="webhook.removed",
+        event=Event.WEBHOOK_REMOVED,
         team_id=team_id,
         summary=f"removed {_whose(team_id)} {kind} webhook",
     )

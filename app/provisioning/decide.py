@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.audit.events import Event
 from app.core.models import STEP_ORDER, Step, StepStatus, TeamStatus
 from app.provisioning.backend import Observation
 
@@ -48,7 +49,7 @@ class TeamNow:
 
 @dataclass(frozen=True)
 class Audit:
-    action: str
+    action: Event
     summary: str
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -89,7 +90,7 @@ def decide(result: PassResult, team: TeamNow, timing: Timing) -> Verdict:
                 idle=True,
                 audits=[
                     Audit(
-                        "team.decommissioned",
+                        Event.DECOMMISSIONED,
                         f"{team.name} decommissioned: vCluster, namespace, policy and queue "
                         "deleted; the guarantee returned to the pool",
                     )
@@ -100,7 +101,7 @@ def decide(result: PassResult, team: TeamNow, timing: Timing) -> Verdict:
     if result.repaired:
         audits.append(
             Audit(
-                "provisioning.drift_repaired",
+                Event.DRIFT_REPAIRED,
                 f"restored {team.name}: " + "; ".join(result.repaired),
                 {"repaired": result.repaired},
             )
@@ -118,9 +119,14 @@ def decide(result: PassResult, team: TeamNow, timing: Timing) -> Verdict:
     if became_ready:
         audits.append(
             Audit(
-                "team.ready" if team.status != TeamStatus.FAILED else "team.recovered",
+                Event.TEAM_READY if team.status != TeamStatus.FAILED else Event.TEAM_RECOVERED,
                 f"{team.name} is ready: queue {team.queue_name}, namespace "
                 f"{team.namespace}, vCluster {team.vcluster_name}",
+                {
+                    "queue": team.queue_name,
+                    "namespace": team.namespace,
+                    "vcluster": team.vcluster_name,
+                },
             )
         )
     return Verdict(
@@ -172,7 +178,7 @@ def _failed(
     if attempts == 1 or attempts % 10 == 0:
         audits.append(
             Audit(
-                "provisioning.failed",
+                Event.PROVISIONING_FAILED,
                 f"{step} failed for {team.name} (attempt {attempts}, next try in {delay:.0f}s): "
                 f"{result.error}",
                 {"step": step, "attempt": attempts, "error": result.error},

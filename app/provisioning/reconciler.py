@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit import service as audit
+from app.audit.events import Event
 from app.core import metrics
 from app.core.config import Settings
 from app.core.db import Effect, request_effect, unit_of_work
@@ -33,7 +34,7 @@ from app.core.models import (
     TeamStatus,
     utcnow,
 )
-from app.notifications import service as notifications
+from app.notifications import events
 from app.provisioning import repository as repo
 from app.provisioning.backend import (
     DONE,
@@ -234,7 +235,7 @@ class Reconciler:
                     audit.record(
                         session,
                         actor=None,
-                        action="vcluster.upgraded",
+                        event=Event.VCLUSTER_UPGRADED,
                         team_id=team_id,
                         summary=f"{name}'s vCluster upgraded to chart {version}",
                         details={"version": version},
@@ -253,7 +254,7 @@ class Reconciler:
                 audit.record(
                     session,
                     actor=None,
-                    action="vcluster.rollout_stopped",
+                    event=Event.ROLLOUT_STOPPED,
                     team_id=team_id,
                     summary=f"upgrade to chart {version} stopped: {why}",
                     details={"version": version, "error": why},
@@ -278,9 +279,8 @@ class Reconciler:
                 # The version that serves the team (an upgrade counts once it is ready).
                 team.vcluster_version = vcluster.version
             verdict = decide(result, _now(team, rows), self.timing)
-            before = TeamStatus(team.status)
             _write(session, team, rows, verdict)
-            _tell(session, team, before)
+            _tell(session, team)
             if result.error is not None and team.next_attempt_at is not None:
                 metrics.RETRIES.inc()
 
@@ -288,32 +288,20 @@ class Reconciler:
 FAILURES_TOLD_AFTER = 3  # consecutive failed attempts before people are told
 
 
-def _tell(session: Session, team: Team, before: TeamStatus) -> None:
-    """A cluster that became ready, or still fails after its first retries, is news to its
-    leads (a failure to the admins too); written with the status change. A failure that a
-    retry fixes at once (a blip) tells nobody."""
+def _tell(session: Session, team: Team) -> None:
+    """A cluster that still fails after its first retries is news to its leads and the
+    admins, once per streak (a failure that a retry fixes at once tells nobody). A cluster
+    that became ready is told with its own event (``team.ready``)."""
     after = TeamStatus(team.status)
-    if after == TeamStatus.READY and before != TeamStatus.READY:
-        notifications.notify(
+    if after == TeamStatus.FAILED and team.attempts == FAILURES_TOLD_AFTER:
+        events.record(
             session,
-            event="cluster.ready",
-            title=f"{team.name} is ready: download your kubeconfig",
-            link=f"/teams/{team.id}",
-            user_ids=notifications.to_leads(session, team.id),
-            team_id=team.id,
-        )
-    elif after == TeamStatus.FAILED and team.attempts == FAILURES_TOLD_AFTER:
-        notifications.notify(
-            session,
-            event="cluster.failed",
-            title=f"Provisioning {team.name} failed {team.attempts} times, retrying: "
-            f"{team.last_error or 'see the team page'}",
-            link=f"/teams/{team.id}",
-            user_ids=[
-                *notifications.to_leads(session, team.id),
-                *notifications.to_admins(session),
-            ],
-            team_id=team.id,
+            Event.PROVISIONING_FAILING,
+            actor=None,
+            team=team,
+            summary=f"told the leads and admins: provisioning {team.name} failed "
+            f"{team.attempts} times in a row",
+            facts={"attempts": team.attempts, "error": team.last_error or ""},
         )
 
 
@@ -362,13 +350,9 @@ def _write(
         team.observed_generation = verdict.observed_generation
         _mark_applied(session, team)
     for entry in verdict.audits:
-        audit.record(
-            session,
-            actor=None,
-            action=entry.action,
-            team_id=team.id,
-            summary=entry.summary,
-            details=entry.details or None,
+        # A team that became ready is news to its leads (its template says so).
+        events.record(
+            session, entry.action, actor=None, team=team, summary=entry.summary, facts=entry.details
         )
 
 
@@ -380,7 +364,7 @@ def _mark_applied(session: Session, team: Team) -> None:
             audit.record(
                 session,
                 actor=None,
-                action="quota_change.applied",
+                event=Event.QUOTA_CHANGE_APPLIED,
                 team_id=team.id,
                 summary=f"quota of {team.name} applied to queue {team.queue_name}",
                 details={"request_id": request.id},

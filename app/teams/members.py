@@ -5,12 +5,13 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
+from app.audit.events import Event
 from app.auth import repository as users
 from app.auth.service import valid_email
 from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.core.models import DISPLAY_NAME_MAX, MemberRole, MemberSource, Team, TeamMember, User
-from app.notifications import service as notifications
+from app.notifications import events
 from app.teams import repository as repo
 
 
@@ -37,22 +38,14 @@ def add(session: Session, *, actor: User, team: Team, email: str, role: str) -> 
         member.role = MemberRole(role)
         member.source = MemberSource.PORTAL
     session.flush()
-    audit.record(
+    events.record(
         session,
+        Event.MEMBER_ADDED,
         actor=actor,
-        action="team.member_added",
-        team_id=team.id,
+        team=team,
         summary=f"{email} is now a {role} of {team.name}",
-        details={"email": email, "role": role},
-    )
-    notifications.notify(
-        session,
-        event="team.member_added",
-        title=f"{actor.email} made you a {role} of {team.name}",
-        link=f"/teams/{team.id}",
-        user_ids=[user.id],
-        team_id=team.id,
-        actor=actor,
+        facts={"email": email, "role": role},
+        person_id=user.id,
     )
     # A changed role changes what the person may do inside the vCluster.
     request_effect(session, Effect.ACCESS_CHANGED)
@@ -71,7 +64,7 @@ def remove(session: Session, *, actor: User, team: Team, user_id: int) -> None:
     audit.record(
         session,
         actor=actor,
-        action="team.member_removed",
+        event=Event.MEMBER_REMOVED,
         team_id=team.id,
         summary=f"{user.email if user else user_id} no longer belongs to {team.name}",
         details={"user_id": user_id},

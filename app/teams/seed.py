@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
+from app.audit.events import Event
 from app.auth import repository as users
 from app.core.models import Org, User
 from app.teams import repository as repo
@@ -31,7 +32,9 @@ def seed_example(session: Session) -> bool:
     admin = User(email="admin@example.org", display_name="Platform admin", is_admin=True)
     session.add_all([org, admin])
     session.flush()
-    audit.record(session, actor=None, action="pool.created", summary="example pool ml-org: 1 GPU")
+    audit.record(
+        session, actor=None, event=Event.POOL_CREATED, summary="example pool ml-org: 1 GPU"
+    )
     for name, purpose in EXAMPLE_TEAMS:
         lead = users.get_user_by_email(session, f"lead-{name}@example.org")
         if lead is None:

@@ -10,6 +10,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
+from app.audit.events import Event
+from app.core import labels
 from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, InvalidInput
 from app.core.models import (
@@ -30,7 +32,7 @@ from app.core.models import (
     utcnow,
 )
 from app.core.quantities import format_hundredths, parse_hundredths
-from app.notifications import service as notifications
+from app.notifications import events
 from app.teams import repository as repo
 from app.teams.rules import (
     QuotaValues,
@@ -136,16 +138,13 @@ def submit_cluster_request(
     _assign(request, values)
     session.add(request)
     session.flush()
-    audit.record(
+    events.record(
         session,
+        Event.REQUEST_SUBMITTED,
         actor=actor,
-        action="request.submitted",
-        team_id=team.id,
+        team=team,
         summary=f"requested cluster {name}: {_describe(values)}",
-        details={"request_id": request.id, **values.display()},
-    )
-    _ask_admins(
-        session, actor, team, "request.submitted", f"asks for cluster {name}: {_describe(values)}"
+        facts={"request_id": request.id, **values.display()},
     )
     return request
 
@@ -185,20 +184,13 @@ def submit_quota_change(
             f"team {team.name} already has a request waiting for an admin (sent a moment "
             "ago); wait for its decision before asking again"
         ) from None
-    audit.record(
+    events.record(
         session,
+        Event.QUOTA_CHANGE_SUBMITTED,
         actor=actor,
-        action="quota_change.submitted",
-        team_id=team.id,
+        team=team,
         summary=f"asked to change {team.name}'s quota to {_describe(values)}",
-        details={"request_id": request.id, **values.display()},
-    )
-    _ask_admins(
-        session,
-        actor,
-        team,
-        "quota_change.submitted",
-        f"asks to change {team.name}'s quota to {_describe(values)}",
+        facts={"request_id": request.id, **values.display()},
     )
     return request
 
@@ -246,30 +238,26 @@ def approve(
         team.status = TeamStatus.APPROVED
         _init_steps(session, team)
     session.flush()
-    adjusted_text = (
-        " with changes " + ", ".join(f"{k} {a}→{b}" for k, (a, b) in changes.items())
-        if changes
-        else " as asked"
-    )
-    audit.record(
+    create = request.kind == RequestKind.CREATE
+    if changes:
+        event = Event.REQUEST_ADJUSTED if create else Event.QUOTA_CHANGE_ADJUSTED
+        how = " with changes: " + labels.changes(changes)
+    else:
+        event = Event.REQUEST_APPROVED if create else Event.QUOTA_CHANGE_APPROVED
+        how = " as asked"
+    events.record(
         session,
+        event,
         actor=actor,
-        action="request.approved"
-        if request.kind == RequestKind.CREATE
-        else "quota_change.approved",
-        team_id=team.id,
-        summary=f"approved request #{request.id} for {team.name}{adjusted_text}",
-        details={"request_id": request.id, "changes": changes, **approved},
-    )
-    what = "cluster" if request.kind == RequestKind.CREATE else "quota change"
-    notifications.notify(
-        session,
-        event="request.approved" if not changes else "request.adjusted",
-        title=f"The {what} for {team.name} was approved{adjusted_text}",
-        link=f"/teams/{team.id}",
-        user_ids=[request.requested_by_id, *notifications.to_leads(session, team.id)],
-        team_id=team.id,
-        actor=actor,
+        team=team,
+        summary=f"approved request #{request.id} for {team.name}{how}",
+        facts={
+            "request_id": request.id,
+            "changes": changes,
+            **approved,
+            "reason": decision.reason or "",
+        },
+        requester_id=request.requested_by_id,
     )
     _quotas_changed(session)
     return decision
@@ -291,25 +279,16 @@ def reject(session: Session, *, actor: User, request_id: int, reason: str) -> De
     if request.kind == RequestKind.CREATE:
         team.status = TeamStatus.REJECTED
     session.flush()
-    audit.record(
+    events.record(
         session,
-        actor=actor,
-        action="request.rejected"
+        Event.REQUEST_REJECTED
         if request.kind == RequestKind.CREATE
-        else "quota_change.rejected",
-        team_id=team.id,
-        summary=f"rejected request #{request.id} for {team.name}: {reason}",
-        details={"request_id": request.id, "reason": reason},
-    )
-    what = "cluster" if request.kind == RequestKind.CREATE else "quota change"
-    notifications.notify(
-        session,
-        event="request.rejected",
-        title=f"The {what} for {team.name} was rejected: {reason}",
-        link=f"/teams/{team.id}",
-        user_ids=[request.requested_by_id, *notifications.to_leads(session, team.id)],
-        team_id=team.id,
+        else Event.QUOTA_CHANGE_REJECTED,
         actor=actor,
+        team=team,
+        summary=f"rejected request #{request.id} for {team.name}: {reason}",
+        facts={"request_id": request.id, "reason": reason},
+        requester_id=request.requested_by_id,
     )
     return decision
 
@@ -330,7 +309,7 @@ def decommission(session: Session, *, actor: User, team: Team) -> None:
     audit.record(
         session,
         actor=actor,
-        action="team.decommission_requested",
+        event=Event.DECOMMISSION_REQUESTED,
         team_id=team.id,
         summary=f"decommissioning {team.name}: its vCluster, namespace, policy and queue go",
     )
@@ -347,7 +326,7 @@ def retry_now(session: Session, *, actor: User, team: Team) -> None:
     audit.record(
         session,
         actor=actor,
-        action="provisioning.retry",
+        event=Event.PROVISIONING_RETRY,
         team_id=team.id,
         summary=f"asked to retry provisioning of {team.name} now",
     )
@@ -400,7 +379,7 @@ def update_pool(session: Session, *, actor: User, data: Mapping[str, Any]) -> Or
     audit.record(
         session,
         actor=actor,
-        action="pool.updated",
+        event=Event.POOL_UPDATED,
         summary="pool changed: "
         + ", ".join(f"{k} {before[k]}→{after[k]}" for k in before if before[k] != after[k]),
         details={"before": before, "after": after},
@@ -413,19 +392,6 @@ def _quotas_changed(session: Session) -> None:
     """Teams have new desired quotas: the reconciler has work, cached shares are stale."""
     request_effect(session, Effect.PROVISIONING_DUE)
     request_effect(session, Effect.QUOTAS_CHANGED)
-
-
-def _ask_admins(session: Session, actor: User, team: Team, event: str, asks: str) -> None:
-    """A request waits for a decision: every admin hears of it."""
-    notifications.notify(
-        session,
-        event=event,
-        title=f"{actor.email} {asks}",
-        link="/admin/requests",
-        user_ids=notifications.to_admins(session),
-        team_id=team.id,
-        actor=actor,
-    )
 
 
 def _require_open(request: ClusterRequest) -> None:

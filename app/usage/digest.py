@@ -13,10 +13,11 @@ from datetime import datetime, timedelta
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.audit.events import Event
 from app.core.config import Settings
 from app.core.models import DigestRun, utcnow
 from app.core.quantities import format_hundredths
-from app.notifications import service as notifications
+from app.notifications import events
 from app.teams import repository as teams
 from app.usage import repository as repo
 
@@ -47,25 +48,22 @@ def write_weekly(session: Session, settings: Settings, now: datetime | None = No
     written = 0
     for quota in quotas:
         used = use.get(quota.id)
-        line = (
-            f"{quota.name} this week: {used:.2f} GPU in use on average of "
-            f"{format_hundredths(quota.gpu_quota_centi)} guaranteed"
-            if used is not None
-            else f"{quota.name} this week: no usage recorded"
-        )
         s = suggestions.get(quota.id)
-        if s is not None and s.guarantee_centi == quota.gpu_quota_centi:
-            verb = "lower" if s.direction == "lower" else "raise"
-            line += (
-                f"; suggested: {verb} the guarantee to {format_hundredths(s.suggested_centi)} GPU"
-            )
-        notifications.notify(
+        current = s is not None and s.guarantee_centi == quota.gpu_quota_centi
+        facts = {
+            "week": week,
+            "used": None if used is None else f"{used:.2f}",
+            "guaranteed": format_hundredths(quota.gpu_quota_centi),
+            "suggested": format_hundredths(s.suggested_centi) if s is not None and current else "",
+            "direction": ("lower" if s.direction == "lower" else "raise") if s and current else "",
+        }
+        events.record(
             session,
-            event="rightsizing.digest",
-            title=line,
-            link=f"/teams/{quota.id}",
-            user_ids=notifications.to_leads(session, quota.id),
-            team_id=quota.id,
+            Event.RIGHTSIZING_DIGEST,
+            actor=None,
+            team=quota,
+            summary=f"weekly right-sizing digest {week} for {quota.name}",
+            facts=facts,
         )
         written += 1
     return written

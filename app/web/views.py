@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.access import service as access
 from app.audit import repository as audit
+from app.audit.events import Event
 from app.core.config import Settings
 from app.core.errors import InvalidInput
 from app.core.models import (
@@ -200,7 +201,6 @@ class OverviewFigures:
     repair_ids: tuple[int, ...]  # the newest drift repairs' audit events, newest first
 
 
-DRIFT_REPAIRED = "provisioning.drift_repaired"
 REPAIRS_SHOWN = 5
 
 
@@ -211,7 +211,7 @@ def _figure_groups(version: str) -> tuple[tuple[ScalarSelect[Any], ...], ...]:
         (repo.pending_count_column(),),
         usage_repo.suggestion_totals_columns(),
         provisioning.rollout_columns(version),
-        audit.newest_ids_columns(DRIFT_REPAIRED, REPAIRS_SHOWN),
+        audit.newest_ids_columns(Event.DRIFT_REPAIRED, REPAIRS_SHOWN),
     )
 
 

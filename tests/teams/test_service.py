@@ -93,9 +93,9 @@ def test_approve_with_adjusted_values_records_changes(
     assert request.team.gpu_quota_centi == 25
     assert request.team.gpu_limit_centi == 75
     summary = session.scalars(
-        select(AuditEvent.summary).where(AuditEvent.action == "request.approved")
+        select(AuditEvent.summary).where(AuditEvent.action == "request.adjusted")
     ).one()
-    assert "gpu_quota 0.5→0.25" in summary
+    assert "GPU guarantee 0.5 → 0.25" in summary
 
 
 def test_approval_past_the_pool_is_refused_with_what_is_free(

@@ -163,7 +163,7 @@ def test_each_event_reaches_each_channel_once(app: FastAPI, smtp: SmtpServer) ->
         assert ("lead-nlp@example.org", "speech is ready: download your kubeconfig") in subjects
         assert (
             "lead-nlp@example.org",
-            "The cluster for speech was approved with changes gpu_limit 0.1→0.05",
+            "The cluster for speech was approved with changes: GPU limit 0.1 → 0.05",
         ) in subjects
         failed = "Provisioning doomed failed 3 times, retrying: simulated: quota webhook down"
         assert ("lead-nlp@example.org", failed) in subjects

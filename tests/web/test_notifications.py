@@ -43,7 +43,7 @@ def test_a_request_its_decision_and_the_ready_cluster_are_told(
         f"/api/v1/requests/{request_id}/approve",
         {"adjusted": {"gpu_quota": "0.01", "gpu_limit": "0.5"}, "reason": ""},
     )
-    assert titles(lead)[0] == ("The cluster for speech was approved with changes gpu_limit 1→0.5")
+    assert titles(lead)[0] == "The cluster for speech was approved with changes: GPU limit 1 → 0.5"
     portal_of(app).reconciler.run_once()
     assert titles(lead)[0] == "speech is ready: download your kubeconfig"
     # The bell shows the count; marking read clears it.

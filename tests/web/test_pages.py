@@ -588,14 +588,13 @@ def test_overview_lists_the_newest_repairs_and_never_a_stale_list(
 ) -> None:
     from app.audit import repository as audit_repo
     from app.audit import service as audit_service
+    from app.audit.events import Event
     from app.core.db import unit_of_work
 
     def repaired(*names: str) -> None:
         with unit_of_work(portal_of(app).session_factory) as session:
             for name in names:
-                audit_service.record(
-                    session, actor=None, action="provisioning.drift_repaired", summary=name
-                )
+                audit_service.record(session, actor=None, event=Event.DRIFT_REPAIRED, summary=name)
 
     assert _drift_list(admin.get("/admin").text) == [], "no repairs: no section"
     repaired("restored q1", "restored q2", "restored q3", "restored q4", "restored q5")

@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
+from app.audit.events import Event
 from app.core.db import discard_changes
 from app.core.errors import DomainError, InvalidInput
 from app.core.models import ClusterRequest, RequestKind, RequestStatus, Step, TeamStatus, utcnow
@@ -204,7 +205,7 @@ def resume_rollout(
         audit.record(
             session,
             actor=principal.user,
-            action="vcluster.rollout_resumed",
+            event=Event.ROLLOUT_RESUMED,
             summary=f"upgrade to chart {version} resumed",
             details={"version": version},
         )

@@ -1,0 +1,55 @@
+"""Every event the portal records: one enumeration, its values the audit trail's actions.
+
+An event is recorded once, with the change it describes: its audit row always and, for
+the events people hear of (``app.notifications.events.HEARD``), the notifications and
+deliveries. Its words for people are in ``templates/events/<value>.txt``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Event(StrEnum):
+    # Signing in and API tokens
+    SIGNED_IN = "auth.signed_in"
+    SIGN_IN_FAILED = "auth.sign_in_failed"
+    TOKEN_CREATED = "token.created"  # noqa: S105 (an action's name, not a secret)
+    TOKEN_REVOKED = "token.revoked"  # noqa: S105
+    TOKEN_USED = "token.used"  # noqa: S105
+    # The pool
+    POOL_CREATED = "pool.created"
+    POOL_UPDATED = "pool.updated"
+    # Requests and their decisions
+    REQUEST_SUBMITTED = "request.submitted"
+    REQUEST_APPROVED = "request.approved"
+    REQUEST_ADJUSTED = "request.adjusted"  # approved with changes
+    REQUEST_REJECTED = "request.rejected"
+    QUOTA_CHANGE_SUBMITTED = "quota_change.submitted"
+    QUOTA_CHANGE_APPROVED = "quota_change.approved"
+    QUOTA_CHANGE_ADJUSTED = "quota_change.adjusted"  # approved with changes
+    QUOTA_CHANGE_REJECTED = "quota_change.rejected"
+    QUOTA_CHANGE_APPLIED = "quota_change.applied"
+    # A team's people and life
+    MEMBER_ADDED = "team.member_added"
+    MEMBER_REMOVED = "team.member_removed"
+    DECOMMISSION_REQUESTED = "team.decommission_requested"
+    DECOMMISSIONED = "team.decommissioned"
+    TEAM_READY = "team.ready"
+    TEAM_RECOVERED = "team.recovered"
+    # Provisioning
+    PROVISIONING_FAILED = "provisioning.failed"
+    PROVISIONING_FAILING = "provisioning.failing"  # failed a few times in a row: people told
+    PROVISIONING_RETRY = "provisioning.retry"
+    DRIFT_REPAIRED = "provisioning.drift_repaired"
+    VCLUSTER_UPGRADED = "vcluster.upgraded"
+    ROLLOUT_STOPPED = "vcluster.rollout_stopped"
+    ROLLOUT_RESUMED = "vcluster.rollout_resumed"
+    # Personal kubeconfigs
+    KUBECONFIG_ISSUED = "kubeconfig.issued"
+    KUBECONFIG_REVOKED = "kubeconfig.revoked"
+    KUBECONFIG_EXPIRING = "kubeconfig.expiring"
+    # Notifications and usage
+    WEBHOOK_SET = "webhook.set"
+    WEBHOOK_REMOVED = "webhook.removed"
+    RIGHTSIZING_DIGEST = "rightsizing.digest"

@@ -1,0 +1,114 @@
+"""Domain events: one enumeration, one table of who hears of what, one template per event
+people hear of, rendered from the facts the portal records with it."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.audit.events import Event
+from app.core import labels
+from app.notifications import messages
+from app.notifications.events import HEARD
+from app.notifications.service import EVENTS, PERSONAL_EVENTS
+
+QUOTA = {
+    "gpu_quota": "0.5",
+    "gpu_limit": "1",
+    "over_quota_weight": "1",
+    "priority": "100",
+    "cpu_quota": "",
+    "memory_quota": "",
+}
+# Facts as the portal records them with each event people hear of.
+FACTS: dict[Event, dict[str, object]] = {
+    Event.REQUEST_SUBMITTED: {"request_id": 1, **QUOTA},
+    Event.QUOTA_CHANGE_SUBMITTED: {"request_id": 1, **QUOTA, "cpu_quota": "4"},
+    Event.REQUEST_APPROVED: {"request_id": 1, "changes": {}, **QUOTA, "reason": ""},
+    Event.QUOTA_CHANGE_APPROVED: {"request_id": 1, "changes": {}, **QUOTA, "reason": ""},
+    Event.REQUEST_ADJUSTED: {
+        "request_id": 1,
+        "changes": {"gpu_quota": ["0.5", "0.25"], "gpu_limit": ["1", "0.75"]},
+        **QUOTA,
+        "reason": "the pool is tight",
+    },
+    Event.QUOTA_CHANGE_ADJUSTED: {
+        "request_id": 1,
+        "changes": {"memory_quota": ["", "16"]},
+        **QUOTA,
+        "reason": "",
+    },
+    Event.REQUEST_REJECTED: {"request_id": 1, "reason": "pool full"},
+    Event.QUOTA_CHANGE_REJECTED: {"request_id": 1, "reason": "pool full"},
+    Event.TEAM_READY: {"queue": "team-nlp", "namespace": "vcluster-nlp", "vcluster": "nlp"},
+    Event.TEAM_RECOVERED: {"queue": "team-nlp", "namespace": "vcluster-nlp", "vcluster": "nlp"},
+    Event.PROVISIONING_FAILING: {"attempts": 3, "error": "quota webhook down"},
+    Event.MEMBER_ADDED: {"email": "a@example.org", "role": "member"},
+    Event.KUBECONFIG_EXPIRING: {"user_id": 2, "expires_at": "2026-12-02 10:00"},
+    Event.RIGHTSIZING_DIGEST: {
+        "week": "2026-W49",
+        "used": "0.12",
+        "guaranteed": "0.5",
+        "suggested": "0.15",
+        "direction": "lower",
+    },
+}
+
+
+def words(event: Event) -> messages.Words:
+    return messages.render(event, {**FACTS[event], "team": "nlp", "actor": "admin@example.org"})
+
+
+def test_every_event_people_hear_of_has_its_template_and_a_topic() -> None:
+    templates = {p.name for p in messages.FOLDER.glob("*.txt") if not p.name.startswith("_")}
+    assert templates == {messages.template_name(e) for e in HEARD}
+    assert {h.topic for h in HEARD.values()} == set(EVENTS), "every preference has its events"
+    assert set(FACTS) == set(HEARD)
+    personal = {e for e, h in HEARD.items() if h.topic in PERSONAL_EVENTS}
+    assert personal == {Event.KUBECONFIG_EXPIRING}
+
+
+def test_no_sign_in_event_is_heard() -> None:
+    """The auth domain records its events below the notifications: nobody hears of them."""
+    assert not [e for e in HEARD if e.value.startswith(("auth.", "token."))]
+
+
+@pytest.mark.parametrize("event", list(FACTS), ids=str)
+def test_each_message_renders_from_its_facts(event: Event) -> None:
+    said = words(event)
+    assert said.title
+    assert "\n" not in said.title, "the bell's line and the subject are one line"
+    assert "\n" not in said.chat
+    assert "nlp" in said.title
+    assert "_" not in said.title.replace("team-nlp", ""), "no field names in people's words"
+
+
+def test_a_missing_fact_fails_instead_of_saying_nothing() -> None:
+    with pytest.raises(Exception, match="reason"):
+        messages.render(Event.REQUEST_REJECTED, {"team": "nlp", "actor": "a@example.org"})
+
+
+def test_changes_are_named_with_the_forms_labels() -> None:
+    said = words(Event.REQUEST_ADJUSTED)
+    assert said.title == (
+        "The cluster for nlp was approved with changes: GPU guarantee 0.5 → 0.25, "
+        "GPU limit 1 → 0.75"
+    )
+    assert "Why: the pool is tight" in said.email
+    assert words(Event.QUOTA_CHANGE_ADJUSTED).title.endswith("Memory guarantee none → 16 GB")
+    assert labels.label("gpu_quota") == "GPU guarantee"
+
+
+def test_the_e_mail_says_more_than_the_title() -> None:
+    ready = words(Event.TEAM_READY)
+    assert ready.title == "nlp is ready: download your kubeconfig"
+    assert "queue team-nlp" in ready.email
+    assert "vcluster-nlp" in ready.email
+    failing = words(Event.PROVISIONING_FAILING)
+    assert failing.title == "Provisioning nlp failed 3 times, retrying: quota webhook down"
+    assert "The last error: quota webhook down" in failing.email
+    digest = words(Event.RIGHTSIZING_DIGEST)
+    assert digest.title == (
+        "nlp this week: 0.12 GPU in use on average of 0.5 guaranteed; "
+        "suggested: lower the guarantee to 0.15 GPU"
+    )
+    assert digest.email == digest.title, "no e-mail block: the title"
