@@ -22,6 +22,12 @@ def label(field: str) -> str:
     return QUOTA_FIELDS.get(field, (field, ""))[0]
 
 
+def form_label(field: str) -> str:
+    """The label a form shows above the field's input: "CPU guarantee (cores)"."""
+    name, unit = QUOTA_FIELDS.get(field, (field, ""))
+    return f"{name} ({unit})" if unit else name
+
+
 def amount(field: str, value: str) -> str:
     """A value as a person reads it: "4 cores", "none" for an empty optional one."""
     if value == "":

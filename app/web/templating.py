@@ -12,6 +12,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from app.core import labels
 from app.core.config import PROJECT_ROOT
 from app.core.quantities import format_figure, format_hundredths
 from app.runtime import portal_of
@@ -57,6 +58,7 @@ templates.env.filters["stamp"] = _stamp
 templates.env.filters["iso"] = _iso
 templates.env.filters["num"] = format_figure
 templates.env.globals["gauge"] = gauge
+templates.env.globals["form_label"] = labels.form_label  # what events' messages say too
 
 
 def is_htmx(request: Request) -> bool:
