@@ -179,7 +179,10 @@ class Portal:
         return [job for job in JOBS if job.roles & self.roles and job.enabled(self.settings)]
 
     def start(self) -> None:
-        """Build the jobs' loops, route the effects that wake them, start them."""
+        """Build the jobs' loops, route the effects that wake them, start them. (An app's
+        lifespan may run more than once, e.g. under a test client: each start is afresh.)"""
+        self.stopping = False
+        self.loops = {}
         for job in self.jobs():
             loop = job.build(self)
             self.loops[job.name] = loop

@@ -62,3 +62,24 @@ def test_background_threads_are_loops_of_declared_jobs() -> None:
     declared = {p.parent.name for p in APP.glob("*/jobs.py")} - {"core"}  # core: the types
 
     assert {job.build.__module__.split(".")[1] for job in JOBS} == declared
+
+
+SESSION_QUERIES = frozenset({"query", "get", "execute", "scalars", "scalar", "get_one"})
+
+
+def test_sessions_are_queried_in_repositories_only() -> None:
+    """ruff bans SQLAlchemy's query functions outside repositories; this covers what it
+    cannot see: a session's own query methods (``session.query(...)``,
+    ``session.get(...)``, ``session.execute(...)``)."""
+    found = [
+        f"{path.relative_to(APP)}:{node.lineno} session.{node.func.attr}()"
+        for path, tree in _modules()
+        if path.name != "repository.py" and path.relative_to(APP) != Path("core/db.py")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in SESSION_QUERIES
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "session"
+    ]
+    assert found == []

@@ -16,13 +16,14 @@ from sqlalchemy.orm import Session
 from app.access import repository as repo
 from app.audit import service as audit
 from app.audit.events import Event
-from app.core.config import Settings, format_duration, parse_duration
+from app.core.config import MIN_TTL_SECONDS, Settings, format_duration, parse_duration
 from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, Forbidden, InvalidInput
 from app.core.models import KubeconfigGrant, MemberRole, Team, TeamStatus, User, utcnow
 from app.notifications import events
 from app.notifications.events import TeamRef
-from app.provisioning.backend import BackendError, ClusterBackend, Person, spec_for
+from app.provisioning.backend import BackendError, ClusterBackend, Person
+from app.provisioning.specs import spec_of
 from app.teams import repository as teams
 
 GONE = (TeamStatus.DECOMMISSIONING, TeamStatus.DECOMMISSIONED)
@@ -64,8 +65,10 @@ def parse_ttl(settings: Settings, value: str | None) -> int:
     seconds = parse_duration(value)
     if seconds is None:
         raise InvalidInput({"ttl": f"{value!r} is not a duration: use 30m, 8h or 7d"})
-    if seconds < 600:
-        raise InvalidInput({"ttl": "the shortest kubeconfig lasts 10m"})
+    if seconds < MIN_TTL_SECONDS:
+        raise InvalidInput(
+            {"ttl": f"the shortest kubeconfig lasts {format_duration(MIN_TTL_SECONDS)}"}
+        )
     if seconds > settings.kubeconfig_max_ttl_seconds:
         raise InvalidInput(
             {
@@ -99,7 +102,7 @@ def issue(
     if team.status != TeamStatus.READY:
         raise Conflict(f"team {team.name} is {team.status}: kubeconfigs exist once it is ready")
     person = person_for(settings, session, team, actor)
-    spec = spec_for(team, teams.get_org(session))
+    spec = spec_of(session, team, settings)
     # The name the team page's commands use; each person keeps their own on their machine.
     filename = f"kubeconfig-{team.name}.yaml"
     if settings.kubeconfig_mode == "oidc":

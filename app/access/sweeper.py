@@ -24,7 +24,8 @@ from app.core import metrics
 from app.core.config import Settings
 from app.core.db import unit_of_work
 from app.core.models import TeamStatus, utcnow
-from app.provisioning.backend import BackendError, ClusterBackend, TeamSpec, spec_for
+from app.provisioning.backend import BackendError, ClusterBackend, TeamSpec
+from app.provisioning.specs import spec_of
 from app.teams import repository as teams
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class Sweeper:
     def sweep(self, team_id: int) -> None:
         with self.session_factory() as session:
             team = teams.get_team(session, team_id)
-            spec = spec_for(team, teams.get_org(session))
+            spec = spec_of(session, team, self.settings)
             status = TeamStatus(team.status)
         try:
             if status == TeamStatus.DECOMMISSIONED:

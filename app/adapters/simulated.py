@@ -28,6 +28,7 @@ from app.provisioning.backend import (
     Person,
     TeamSpec,
 )
+from app.usage import fairshare
 from app.usage.sources import QueueUsage
 
 SIMULATED_NOTICE = "SIMULATED cluster backend: nothing was created in any real cluster."
@@ -234,8 +235,10 @@ class SimulatedBackend:
 
     def usage(self, queue_names: list[str]) -> dict[str, QueueUsage]:
         """Believable, changing usage: each queue's demand follows its own slow wave, and
-        the pool is shared as a scheduler would (guarantees first, then idle GPUs by
-        weight up to each limit), so allocations never add up to more than the pool."""
+        the pool is divided as KAI divides it (the portal's own fair-share calculator,
+        checked against KAI's answers), each queue using its fair share up to its limit
+        and demand: allocations never add up to more than the pool, and the demo shows
+        the numbers the calculator explains."""
         now = time.time()
         with self._lock:
             specs = {
@@ -274,23 +277,22 @@ def _demand(spec: TeamSpec, now: float) -> float:
 
 
 def _share(specs: dict[str, TeamSpec], demand: dict[str, float], pool: float) -> dict[str, float]:
-    """Guarantees first, then what is left by weight, never above demand or limit."""
-    want = {n: min(demand[n], max(0.0, specs[n].gpu.limit)) for n in specs}
-    got = {n: min(want[n], specs[n].gpu.quota) for n in specs}
-    left = pool - sum(got.values())
-    for _ in range(len(specs) + 1):
-        hungry = [
-            n for n in specs if want[n] - got[n] > 1e-9 and specs[n].gpu.over_quota_weight > 0
-        ]
-        if left <= 1e-9 or not hungry:
-            break
-        total_weight = sum(specs[n].gpu.over_quota_weight for n in hungry)
-        offered = {n: left * specs[n].gpu.over_quota_weight / total_weight for n in hungry}
-        for n in hungry:
-            take = min(offered[n], want[n] - got[n])
-            got[n] += take
-            left -= take
-    return got
+    """Each queue's fair share of ``pool`` (KAI's division, in creation order), used up
+    to its limit and its demand."""
+    queues = [
+        fairshare.QueueInput(
+            name=name,
+            quota=spec.gpu.quota,
+            limit=spec.gpu.limit,
+            weight=spec.gpu.over_quota_weight,
+            priority=spec.priority,
+            demand=demand[name],
+            order=order,
+        )
+        for order, (name, spec) in enumerate(specs.items())
+    ]
+    fair = fairshare.divide(pool, queues)
+    return {q.name: fairshare.usable(q, fair[q.name]) for q in queues}
 
 
 def _describe(step: Step, spec: TeamSpec) -> str:

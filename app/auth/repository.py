@@ -60,10 +60,6 @@ def delete_memberships(session: Session, *, user_id: int, team_ids: Sequence[int
     )
 
 
-def get_web_session(session: Session, token_hash: str) -> WebSession | None:
-    return session.scalars(select(WebSession).where(WebSession.token_hash == token_hash)).first()
-
-
 # Every signed-in request runs it: built once, not per request.
 _SIGNED_IN = (
     select(WebSession, User, TeamMember.team_id, TeamMember.role)

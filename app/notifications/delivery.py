@@ -39,7 +39,7 @@ from app.auth.secrets import unseal
 from app.core import metrics
 from app.core.config import Settings
 from app.core.db import unit_of_work
-from app.core.models import Delivery, Webhook, utcnow
+from app.core.models import Delivery, utcnow
 from app.notifications import repository as repo
 from app.notifications.service import check_webhook_url
 
@@ -148,7 +148,7 @@ class Deliverer:
         key = self.settings.secret_key.get_secret_value()
         emails = repo.emails_of(session, [d.notification_id for d in rows if d.notification_id])
         hook_ids = {d.webhook_id for d in rows if d.webhook_id is not None}
-        hooks = {h.id: h for h in session.query(Webhook).filter(Webhook.id.in_(hook_ids))}
+        hooks = repo.get_webhooks_by_id(session, hook_ids)
         names = repo.team_names(session, {d.team_id for d in rows if d.team_id is not None})
         base = self.settings.portal_url
         out = []

@@ -98,6 +98,12 @@ def webhooks_for(session: Session, scopes: Collection[str]) -> list[Webhook]:
     )
 
 
+def get_webhooks_by_id(session: Session, ids: Collection[int]) -> dict[int, Webhook]:
+    if not ids:
+        return {}
+    return {h.id: h for h in session.scalars(select(Webhook).where(Webhook.id.in_(ids)))}
+
+
 def get_webhook(session: Session, scope: str, kind: str) -> Webhook | None:
     return session.scalars(
         select(Webhook).where(Webhook.scope == scope, Webhook.kind == kind)

@@ -43,7 +43,6 @@ from app.provisioning.backend import (
     BackendError,
     ClusterBackend,
     Observation,
-    spec_for,
 )
 from app.provisioning.decide import (
     POLL_SECONDS,
@@ -54,6 +53,7 @@ from app.provisioning.decide import (
     backoff_seconds,
     decide,
 )
+from app.provisioning.specs import spec_of
 from app.teams import repository as teams
 
 # Teams whose vCluster is being installed for the first time: no rollout turn needed.
@@ -155,7 +155,7 @@ class Reconciler:
         version = self.settings.chart_version
         with self.session_factory() as session:
             team = teams.get_team(session, team_id)
-            spec = spec_for(team, teams.get_org(session), queue_label=self.settings.kai_queue_label)
+            spec = spec_of(session, team, self.settings)
             status = TeamStatus(team.status)
             generation = team.desired_generation
             # A decision not yet applied explains any difference: that is no drift.

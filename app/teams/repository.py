@@ -168,16 +168,6 @@ def get_requests(
     return list(session.scalars(query))
 
 
-def get_team_requests(session: Session, team_id: int) -> list[ClusterRequest]:
-    return list(
-        session.scalars(
-            select(ClusterRequest)
-            .where(ClusterRequest.team_id == team_id)
-            .order_by(ClusterRequest.id.desc())
-        )
-    )
-
-
 # The team page's statements are built once (building one costs about as much CPU as
 # running it); each takes the team's id as a parameter.
 _TEAM_REQUESTS_DECIDED = (

@@ -33,7 +33,7 @@ def write_weekly(session: Session, settings: Settings, now: datetime | None = No
     if now.weekday() != settings.digest_weekday or not teams.has_org(session):
         return None
     week = week_of(now)
-    if session.get(DigestRun, week) is not None:
+    if repo.digest_written(session, week):
         return None
     try:
         with session.begin_nested():

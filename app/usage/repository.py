@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.core.models import (
     COMMITTED_STATUSES,
+    DigestRun,
     RightsizingSuggestion,
     Team,
     TeamStatus,
@@ -175,6 +176,10 @@ def get_suggestions(
     if team_ids is not None:
         query = query.where(RightsizingSuggestion.team_id.in_(team_ids))
     return list(session.scalars(query))
+
+
+def digest_written(session: Session, week: str) -> bool:
+    return session.get(DigestRun, week) is not None
 
 
 def get_suggestion(session: Session, team_id: int) -> RightsizingSuggestion | None:

@@ -56,7 +56,16 @@ def get_team(team: TeamForViewer, session: SessionDep, usage: UsageDep) -> TeamO
     responses={
         200: {
             "description": "Your personal kubeconfig (header X-Expires-At says until when)",
-            "content": {"application/yaml": {"schema": {"type": "string"}}},
+            "content": {
+                "application/yaml": {
+                    "schema": {
+                        "type": "object",
+                        "description": "A kubeconfig file (YAML): one cluster, one user, one "
+                        "context, named after the team and you",
+                        "required": ["apiVersion", "kind", "clusters", "users", "contexts"],
+                    }
+                }
+            },
         }
     },
 )

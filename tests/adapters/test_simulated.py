@@ -1,0 +1,70 @@
+"""The simulated cluster divides the pool as KAI does: the demo's gauges show the numbers
+the portal's calculator explains, checked here against KAI's own answers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from app.adapters import simulated
+from app.adapters.simulated import SimulatedBackend
+from app.core.models import Step
+from app.provisioning.backend import ResourceQuota, TeamSpec
+from app.usage.fairshare import QueueInput, usable
+from tests.usage.test_golden import CASES
+
+UNLIMITED = ResourceQuota(0.0, -1.0, 1.0)
+
+
+def _spec(queue: QueueInput, pool: float) -> TeamSpec:
+    return TeamSpec(
+        team=queue.name,
+        namespace=f"vcluster-{queue.name}",
+        vcluster_name=queue.name,
+        queue_name=queue.name,
+        parent_queue="org",
+        priority=queue.priority,
+        gpu=ResourceQuota(queue.quota, queue.limit, queue.weight),
+        cpu=UNLIMITED,
+        memory=UNLIMITED,
+        org_gpu=ResourceQuota(pool, -1.0, 1.0),
+        org_cpu=UNLIMITED,
+        org_memory=UNLIMITED,
+    )
+
+
+@pytest.mark.parametrize(("case", "pool", "queues", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_the_simulated_cluster_allocates_kai_fair_shares(
+    case: str,
+    pool: float,
+    queues: list[QueueInput],
+    expected: dict[str, float],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    demands = {q.name: q.demand for q in queues}
+    monkeypatch.setattr(simulated, "_demand", lambda spec, _now: demands[spec.queue_name])
+    backend = SimulatedBackend(step_seconds=0)
+    for queue in queues:  # created in the golden case's order: KAI's ties go to the older
+        backend.apply(Step.QUEUE, _spec(queue, pool))
+    got = backend.usage([q.name for q in queues])
+    for queue in queues:
+        # KAI's fair share (its own code's answer), used up to the limit and the demand.
+        want = math.floor(usable(queue, expected[queue.name]) * 100 + 1e-6) / 100
+        assert got[queue.name].allocated_gpu == pytest.approx(want, abs=1e-9), case
+    if sum(max(q.quota, 0) for q in queues) <= pool and all(q.quota >= 0 for q in queues):
+        # Guarantees within the pool, as the portal keeps them: never more than the pool.
+        assert sum(u.allocated_gpu for u in got.values()) <= pool + 1e-9
+
+
+def test_the_design_source_three_teams_share_one_gpu_as_kai_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """0.33 each, limit 1, weight 1, all busy on one GPU: KAI gives the leftover hundredth
+    to the oldest queue (0.34 / 0.33 / 0.33), not a third of the idle GPU to each."""
+    monkeypatch.setattr(simulated, "_demand", lambda _spec, _now: 1.2)
+    backend = SimulatedBackend(step_seconds=0)
+    for name in ("nlp", "vision", "recommender"):
+        backend.apply(Step.QUEUE, _spec(QueueInput(name, 0.33, 1.0, 1.0), 1.0))
+    got = backend.usage(["nlp", "vision", "recommender"])
+    assert [got[n].allocated_gpu for n in ("nlp", "vision", "recommender")] == [0.34, 0.33, 0.33]
