@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -32,7 +35,7 @@ def test_down_and_up_again(engine: Engine, db_url: str) -> None:
     command.upgrade(config, "head")
     assert tables(engine) == set(Base.metadata.tables)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0011"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0012"
 
 
 def test_offline_sql_for_postgresql(capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,3 +75,42 @@ def test_the_database_refuses_unknown_statuses(engine: Engine) -> None:
         engine.begin() as conn,
     ):
         conn.execute(text(step))
+
+
+def test_the_later_choices_are_refused_too(engine: Engine) -> None:
+    """The enum-like columns added after 0004 (migration 0012): a delivery's status and
+    channel, a sample's resolution."""
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO orgs (name, parent_queue, gpus_centi, cpu_millicores, "
+                          "memory_mb, lock_version, created_at) "
+                          "VALUES ('o', 'o', 100, 0, 0, 0, CURRENT_TIMESTAMP)"))  # fmt: skip
+    delivery = (
+        "INSERT INTO deliveries (channel, event, title, body, link, status, attempts, "
+        "next_attempt_at, last_error, created_at) VALUES (:channel, 'cluster.ready', 't', '', "
+        "'', :status, 0, CURRENT_TIMESTAMP, '', CURRENT_TIMESTAMP)"
+    )
+    with (
+        pytest.raises(DatabaseError, match="ck_deliveries_deliverystatus_values"),
+        engine.begin() as conn,
+    ):
+        conn.execute(text(delivery), {"channel": "email", "status": "done"})
+    with (
+        pytest.raises(DatabaseError, match="ck_deliveries_deliverychannel_values"),
+        engine.begin() as conn,
+    ):
+        conn.execute(text(delivery), {"channel": "sms", "status": "pending"})
+    with engine.begin() as conn:
+        conn.execute(text(delivery), {"channel": "slack", "status": "pending"})
+    with (
+        pytest.raises(DatabaseError, match="ck_deliveries_deliverystatus_values"),
+        engine.begin() as conn,
+    ):
+        conn.execute(text("UPDATE deliveries SET status = 'SENT'"))
+
+
+def test_no_enum_like_column_is_plain_text() -> None:
+    """A column whose comment lists its values ("# a | b | c") is an enumeration with its
+    database CHECK (``models.choice``), not a ``Mapped[str]``."""
+    source = (Path(__file__).resolve().parents[1] / "app" / "core" / "models.py").read_text()
+    listing = re.compile(r"Mapped\[str( \| None)?\].*#\s*[\w-]+(\s*(\||or)\s*[\w-]+)+\s*$")
+    assert [line.strip() for line in source.splitlines() if listing.search(line)] == []

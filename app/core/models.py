@@ -129,6 +129,56 @@ class StepStatus(StrEnum):
     REMOVED = "removed"
 
 
+class RolloutState(StrEnum):
+    RUNNING = "running"
+    STOPPED = "stopped"
+
+
+class PortalRole(StrEnum):
+    """What a person is in the portal, for a team's cluster."""
+
+    ADMIN = "admin"
+    LEAD = "lead"
+    MEMBER = "member"
+
+
+class PersonalChannel(StrEnum):
+    INAPP = "inapp"
+    EMAIL = "email"
+
+
+class WebhookKind(StrEnum):
+    SLACK = "slack"
+    JSON = "json"
+
+
+class DeliveryChannel(StrEnum):
+    EMAIL = "email"
+    SLACK = "slack"
+    JSON = "json"
+
+
+class DeliveryStatus(StrEnum):
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"  # given up
+
+
+class Direction(StrEnum):
+    """Which way a right-sizing suggestion moves a guarantee."""
+
+    LOWER = "lower"
+    RAISE = "raise"
+
+
+class Resolution(StrEnum):
+    """A usage sample's period: raw, an hour's roll-up, a day's."""
+
+    RAW = "raw"
+    HOUR = "hour"
+    DAY = "day"
+
+
 def choice(enum: type[StrEnum], length: int) -> Enum:
     """A column holding one of ``enum``'s values, stored as text and refused otherwise:
     by a CHECK constraint on PostgreSQL and by triggers on SQLite (migration 0004)."""
@@ -244,7 +294,9 @@ class ChartRollout(Base):
     __tablename__ = "chart_rollouts"
 
     version: Mapped[str] = mapped_column(String(64), primary_key=True)
-    state: Mapped[str] = mapped_column(String(16), default="running")  # running | stopped
+    state: Mapped[RolloutState] = mapped_column(
+        choice(RolloutState, 16), default=RolloutState.RUNNING
+    )
     team_id: Mapped[int | None] = mapped_column(
         ForeignKey("teams.id", ondelete="SET NULL"), nullable=True
     )
@@ -279,7 +331,7 @@ class KubeconfigGrant(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
-    portal_role: Mapped[str] = mapped_column(String(10))  # admin | lead | member
+    portal_role: Mapped[PortalRole] = mapped_column(choice(PortalRole, 10))
     cluster_role: Mapped[str] = mapped_column(String(253))
     account: Mapped[str] = mapped_column(String(63))
     token_id: Mapped[str] = mapped_column(String(64), default="")
@@ -318,7 +370,9 @@ class NotificationMute(Base):
 
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), primary_key=True)
     event: Mapped[str] = mapped_column(String(40), primary_key=True)
-    channel: Mapped[str] = mapped_column(String(10), primary_key=True)  # inapp | email
+    channel: Mapped[PersonalChannel] = mapped_column(
+        choice(PersonalChannel, 10), primary_key=True
+    )
 
 
 class Webhook(Base):
@@ -332,7 +386,7 @@ class Webhook(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     scope: Mapped[str] = mapped_column(String(20))  # "org" or "team:<id>"
     team_id: Mapped[int | None] = mapped_column(ForeignKey("teams.id"), nullable=True)
-    kind: Mapped[str] = mapped_column(String(10))  # slack | json
+    kind: Mapped[WebhookKind] = mapped_column(choice(WebhookKind, 10))
     url_sealed: Mapped[str] = mapped_column(Text)
     url_hint: Mapped[str] = mapped_column(String(300))  # scheme://host/… for pages
     secret_sealed: Mapped[str] = mapped_column(Text, default="")
@@ -352,7 +406,7 @@ class Delivery(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    channel: Mapped[str] = mapped_column(String(10))  # email | slack | json
+    channel: Mapped[DeliveryChannel] = mapped_column(choice(DeliveryChannel, 10))
     notification_id: Mapped[int | None] = mapped_column(
         ForeignKey("notifications.id"), nullable=True
     )
@@ -366,7 +420,9 @@ class Delivery(Base):
     # template; the title where empty.
     body: Mapped[str] = mapped_column(Text, default="", server_default="")
     link: Mapped[str] = mapped_column(String(300), default="")
-    status: Mapped[str] = mapped_column(String(10), default="pending")  # pending|sent|failed
+    status: Mapped[DeliveryStatus] = mapped_column(
+        choice(DeliveryStatus, 10), default=DeliveryStatus.PENDING
+    )
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     lease_owner: Mapped[str | None] = mapped_column(String(100), nullable=True)
@@ -393,7 +449,7 @@ class RightsizingSuggestion(Base):
     __tablename__ = "rightsizing_suggestions"
 
     team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), primary_key=True)
-    direction: Mapped[str] = mapped_column(String(8))  # lower | raise
+    direction: Mapped[Direction] = mapped_column(choice(Direction, 8))
     guarantee_centi: Mapped[int] = mapped_column(Integer)
     average_centi: Mapped[int] = mapped_column(Integer)
     p95_centi: Mapped[int] = mapped_column(Integer)
@@ -531,7 +587,7 @@ class UsageSample(Base):
     __tablename__ = "usage_samples"
 
     team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), primary_key=True)
-    resolution: Mapped[str] = mapped_column(String(4), primary_key=True)  # raw | hour | day
+    resolution: Mapped[Resolution] = mapped_column(choice(Resolution, 4), primary_key=True)
     at: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)  # period start
     seconds: Mapped[int] = mapped_column(Integer)
     # Averages over the period, in GPUs (single precision: 0.01 GPU is far above its error).
