@@ -370,9 +370,7 @@ class NotificationMute(Base):
 
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), primary_key=True)
     event: Mapped[str] = mapped_column(String(40), primary_key=True)
-    channel: Mapped[PersonalChannel] = mapped_column(
-        choice(PersonalChannel, 10), primary_key=True
-    )
+    channel: Mapped[PersonalChannel] = mapped_column(choice(PersonalChannel, 10), primary_key=True)
 
 
 class Webhook(Base):

@@ -44,6 +44,12 @@ def parse_hundredths(raw: str | float | int | None, *, what: str) -> int:
     return int(scaled)
 
 
+def gpus(centi: int) -> float:
+    """A stored amount (hundredths of a GPU, the unit of every ``*_centi`` column) in GPUs,
+    the unit KAI and the pages use: 33 -> 0.33."""
+    return centi / 100
+
+
 def format_figure(value: float | None, digits: int = 2) -> str:
     """A figure to at most ``digits`` decimals: 1.5 -> "1.5", 2.0 -> "2", None -> an en
     dash (no value)."""

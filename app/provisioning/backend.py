@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Protocol
 
 from app.core.models import Org, Step, Team
+from app.core.quantities import gpus
 
 DEFAULT_QUEUE_LABEL = "kai.scheduler/queue"
 
@@ -50,7 +51,7 @@ class TeamSpec:
 
 def spec_for(team: Team, org: Org, *, queue_label: str = DEFAULT_QUEUE_LABEL) -> TeamSpec:
     """Translate stored values into KAI's units; every resource gets all three fields."""
-    weight = team.weight_centi / 100
+    weight = gpus(team.weight_centi)
     unlimited = -1.0
     return TeamSpec(
         team=team.name,
@@ -59,10 +60,10 @@ def spec_for(team: Team, org: Org, *, queue_label: str = DEFAULT_QUEUE_LABEL) ->
         queue_name=team.queue_name,
         parent_queue=org.parent_queue,
         priority=team.priority,
-        gpu=ResourceQuota(team.gpu_quota_centi / 100, team.gpu_limit_centi / 100, weight),
+        gpu=ResourceQuota(gpus(team.gpu_quota_centi), gpus(team.gpu_limit_centi), weight),
         cpu=ResourceQuota(float(team.cpu_quota_millicores or 0), unlimited, weight),
         memory=ResourceQuota(float(team.memory_quota_mb or 0), unlimited, weight),
-        org_gpu=ResourceQuota(org.gpus_centi / 100, unlimited, 1.0),
+        org_gpu=ResourceQuota(gpus(org.gpus_centi), unlimited, 1.0),
         org_cpu=ResourceQuota(float(org.cpu_millicores), unlimited, 1.0),
         org_memory=ResourceQuota(float(org.memory_mb), unlimited, 1.0),
         queue_label=queue_label,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from app.core.quantities import gpus
 from app.usage.service import GpuShare, TeamQuota, shares_for
 from app.usage.sources import QueueUsage
 
@@ -99,8 +100,8 @@ def impact(
             TeamImpact(
                 team_id=row.id,
                 name=row.name,
-                guarantee_before=known[row.id].gpu_quota_centi / 100 if row.id in known else 0.0,
-                guarantee_after=row.gpu_quota_centi / 100,
+                guarantee_before=gpus(known[row.id].gpu_quota_centi) if row.id in known else 0.0,
+                guarantee_after=gpus(row.gpu_quota_centi),
                 busy_before=old.if_all_busy if old else None,
                 busy_after=new.if_all_busy,
                 now_before=old.fair_now if old else None,
@@ -108,7 +109,7 @@ def impact(
                 is_subject=row.id in subjects,
             )
         )
-    return Impact(pool_before=pool_centi / 100, pool_after=after_pool / 100, teams=result)
+    return Impact(pool_before=gpus(pool_centi), pool_after=gpus(after_pool), teams=result)
 
 
 def _delta(before: float | None, after: float | None) -> float:

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 from app.core.config import Settings
 from app.core.errors import Conflict
 from app.core.models import ClusterRequest, RightsizingSuggestion, Team, User, utcnow
-from app.core.quantities import format_hundredths
+from app.core.quantities import format_hundredths, gpus
 from app.teams import repository as teams
 from app.teams import service as team_service
 from app.usage import repository as repo
@@ -98,7 +98,7 @@ def judge(
         s.seconds for s in samples if (s.requested - s.allocated) * 100 >= WAITING_CENTI - 1e-6
     )
     waiting_share = waited / covered
-    guarantee = guarantee_centi / 100
+    guarantee = gpus(guarantee_centi)
     if guarantee_centi > 0 and p95 < settings.rightsizing_idle_share * guarantee:
         suggested = round_up_centi(p95)
         if suggested < guarantee_centi:

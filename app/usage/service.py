@@ -10,6 +10,7 @@ from typing import Protocol
 
 from app.core import metrics
 from app.core.models import Team
+from app.core.quantities import gpus
 from app.usage.fairshare import UNLIMITED, QueueInput, fair_shares
 from app.usage.sources import KaiMetricsSource, MetricsError, QueueUsage, UsageReader
 
@@ -314,11 +315,11 @@ def share_of(
 ) -> GpuShare:
     reported = usage is not None and usage.reported
     return GpuShare(
-        guaranteed=team.gpu_quota_centi / 100,
-        limit=team.gpu_limit_centi / 100,
+        guaranteed=gpus(team.gpu_quota_centi),
+        limit=gpus(team.gpu_limit_centi),
         allocated=usage.allocated_gpu if usage is not None and reported else None,
         requested=usage.requested_gpu if usage is not None and reported else None,
-        pool=pool_centi / 100,
+        pool=gpus(pool_centi),
         unreported=usage is not None and not usage.reported,
     )
 
@@ -342,7 +343,7 @@ def shares_for(
     ``teams`` are all the teams holding a queue under the org's parent queue: fair share
     depends on everyone, so it is computed over all of them, never one team alone.
     """
-    pool = pool_centi / 100
+    pool = gpus(pool_centi)
     names = [t.queue_name for t in teams]
     raws = [usage.get(name) if t.ready else None for t, name in zip(teams, names, strict=True)]
     orders = [
@@ -351,15 +352,15 @@ def shares_for(
     ]
     # What each ready team's queue reports; teams still provisioning show no usage.
     now_demand = [u.requested_gpu if u is not None and u.reported else 0.0 for u in raws]
-    busy_demand = [max(t.gpu_limit_centi / 100, pool) for t in teams]
+    busy_demand = [max(gpus(t.gpu_limit_centi), pool) for t in teams]
 
     def tree(demands: list[float]) -> list[QueueInput]:
         children = tuple(
             QueueInput(
                 name,
-                t.gpu_quota_centi / 100,
-                t.gpu_limit_centi / 100,
-                t.weight_centi / 100,
+                gpus(t.gpu_quota_centi),
+                gpus(t.gpu_limit_centi),
+                gpus(t.weight_centi),
                 t.priority,
                 demand,
                 order,
@@ -377,11 +378,11 @@ def shares_for(
     for i, t in enumerate(teams):
         raw = raws[i]
         shown = raw is not None and raw.reported
-        limit = t.gpu_limit_centi / 100
+        limit = gpus(t.gpu_limit_centi)
         fair = fair_now.get(names[i]) if shown else None
         busy = fair_busy.get(names[i])
         result[t.id] = GpuShare(
-            guaranteed=t.gpu_quota_centi / 100,
+            guaranteed=gpus(t.gpu_quota_centi),
             limit=limit,
             allocated=raw.allocated_gpu if raw is not None and shown else None,
             requested=raw.requested_gpu if raw is not None and shown else None,

@@ -32,7 +32,7 @@ from app.core.models import (
     TeamStatus,
     User,
 )
-from app.core.quantities import format_hundredths, parse_hundredths
+from app.core.quantities import format_hundredths, gpus, parse_hundredths
 from app.provisioning import repository as provisioning
 from app.provisioning.repository import RolloutProgress
 from app.teams import members as team_members
@@ -93,7 +93,7 @@ class PoolSummary:
     def idle(self) -> float | None:
         if self.allocated is None:
             return None
-        return max(0.0, self.org.gpus_centi / 100 - self.allocated)
+        return max(0.0, gpus(self.org.gpus_centi) - self.allocated)
 
 
 def org_rows_and_shares(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from app.core.quantities import gpus
 from app.usage import history, rightsizing
 from app.web.deps import AdminPrincipal, CurrentPrincipal, SessionDep, TeamForLead, TeamForViewer
 from app.web.schemas import (
@@ -51,20 +52,20 @@ def get_rightsizing(session: SessionDep, principal: AdminPrincipal) -> Rightsizi
     (their work waited), with the numbers and the suggested guarantee (admin)."""
     found = rightsizing.for_org(session)
     return RightsizingOut(
-        idle_gpu=found.idle_centi / 100,
-        wanted_gpu=found.wanted_centi / 100,
+        idle_gpu=gpus(found.idle_centi),
+        wanted_gpu=gpus(found.wanted_centi),
         suggestions=[
             SuggestionOut(
                 team_id=s.team_id,
                 team=name,
                 direction=s.direction,
                 days=s.days,
-                guarantee_gpu=s.guarantee_centi / 100,
-                average_gpu=s.average_centi / 100,
-                p95_gpu=s.p95_centi / 100,
-                demand_p95_gpu=s.demand_p95_centi / 100,
+                guarantee_gpu=gpus(s.guarantee_centi),
+                average_gpu=gpus(s.average_centi),
+                p95_gpu=gpus(s.p95_centi),
+                demand_p95_gpu=gpus(s.demand_p95_centi),
                 waiting_share=s.waiting_share,
-                suggested_gpu=s.suggested_centi / 100,
+                suggested_gpu=gpus(s.suggested_centi),
                 computed_at=s.computed_at,
             )
             for name, s in found.rows
