@@ -8,7 +8,7 @@ from app.audit import repository as audit
 from app.core.errors import NotFound
 from app.web.deps import CurrentPrincipal, Id, OptionalIdQuery, SessionDep
 from app.web.schemas import PROBLEMS, AuditEventOut
-from app.web.views import event_out
+from app.web.views.api import event_out
 
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["audit"])
 

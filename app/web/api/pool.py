@@ -10,7 +10,8 @@ from app.teams import repository as repo
 from app.teams import service
 from app.web.deps import AdminPrincipal, CurrentPrincipal, SessionDep, UsageDep
 from app.web.schemas import PROBLEMS, Amount, ImpactOut, PoolIn, PoolOut
-from app.web.views import impact_out, org_impact
+from app.web.views.api import impact_out
+from app.web.views.impact import org_impact
 
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["pool"])
 

@@ -17,7 +17,8 @@ from app.web.schemas import (
     RejectIn,
     RequestOut,
 )
-from app.web.views import impact_out, request_impact, request_out
+from app.web.views.api import impact_out, request_out
+from app.web.views.impact import request_impact
 
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["requests"])
 

@@ -31,7 +31,8 @@ from app.web.schemas import (
     RevokeIn,
     TeamOut,
 )
-from app.web.views import cards, member_out, request_out, team_out
+from app.web.views.api import member_out, request_out, team_out
+from app.web.views.teams import cards
 
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["teams"])
 

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from app.auth import tokens
 from app.web.deps import CurrentPrincipal, Id, SessionDep, SettingsDep
 from app.web.schemas import PROBLEMS, NewTokenOut, TokenIn, TokenOut
-from app.web.views import token_out
+from app.web.views.api import token_out
 
 router = APIRouter(prefix="/api/v1", tags=["tokens"], responses=PROBLEMS)
 

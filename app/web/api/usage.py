@@ -15,7 +15,7 @@ from app.web.schemas import (
     SuggestionOut,
     UsagePointOut,
 )
-from app.web.views import request_out
+from app.web.views.api import request_out
 
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["usage"])
 

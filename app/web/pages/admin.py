@@ -19,6 +19,8 @@ from app.core.errors import DomainError, InvalidInput
 from app.core.models import ClusterRequest, RequestKind, RequestStatus, Step, TeamStatus, utcnow
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.provisioning import repository as provisioning
+from app.reads.org import org_view
+from app.reads.overview import overview_figures
 from app.teams import repository as repo
 from app.teams import service
 from app.usage import history, rightsizing
@@ -35,15 +37,9 @@ from app.web.deps import (
     UsageDep,
 )
 from app.web.templating import flash, redirect, render
-from app.web.views import (
-    PoolSummary,
-    cards_from,
-    org_impact,
-    org_view,
-    overview_figures,
-    request_impact,
-    what_if,
-)
+from app.web.views.impact import org_impact, request_impact, what_if
+from app.web.views.overview import PoolSummary
+from app.web.views.teams import cards_from
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
 

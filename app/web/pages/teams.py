@@ -33,7 +33,7 @@ from app.web.deps import (
     UsageDep,
 )
 from app.web.templating import flash, redirect, render
-from app.web.views import STEP_LABELS, TeamDetail, cards, team_detail
+from app.web.views.teams import STEP_LABELS, TeamDetail, cards, team_detail
 
 router = APIRouter(include_in_schema=False)
 

@@ -1,0 +1,1 @@
+"""The pages' read side: what several domains' repositories compose for one page."""

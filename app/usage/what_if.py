@@ -1,0 +1,54 @@
+"""What-if: every team's shares if some teams' quotas and the pool were different. Pure:
+over the org's quota rows, the cluster's readings and changes already parsed (the page
+parses what the admin types; nothing here reads a form or the database)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from app.teams.rules import QuotaValues
+from app.usage.impact import Impact, impact
+from app.usage.service import GpuShare, TeamQuota
+from app.usage.sources import QueueUsage
+
+
+def changed_rows(
+    rows: Sequence[TeamQuota], changes: Mapping[int, QuotaValues]
+) -> dict[int, TeamQuota]:
+    """The quota rows of the changed teams, with their new values (GPU fields only: fair
+    share divides GPUs)."""
+    return {
+        row.id: replace(
+            row,
+            gpu_quota_centi=values.gpu_quota_centi,
+            gpu_limit_centi=values.gpu_limit_centi,
+            weight_centi=values.weight_centi,
+            priority=values.priority,
+        )
+        for row in rows
+        if (values := changes.get(row.id)) is not None
+    }
+
+
+def what_if(
+    rows: list[TeamQuota],
+    readings: Mapping[str, QueueUsage],
+    *,
+    pool_centi: int,
+    parent: str,
+    changes: Mapping[int, QuotaValues],
+    new_pool_centi: int | None = None,
+    before: Mapping[int, GpuShare] | None = None,
+) -> Impact:
+    """Every team's shares now and with ``changes`` and the pool at ``new_pool_centi``;
+    ``before``: today's shares when already computed (the gauges' cache)."""
+    return impact(
+        rows,
+        readings,
+        pool_centi=pool_centi,
+        parent=parent,
+        new_pool_centi=None if new_pool_centi == pool_centi else new_pool_centi,
+        changes=changed_rows(rows, changes),
+        before=before,
+    )

@@ -1,0 +1,158 @@
+"""The API's answers (``web/schemas``) built from the domains' rows."""
+
+from __future__ import annotations
+
+from app.core.models import (
+    ApiToken,
+    AuditEvent,
+    ClusterRequest,
+    Decision,
+    ProvisioningStep,
+    Team,
+    TeamMember,
+    User,
+)
+from app.core.quantities import format_hundredths
+from app.usage.impact import Impact
+from app.usage.service import GpuShare
+from app.web.schemas import (
+    AuditEventOut,
+    DecisionOut,
+    GpuShareOut,
+    ImpactOut,
+    MemberOut,
+    QuotaOut,
+    RequestOut,
+    StepOut,
+    TeamImpactOut,
+    TeamOut,
+    TokenOut,
+)
+
+
+def quota_out(obj: Team | ClusterRequest | Decision) -> QuotaOut:
+    cpu, memory = obj.cpu_quota_millicores, obj.memory_quota_mb
+    return QuotaOut(
+        gpu_quota=format_hundredths(obj.gpu_quota_centi or 0),
+        gpu_limit=format_hundredths(obj.gpu_limit_centi or 0),
+        over_quota_weight=format_hundredths(obj.weight_centi or 0),
+        priority=obj.priority or 0,
+        cpu_quota=None if cpu is None else format_hundredths(cpu // 10),
+        memory_quota=None if memory is None else format_hundredths(memory // 10),
+    )
+
+
+def team_out(
+    team: Team, share: GpuShare | None = None, steps: list[ProvisioningStep] | None = None
+) -> TeamOut:
+    return TeamOut(
+        id=team.id,
+        name=team.name,
+        status=team.status,
+        purpose=team.purpose,
+        queue=team.queue_name,
+        namespace=team.namespace,
+        vcluster=team.vcluster_name,
+        quota=quota_out(team),
+        last_error=team.last_error,
+        attempts=team.attempts,
+        next_attempt_at=team.next_attempt_at,
+        created_at=team.created_at,
+        ready_at=team.ready_at,
+        gpu_share=None
+        if share is None
+        else GpuShareOut(
+            guaranteed=share.guaranteed,
+            limit=share.limit,
+            allocated=share.allocated,
+            requested=share.requested,
+            borrowed=round(share.borrowed, 2),
+            pool=share.pool,
+            fair_now=share.fair_now,
+            usable_now=share.usable_now,
+            if_all_busy=share.if_all_busy,
+        ),
+        steps=None
+        if steps is None
+        else [
+            StepOut(step=s.step, status=s.status, message=s.message, updated_at=s.updated_at)
+            for s in steps
+        ],
+    )
+
+
+def request_out(request: ClusterRequest, decision: Decision | None = None) -> RequestOut:
+    return RequestOut(
+        id=request.id,
+        team_id=request.team_id,
+        team=request.team.name,
+        kind=request.kind,
+        status=request.status,
+        purpose=request.purpose,
+        created_at=request.created_at,
+        requested=quota_out(request),
+        decision=None
+        if decision is None
+        else DecisionOut(
+            outcome=decision.outcome,
+            reason=decision.reason,
+            decided_at=decision.decided_at,
+            changes=decision.changes,
+            approved=quota_out(decision) if decision.outcome == "approved" else None,
+        ),
+    )
+
+
+def event_out(event: AuditEvent) -> AuditEventOut:
+    return AuditEventOut(
+        id=event.id,
+        at=event.at,
+        actor=event.actor,
+        action=event.action,
+        team_id=event.team_id,
+        summary=event.summary,
+        details=event.details,
+    )
+
+
+def member_out(user: User, member: TeamMember) -> MemberOut:
+    return MemberOut(
+        user_id=user.id,
+        email=user.email,
+        name=user.display_name,
+        role=member.role,
+        source=member.source,
+    )
+
+
+def token_out(token: ApiToken) -> TokenOut:
+    return TokenOut(
+        id=token.id,
+        name=token.name,
+        prefix=token.prefix,
+        created_at=token.created_at,
+        expires_at=token.expires_at,
+        last_used_at=token.last_used_at,
+        revoked=token.revoked_at is not None,
+    )
+
+
+def impact_out(result: Impact) -> ImpactOut:
+    return ImpactOut(
+        pool_before=result.pool_before,
+        pool_after=result.pool_after,
+        teams=[
+            TeamImpactOut(
+                team_id=t.team_id,
+                team=t.name,
+                subject=t.is_subject,
+                guarantee_before=t.guarantee_before,
+                guarantee_after=t.guarantee_after,
+                if_all_busy_before=t.busy_before,
+                if_all_busy_after=t.busy_after,
+                fair_now_before=t.now_before,
+                fair_now_after=t.now_after,
+            )
+            for t in result.teams
+        ],
+    )

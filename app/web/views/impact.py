@@ -1,0 +1,165 @@
+"""What a decision would do, as the review cards, the pool-change preview and the
+what-if page show it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from app.core.errors import InvalidInput
+from app.core.models import (
+    ClusterRequest,
+    Org,
+    Team,
+    TeamStatus,
+)
+from app.core.quantities import format_hundredths, parse_hundredths
+from app.reads.org import org_rows_and_shares
+from app.teams import service as team_service
+from app.teams.rules import QuotaValues, parse_quota
+from app.usage.impact import Impact, impact
+from app.usage.service import TeamQuota, UsageCache
+from app.usage.what_if import what_if as usage_what_if
+
+
+def quota_row(team: Team, values: QuotaValues) -> TeamQuota:
+    """A team's quota as fair share sees it, with the values of a request or a what-if."""
+    return TeamQuota(
+        id=team.id,
+        name=team.name,
+        gpu_quota_centi=values.gpu_quota_centi,
+        gpu_limit_centi=values.gpu_limit_centi,
+        weight_centi=values.weight_centi,
+        priority=values.priority,
+        created=int(team.created_at.timestamp()),
+        ready=team.status == TeamStatus.READY,
+    )
+
+
+def org_impact(
+    session: Session,
+    usage: UsageCache,
+    org: Org,
+    *,
+    changes: dict[int, TeamQuota] | None = None,
+    new_pool_centi: int | None = None,
+) -> Impact:
+    """Every team's share now and after the changes, over the whole org. "Now" comes from
+    the gauges' cache (one computation per usage read), unless KAI's own figures from
+    Prometheus replace the computed ones there: then both sides are computed alike."""
+    rows, shares = org_rows_and_shares(session, usage, org)
+    return impact(
+        rows,
+        usage.get([row.queue_name for row in rows]),
+        pool_centi=org.gpus_centi,
+        parent=org.parent_queue,
+        new_pool_centi=new_pool_centi,
+        changes=changes,
+        before=shares if usage.fair_override is None else None,
+    )
+
+
+def request_impact(
+    session: Session, usage: UsageCache, org: Org, request: ClusterRequest
+) -> Impact:
+    """What approving ``request`` as asked would do to every team."""
+    row = quota_row(request.team, team_service.values_of(request))
+    return org_impact(session, usage, org, changes={row.id: row})
+
+
+WHAT_IF_FIELDS = (
+    ("q", "gpu_quota", "guarantee"),
+    ("l", "gpu_limit", "limit"),
+    ("w", "over_quota_weight", "weight"),
+    ("p", "priority", "priority"),
+)
+
+
+@dataclass
+class WhatIfRow:
+    team: TeamQuota
+    inputs: dict[str, str]  # short field name -> what is in the form
+    errors: dict[str, str]
+    values: QuotaValues | None  # parsed, when changed and valid
+    changed: bool
+
+
+@dataclass
+class WhatIf:
+    pool: str
+    pool_error: str | None
+    rows: list[WhatIfRow]
+    impact: Impact
+
+    @property
+    def changes(self) -> list[WhatIfRow]:
+        return [row for row in self.rows if row.changed and row.values is not None]
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for row in self.rows if row.errors) + (1 if self.pool_error else 0)
+
+
+def _shown(row: TeamQuota) -> dict[str, str]:
+    return {
+        "q": format_hundredths(row.gpu_quota_centi),
+        "l": format_hundredths(row.gpu_limit_centi),
+        "w": format_hundredths(row.weight_centi),
+        "p": str(row.priority),
+    }
+
+
+def what_if(
+    session: Session, usage: UsageCache, org: Org, form: Mapping[str, str] | None
+) -> WhatIf:
+    """Every live team's quota as the admin typed it (parsed here, at the edge), and every
+    team's shares after (``app.usage.what_if``). Only rows whose fields differ from
+    today's values are parsed: a keystroke on a page of 1,000 teams costs one parse, and
+    one fair-share computation for "after"."""
+    form = form or {}
+    pool_text = form.get("pool", format_hundredths(org.gpus_centi))
+    pool_error: str | None = None
+    try:
+        pool_centi = parse_hundredths(pool_text, what="the pool")
+    except ValueError as exc:
+        pool_error, pool_centi = str(exc), org.gpus_centi
+    scenario = Org(
+        name=org.name,
+        parent_queue=org.parent_queue,
+        gpus_centi=pool_centi,
+        cpu_millicores=0,  # CPU and memory are not edited here
+        memory_mb=0,
+    )
+    quota_rows, shares = org_rows_and_shares(session, usage, org)
+    keys = {short: key for short, key, _ in WHAT_IF_FIELDS}
+    rows: list[WhatIfRow] = []
+    changes: dict[int, QuotaValues] = {}
+    for row in quota_rows:
+        shown = _shown(row)
+        inputs = {short: form.get(f"{short}_{row.id}", shown[short]).strip() for short in keys}
+        if inputs == shown and pool_centi >= row.gpu_limit_centi:
+            rows.append(WhatIfRow(row, inputs, {}, None, False))
+            continue
+        errors: dict[str, str] = {}
+        values: QuotaValues | None = None
+        try:
+            values = parse_quota({keys[k]: v for k, v in inputs.items()}, pool=scenario)
+        except InvalidInput as exc:
+            short_of = {key: short for short, key in keys.items()}
+            errors = {short_of.get(k, "q"): v for k, v in exc.errors.items()}
+        changed = values is not None and inputs != shown
+        if values is not None and changed:
+            changes[row.id] = values
+        rows.append(WhatIfRow(row, inputs, errors, values, changed))
+    result = usage_what_if(
+        quota_rows,
+        usage.get([row.queue_name for row in quota_rows]),
+        pool_centi=org.gpus_centi,
+        parent=org.parent_queue,
+        changes=changes,
+        new_pool_centi=pool_centi,
+        before=shares if usage.fair_override is None else None,
+    )
+    return WhatIf(pool=pool_text, pool_error=pool_error, rows=rows, impact=result)

@@ -1,0 +1,167 @@
+"""What the team pages show: a team's card and its whole page, built from the domains'
+repositories and services; no rule is decided here."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from sqlalchemy.orm import Session
+
+from app.access import service as access
+from app.audit import repository as audit
+from app.core.config import Settings
+from app.core.models import (
+    AuditEvent,
+    ClusterRequest,
+    Decision,
+    Org,
+    ProvisioningStep,
+    RequestKind,
+    RequestStatus,
+    RightsizingSuggestion,
+    Team,
+    TeamMember,
+    TeamStatus,
+    User,
+)
+from app.reads.org import org_view
+from app.teams import members as team_members
+from app.teams import repository as repo
+from app.teams.repository import TeamRow
+from app.usage import rightsizing
+from app.usage.service import GpuShare, OrgView, UsageCache, share_of
+
+STEP_LABELS = {
+    "queue": "KAI queue",
+    "namespace": "Host namespace",
+    "vcluster": "vCluster",
+    "admission_policy": "Queue pinning policy",
+    "kubeconfig": "Kubeconfig",
+}
+
+
+ACTIVITY_SHOWN = 20
+
+
+@dataclass
+class TeamCard:
+    team: Team | TeamRow
+    share: GpuShare
+
+
+def cards(
+    session: Session, teams: Sequence[Team | TeamRow], usage: UsageCache, org: Org
+) -> list[TeamCard]:
+    return cards_from(session, teams, org_view(session, usage, org), org)
+
+
+def cards_from(
+    session: Session, teams: Sequence[Team | TeamRow], view: OrgView, org: Org
+) -> list[TeamCard]:
+    """Cards for the shown teams only, with shares from the ready org view."""
+    asked = asked_shares(
+        session, [t.id for t in teams if t.status == TeamStatus.SUBMITTED], org.gpus_centi
+    )
+    return [
+        TeamCard(t, view.shares.get(t.id) or asked.get(t.id) or share_of(t, None, org.gpus_centi))
+        for t in teams
+    ]
+
+
+def asked_shares(session: Session, team_ids: list[int], pool_centi: int) -> dict[int, GpuShare]:
+    """A team waiting for approval shows what it asked for, not a guarantee of 0."""
+    if not team_ids:
+        return {}
+    requests = repo.get_requests(session, status=RequestStatus.SUBMITTED, team_ids=team_ids)
+    return {
+        r.team_id: replace(share_of(r, None, pool_centi), asked=True)
+        for r in requests
+        if r.kind == RequestKind.CREATE
+    }
+
+
+@dataclass
+class TeamDetail:
+    team: Team
+    org: Org
+    share: GpuShare
+    steps: list[ProvisioningStep]
+    leads: list[User]
+    members: list[tuple[User, TeamMember]]
+    requests: list[ClusterRequest]
+    decisions: dict[int, Decision]
+    events: list[AuditEvent]
+    usage_error: str | None
+    borrowers: list[tuple[str, float]] = field(default_factory=list)
+    holders: list[access.Holder] = field(default_factory=list)
+    pending: list[access.Pending] = field(default_factory=list)
+    suggestion: RightsizingSuggestion | None = None
+
+    @property
+    def progress(self) -> int:
+        done = sum(1 for s in self.steps if s.status in ("done", "removed"))
+        return int(100 * done / len(self.steps)) if self.steps else 0
+
+    @property
+    def version(self) -> str:
+        """Changes whenever anything the team page shows about the team's state changes."""
+        t = self.team
+        state = (
+            t.status,
+            t.gpu_quota_centi,
+            t.gpu_limit_centi,
+            t.weight_centi,
+            t.priority,
+            t.cpu_quota_millicores,
+            t.memory_quota_mb,
+            t.last_error,
+            t.attempts,
+            tuple((r.id, r.status) for r in self.requests),
+            tuple((u.id, m.role) for u, m in self.members),
+            self.events[0].id if self.events else 0,
+            tuple((h.user_id, h.expires_at) for h in self.holders),
+            tuple(p.email for p in self.pending),
+            self.suggestion and (self.suggestion.direction, self.suggestion.suggested_centi),
+        )
+        return hashlib.sha256(repr(state).encode()).hexdigest()[:16]
+
+    @property
+    def working(self) -> bool:
+        """Whether the page should keep polling."""
+        return self.team.status in (
+            TeamStatus.APPROVED,
+            TeamStatus.PROVISIONING,
+            TeamStatus.FAILED,
+            TeamStatus.DECOMMISSIONING,
+        ) or any(r.status == "approved" for r in self.requests)
+
+
+def team_detail(session: Session, team: Team, usage: UsageCache, settings: Settings) -> TeamDetail:
+    """Costs the same whatever the number of teams: the org-wide parts are read ready."""
+    org = repo.get_team_org(session, team)
+    view = org_view(session, usage, org)
+    requests, decisions = repo.get_team_requests_decided(session, team.id)
+    people = team_members.get_all(session, team)
+    holders, pending = access.holders(session, team, settings)
+    return TeamDetail(
+        team=team,
+        org=org,
+        share=view.shares.get(team.id)
+        or asked_shares(session, [team.id], org.gpus_centi).get(team.id)
+        or share_of(team, None, org.gpus_centi),
+        borrowers=view.borrowers,
+        steps=list(team.steps),  # loaded with the team (``for_pages``)
+        leads=[u for u, m in people if m.role == "lead"],
+        members=people,
+        requests=requests,
+        decisions=decisions,
+        events=audit.get_team_events(session, team.id, ACTIVITY_SHOWN),
+        usage_error=usage.error,
+        holders=holders,
+        pending=pending,
+        suggestion=rightsizing.current(team.suggestion, team.gpu_quota_centi)
+        if team.status == TeamStatus.READY
+        else None,
+    )
