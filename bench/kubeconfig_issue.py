@@ -27,9 +27,10 @@ from kubernetes import client, config
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.access.credentials import Person  # noqa: E402
 from app.adapters.k8s.backend import KubernetesBackend  # noqa: E402
 from app.core.config import Settings  # noqa: E402
-from app.provisioning.backend import Person, ResourceQuota, TeamSpec  # noqa: E402
+from app.provisioning.backend import ResourceQuota, TeamSpec  # noqa: E402
 from tests.k8s.control_plane import ControlPlane, control_plane  # noqa: E402
 
 

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from app.access import repository as repo
+from app.access.credentials import CredentialIssuer, Person
 from app.audit import service as audit
 from app.audit.events import Event
 from app.core.config import MIN_TTL_SECONDS, Settings, format_duration, parse_duration
@@ -22,7 +23,7 @@ from app.core.errors import Conflict, Forbidden, InvalidInput
 from app.core.models import KubeconfigGrant, MemberRole, Team, TeamStatus, User, utcnow
 from app.notifications import events
 from app.notifications.events import TeamRef
-from app.provisioning.backend import BackendError, ClusterBackend, Person
+from app.provisioning.backend import BackendError
 from app.provisioning.specs import spec_of
 from app.teams import repository as teams
 
@@ -92,7 +93,7 @@ def person_for(settings: Settings, session: Session, team: Team, user: User) -> 
 def issue(
     session: Session,
     *,
-    backend: ClusterBackend,
+    backend: CredentialIssuer,
     settings: Settings,
     actor: User,
     team: Team,

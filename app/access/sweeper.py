@@ -20,11 +20,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.access import repository as repo
 from app.access import service
+from app.access.credentials import CredentialIssuer
 from app.core import metrics
 from app.core.config import Settings
 from app.core.db import unit_of_work
 from app.core.models import TeamStatus, utcnow
-from app.provisioning.backend import BackendError, ClusterBackend, TeamSpec
+from app.provisioning.backend import BackendError, TeamSpec
 from app.provisioning.specs import spec_of
 from app.teams import repository as teams
 
@@ -36,7 +37,10 @@ GRACE = timedelta(seconds=120)
 
 class Sweeper:
     def __init__(
-        self, session_factory: sessionmaker[Session], backend: ClusterBackend, settings: Settings
+        self,
+        session_factory: sessionmaker[Session],
+        backend: CredentialIssuer,
+        settings: Settings,
     ) -> None:
         self.session_factory = session_factory
         self.backend = backend

@@ -15,19 +15,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from app.access import kubeconfigs
+from app.access.credentials import Account, IssuedCredential, Person
 from app.core.models import Step
-from app.provisioning import kubeconfigs
-from app.provisioning.backend import (
-    DONE,
-    MISSING,
-    PROGRESSING,
-    Account,
-    BackendError,
-    IssuedCredential,
-    Observation,
-    Person,
-    TeamSpec,
-)
+from app.provisioning.backend import DONE, MISSING, PROGRESSING, BackendError, Observation, TeamSpec
 from app.usage import fairshare
 from app.usage.sources import QueueUsage
 

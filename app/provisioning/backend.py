@@ -6,9 +6,7 @@ team, applies it (idempotently) or removes it, hands out the kubeconfig and read
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Protocol
 
 from app.core.models import Org, Step, Team
@@ -89,43 +87,10 @@ MISSING = "missing"
 OUTDATED = "outdated"  # works, at another version than configured: upgrade in turn
 
 
-@dataclass(frozen=True)
-class Person:
-    """Whom a personal credential is for, and what they may do inside the vCluster."""
-
-    user_id: int
-    email: str
-    portal_role: str  # admin | lead | member
-    cluster_role: str  # the ClusterRole bound inside the vCluster
-
-    @property
-    def account(self) -> str:
-        """The person's ServiceAccount inside every vCluster they use."""
-        return f"portal-user-{self.user_id}"
-
-
-@dataclass(frozen=True)
-class IssuedCredential:
-    """A kubeconfig made for one person now; the token inside it is never stored."""
-
-    kubeconfig: str
-    expires_at: datetime
-    token_id: str
-
-
-@dataclass(frozen=True)
-class Account:
-    """A per-person ServiceAccount as found inside a vCluster."""
-
-    name: str
-    cluster_role: str
-    created_at: datetime
-    uid: str = ""
-
-
 class ClusterBackend(Protocol):
-    """What the reconciler and the kubeconfig download need from a cluster. (Usage is read
-    through the usage domain's ``UsageReader``, which the same adapters implement.)"""
+    """What the reconciler needs from a cluster. (Personal kubeconfigs go through the
+    access domain's ``CredentialIssuer`` and usage through the usage domain's
+    ``UsageReader``; the same adapters implement all three.)"""
 
     kind: str
     simulated: bool
@@ -143,30 +108,4 @@ class ClusterBackend(Protocol):
 
     def remove(self, step: Step, spec: TeamSpec) -> Observation:
         """Delete what ``step`` created; DONE once it is gone."""
-        ...
-
-    def issue_credential(
-        self, spec: TeamSpec, person: Person, *, ttl_seconds: int
-    ) -> IssuedCredential:
-        """Make sure the person's ServiceAccount exists in the team's vCluster, bound to
-        their role, and return a kubeconfig with a token for it that expires in
-        ``ttl_seconds``. The vCluster's admin credential never leaves the backend."""
-        ...
-
-    def credential_accounts(self, spec: TeamSpec) -> list[Account]:
-        """Every per-person ServiceAccount the portal made in the team's vCluster."""
-        ...
-
-    def revoke_credentials(
-        self, spec: TeamSpec, accounts: Collection[str], *, uids: Mapping[str, str] | None = None
-    ) -> None:
-        """Delete these ServiceAccounts (and their bindings): their tokens stop working.
-        With ``uids``, an account is deleted only while it is still that object."""
-        ...
-
-    def oidc_kubeconfig(
-        self, spec: TeamSpec, person: Person, *, issuer: str, client_id: str
-    ) -> str:
-        """A kubeconfig that signs in through the identity provider (kubectl oidc-login):
-        no credential of its own."""
         ...

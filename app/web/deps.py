@@ -13,6 +13,7 @@ from fastapi import Depends, Path, Query, Request
 from pydantic import BeforeValidator, Field
 from sqlalchemy.orm import Session
 
+from app.adapters.factory import Cluster
 from app.auth import repository as auth_repo
 from app.auth import service as auth_service
 from app.auth import sessions
@@ -24,7 +25,6 @@ from app.core.db import ends_quietly, finish
 from app.core.errors import Forbidden, Unavailable
 from app.core.models import Team, User
 from app.core.quantities import DB_INT_MAX
-from app.provisioning.backend import ClusterBackend
 from app.runtime import Portal, portal_of
 from app.teams import repository as team_repo
 from app.usage.service import UsageCache
@@ -117,11 +117,11 @@ async def get_settings_dep(portal: PortalDep) -> Settings:
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 
 
-async def get_backend(portal: PortalDep) -> ClusterBackend:
+async def get_backend(portal: PortalDep) -> Cluster:
     return portal.backend
 
 
-BackendDep = Annotated[ClusterBackend, Depends(get_backend)]
+BackendDep = Annotated[Cluster, Depends(get_backend)]
 
 
 async def get_usage_cache(portal: PortalDep) -> UsageCache:

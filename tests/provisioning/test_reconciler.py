@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.access.credentials import Person
 from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
 from app.core.models import (
@@ -22,7 +23,7 @@ from app.core.models import (
     User,
     utcnow,
 )
-from app.provisioning.backend import Person, spec_for
+from app.provisioning.backend import spec_for
 from app.provisioning.reconciler import Reconciler, backoff_seconds
 from app.teams import repository as repo
 from app.teams import service

@@ -12,13 +12,14 @@ from fastapi import FastAPI
 from pydantic import ValidationError
 from sqlalchemy import delete, select, update
 
+from app.access.credentials import Person
 from app.access.sweeper import GRACE
 from app.adapters.k8s.manifests import vcluster_values
 from app.adapters.k8s.vcluster import control_plane_of
 from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
 from app.core.models import KubeconfigGrant, Step, TeamMember, utcnow
-from app.provisioning.backend import BackendError, Person, spec_for
+from app.provisioning.backend import BackendError, spec_for
 from app.runtime import portal_of
 from app.teams import repository as repo
 from tests.adapters.test_manifests import design_source_spec

@@ -19,10 +19,11 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
+from app.access import kubeconfigs as files
+from app.access.credentials import Account, IssuedCredential, Person
 from app.adapters.k8s.client import Part, api_message
 from app.adapters.k8s.kubeconfig import Kubeconfigs
-from app.provisioning import kubeconfigs as files
-from app.provisioning.backend import Account, BackendError, IssuedCredential, Person, TeamSpec
+from app.provisioning.backend import BackendError, TeamSpec
 
 T = TypeVar("T")
 MANAGED = {"app.kubernetes.io/managed-by": "gpu-portal"}

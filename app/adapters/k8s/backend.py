@@ -18,6 +18,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.utils import parse_quantity
 
+from app.access.credentials import Account, IssuedCredential, Person
 from app.adapters.k8s import manifests as m
 from app.adapters.k8s.access import Access
 from app.adapters.k8s.client import Kube
@@ -26,14 +27,7 @@ from app.adapters.k8s.objects import ClusterObjects
 from app.adapters.k8s.vcluster import VClusterInstaller
 from app.core.config import Settings
 from app.core.models import Step
-from app.provisioning.backend import (
-    DONE,
-    Account,
-    IssuedCredential,
-    Observation,
-    Person,
-    TeamSpec,
-)
+from app.provisioning.backend import DONE, Observation, TeamSpec
 from app.usage.sources import QueueUsage
 
 __all__ = ["KubernetesBackend"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from app.provisioning.backend import Person
+from app.access.credentials import Person
 
 
 def names(team: str, person: Person) -> tuple[str, str]:
