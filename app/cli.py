@@ -18,7 +18,6 @@ from app.core import logs
 from app.core.config import PROJECT_ROOT, Settings, describe_error, get_settings
 from app.core.db import make_engine, make_session_factory, ping, unit_of_work
 from app.core.jobs import Role
-from app.runtime import Portal
 
 log = logging.getLogger("gpu_portal")
 
@@ -71,6 +70,8 @@ def run_roles(settings: Settings, roles: frozenset[Role], *, stop: threading.Eve
     """Build the portal's parts, run the jobs of ``roles`` until ``stop`` is set (or one of
     their loops dies), then stop them: the worker hands its leases back, the delivery its
     claims."""
+    from app.runtime import Portal  # the portal's parts: imported by the commands that run
+
     portal = Portal(settings, roles=roles)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -91,6 +92,8 @@ def deliver(settings: Settings, *, until_idle: bool) -> int:
     if not until_idle:
         run_roles(settings, frozenset({Role.DELIVER}), stop=threading.Event())
         return 0
+    from app.runtime import Portal
+
     portal = Portal(settings, roles={Role.DELIVER})
     total = 0
     try:

@@ -9,7 +9,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -33,18 +40,30 @@ class Settings(BaseSettings):
 
     development: bool = Field(
         default=False,
-        description="Development mode: enables the development sign-in and allows the default key.",
+        description=(
+            "Development mode: enables the development sign-in (and says so on every "
+            "page) and allows the default key. `make run` sets it."
+        ),
     )
     template_reload: bool | None = Field(
         default=None,
-        description="Re-read changed templates (a file check per include); default: development.",
+        description=(
+            "Re-read templates that changed on disk (one file check per include; a team "
+            "page has about twenty). On in development, off otherwise; the benchmarks "
+            "turn it off to measure what production serves."
+        ),
+        json_schema_extra={"shown_default": "development"},
     )
     secret_key: SecretStr = Field(
         default=SecretStr(DEFAULT_SECRET_KEY),
-        description="Signs session cookies and CSRF tokens.",
+        description="Signs session cookies and CSRF tokens; at least 16 characters.",
+        json_schema_extra={"shown_default": "built-in, development only"},
     )
     database_url: str = Field(
-        default="sqlite:///./gpu-portal.db", description="SQLAlchemy URL: SQLite or PostgreSQL."
+        default="sqlite:///./gpu-portal.db",
+        description=(
+            "SQLAlchemy URL: SQLite, or PostgreSQL as `postgresql+psycopg://user:pass@host/db`."
+        ),
     )
     cluster_backend: ClusterBackendKind = Field(
         default=ClusterBackendKind.SIMULATED, description="`simulated` or `kubernetes`."
@@ -56,38 +75,54 @@ class Settings(BaseSettings):
     kube_context: str | None = Field(default=None, description="Context in that kubeconfig.")
     kube_service_account: str | None = Field(
         default=None,
-        description="The portal's own ServiceAccount as namespace/name; bound to the "
-        "team-namespace ClusterRole (PORTAL_KUBE_TEAM_ROLE) in each team namespace it creates.",
+        description=(
+            "The portal's ServiceAccount (`namespace/name`), bound to "
+            "`PORTAL_KUBE_TEAM_ROLE` in each team namespace."
+        ),
     )
     kube_team_role: str = Field(
         default="gpu-portal-team-namespace",
         min_length=1,
         max_length=253,
-        description="The ClusterRole the portal binds itself to in each team namespace "
-        "(the Helm chart names it <release>-team-namespace and sets this).",
+        description=(
+            "The ClusterRole the portal binds itself to in each team namespace (the "
+            "chart's `<release>-team-namespace`)."
+        ),
     )
-    vcluster_installer: str = Field(
-        default="cli", description="Install vClusters with the `cli` (vcluster) or `helm`."
+    vcluster_installer: Literal["cli", "helm"] = Field(
+        default="cli",
+        description=(
+            "Install vClusters with the `vcluster` CLI or with `helm upgrade --install` "
+            "of the same chart."
+        ),
     )
     vcluster_cli: str = Field(default="vcluster", description="The vcluster executable.")
-    helm_cli: str = Field(default="helm", description="The helm executable (helm installer).")
+    helm_cli: str = Field(
+        default="helm",
+        description="The helm executable (the helm installer, and the CLI runs it too).",
+    )
     vcluster_chart_repo: str = Field(
         default="https://charts.loft.sh",
-        description="Where the vCluster chart comes from: a chart repository URL (the "
-        "public one or a mirror), an OCI repository holding chart `vcluster` "
-        "(oci://registry/path), or a chart archive on the portal's disk (an absolute path "
-        "to vcluster-<version>.tgz) for an air-gapped cluster.",
+        description=(
+            "Where the vCluster chart comes from: a chart repository (the public one or a "
+            "mirror), `oci://registry/path` (holding chart `vcluster`), or the absolute "
+            "path of a chart archive on the portal's disk. Checked at start."
+        ),
     )
     vcluster_chart_version: str = Field(
         default="0.36.1",
-        description="vCluster chart version to install (>= 0.21). Changing it upgrades "
-        "every team's vCluster, one at a time (progress on the Pool page).",
+        description=(
+            "vCluster chart version (>= 0.21 keeps pod labels). Changing it upgrades "
+            "every team, one at a time."
+        ),
     )
     vcluster_image_registry: str = Field(
         default="",
         max_length=253,
-        description="Registry that serves the vCluster images (e.g. a mirror); empty keeps "
-        "the chart's own registries.",
+        description=(
+            "Registry serving the vCluster images "
+            "(`controlPlane.advanced.defaultImageRegistry`); empty keeps the chart's."
+        ),
     )
     vcluster_telemetry: bool = Field(
         default=False, description="Let vCluster control planes send telemetry to its vendor."
@@ -115,18 +150,19 @@ class Settings(BaseSettings):
         le=86400,
         description="An upgraded vCluster not ready after this long stops the rollout.",
     )
-    vcluster_api_address: str = Field(
+    vcluster_api_address: Literal["service", "exposed", "secret"] = Field(
         default="service",
-        description="How the portal itself reaches a team's vCluster API (to issue personal "
-        "credentials): service (https://NAME.NAMESPACE.svc, from inside the host cluster), "
-        "exposed (the address users get) or secret (the server written in secret vc-NAME, "
-        "e.g. by exportKubeConfig.server).",
+        description=(
+            "How the portal reaches a vCluster's API to issue kubeconfigs: `service`, "
+            "`exposed` or `secret` (see [Personal kubeconfigs](#personal-kubeconfigs))."
+        ),
     )
-    kubeconfig_mode: str = Field(
+    kubeconfig_mode: Literal["token", "oidc"] = Field(
         default="token",
-        description="token: each person gets a ServiceAccount token issued inside the "
-        "vCluster (expiring, revocable); oidc: the vCluster's API server trusts the identity "
-        "provider and kubeconfigs sign in with kubectl oidc-login (no static credential).",
+        description=(
+            "`token` (personal ServiceAccount tokens) or `oidc` (sign-in through the "
+            "identity provider)."
+        ),
     )
     kubeconfig_ttl: str = Field(
         default="8h", description="Default lifetime of a downloaded kubeconfig (30m, 8h, 2d)."
@@ -145,28 +181,29 @@ class Settings(BaseSettings):
     )
     kubeconfig_namespace: str = Field(
         default="gpu-portal-access",
-        description="Namespace inside each vCluster that holds the portal's per-person "
-        "ServiceAccounts.",
+        description="Namespace inside each vCluster for the per-person ServiceAccounts.",
     )
     kubeconfig_sweep_seconds: float = Field(
         default=300.0,
         gt=0,
         le=86400,
-        description="How often every ready vCluster's ServiceAccounts are compared with the "
-        "people allowed (revocations are applied at once besides).",
+        description=(
+            "How often every vCluster's accounts are compared with the people allowed "
+            "(revocations apply at once besides)."
+        ),
     )
     kubeconfig_oidc_client_id: str = Field(
         default="",
-        description="oidc mode: the identity provider's client id kubectl signs in with "
-        "(a public client; default: PORTAL_OIDC_CLIENT_ID).",
+        description="`oidc` mode: the client kubectl signs in with.",
+        json_schema_extra={"shown_default": "the portal's client id"},
     )
-    vcluster_expose: str = Field(
+    vcluster_expose: Literal["LoadBalancer", "NodePort", "Ingress"] = Field(
         default="LoadBalancer",
-        description="How users reach a vCluster: LoadBalancer, NodePort or Ingress.",
+        description="`LoadBalancer`, `NodePort` or `Ingress`.",
     )
     vcluster_ingress_host: str = Field(
         default="{team}.vcluster.example.org",
-        description="Ingress mode: the host of a team's API server ({team} is replaced).",
+        description="Ingress mode: host of a team's API server.",
     )
     vcluster_node_address: str | None = Field(
         default=None, description="NodePort mode: the node address users connect to."
@@ -184,10 +221,18 @@ class Settings(BaseSettings):
         default=0.0,
         ge=0,
         le=600,
-        description="Simulated backend: seconds each cluster call blocks (a slow API "
-        "server or helm install), to see leases held during a pass.",
+        description=(
+            "Simulated backend: seconds each cluster call blocks (a slow API server), to "
+            "see leases held during a pass."
+        ),
     )
-    worker_enabled: bool = Field(default=True, description="Run the provisioning worker.")
+    worker_enabled: bool = Field(
+        default=True,
+        description=(
+            "Run the provisioning worker (and the kubeconfig sweeper) in this process "
+            "(off on web replicas when `gpu-portal work` runs apart)."
+        ),
+    )
     worker_interval_seconds: float = Field(
         default=2.0,
         gt=0,
@@ -201,33 +246,42 @@ class Settings(BaseSettings):
         default=60.0,
         gt=0,
         le=3600,
-        description="How long one worker may hold a team before another may take it.",
+        description="How long one worker may hold a team before another process may take it over.",
     )
     usage_sample_seconds: int = Field(
         default=60,
         ge=1,
         le=3600,
-        description="How often the collector samples every team's GPU use.",
+        description=(
+            "How often the collector samples every team's GPU use (raw for a day, hourly "
+            "for 15 days, daily for 13 months)."
+        ),
     )
-    usage_collector_enabled: bool = Field(default=True, description="Run the usage collector.")
+    usage_collector_enabled: bool = Field(
+        default=True, description="Run the usage collector in this process."
+    )
     smtp_host: str | None = Field(
         default=None, description="SMTP server for e-mail notifications (none: no e-mail)."
     )
     smtp_port: int = Field(default=587, ge=1, le=65535, description="SMTP server port.")
-    smtp_security: str = Field(
+    smtp_security: Literal["starttls", "tls", "none"] = Field(
         default="starttls",
-        description="starttls (port 587), tls (implicit TLS, port 465) or none (a local "
-        "relay only).",
+        description=(
+            "`starttls`, `tls` (implicit, port 465) or `none` (a local relay; no password "
+            "over it outside development)."
+        ),
     )
     smtp_ca_file: str | None = Field(
         default=None,
-        description="CA bundle (PEM) that signed the SMTP server's certificate, when it is "
-        "not a public CA (an internal relay).",
+        description="CA bundle that signed the SMTP server's certificate (an internal relay).",
     )
     smtp_username: str | None = Field(default=None, description="SMTP user, if it asks.")
     smtp_password: SecretStr | None = Field(default=None, description="SMTP password.")
     smtp_from: str = Field(
-        default="", description="The From address of notification e-mails (needed with SMTP)."
+        default="",
+        description=(
+            "The From address (required with SMTP), e.g. `GPU portal <gpu-portal@example.org>`."
+        ),
     )
     smtp_timeout_seconds: float = Field(
         default=10.0, gt=0, le=120, description="Time-out of one SMTP conversation."
@@ -237,58 +291,61 @@ class Settings(BaseSettings):
     )
     webhook_private_hosts: bool | None = Field(
         default=None,
-        description="Allow webhooks to loopback, private and link-local addresses "
-        "(default: only in development). Off, a lead cannot make the portal post into "
-        "the internal network.",
+        description="Allow webhooks to loopback, private and link-local addresses.",
+        json_schema_extra={"shown_default": "development only"},
     )
     delivery_max_attempts: int = Field(
         default=8,
         ge=1,
         le=50,
-        description="A notification is given up on one channel after this many attempts "
-        "(listed on the admins' delivery page with its last error).",
+        description="Attempts before a delivery is given up (listed on `/admin/deliveries`).",
     )
     delivery_retry_base_seconds: float = Field(
         default=30.0,
         ge=0,
         le=3600,
-        description="Back-off of a failed delivery: this, doubled each attempt, up to an hour.",
+        description="Back-off of a failed delivery, doubling up to an hour.",
     )
     delivery_enabled: bool = Field(
         default=True,
-        description="Run the notification delivery worker in this process (off on web "
-        "replicas when `gpu-portal deliver` runs as its own process).",
+        description=(
+            "Run the delivery worker in this process (off on web replicas when "
+            "`gpu-portal deliver` runs apart)."
+        ),
     )
     delivery_poll_seconds: float = Field(
         default=5.0,
         gt=0,
         le=3600,
-        description="How often the delivery worker looks for due messages when no commit "
-        "in its own process woke it.",
+        description=(
+            "How often the worker looks for due deliveries when no commit of its process woke it."
+        ),
     )
     digest_weekday: int = Field(
-        default=0, ge=0, le=6, description="Day of the weekly digest (0 = Monday, UTC)."
+        default=0,
+        ge=0,
+        le=6,
+        description="Day of the weekly right-sizing digest (0 = Monday, UTC).",
     )
     rightsizing_days: int = Field(
         default=14,
         ge=1,
         le=14,
-        description="Right-sizing looks at this many days of usage history (hourly history "
-        "is kept for 15 days, so at most 14).",
+        description="Days of usage history right-sizing looks at (1 to 14).",
     )
     rightsizing_idle_share: float = Field(
         default=0.2,
         gt=0,
         lt=1,
-        description="A team whose p95 of GPUs in use stayed below this share of its "
-        "guarantee over the period is flagged idle.",
+        description="Idle: p95 in use below this share of the guarantee.",
     )
     rightsizing_waiting_share: float = Field(
         default=0.25,
         gt=0,
         le=1,
-        description="A team whose work waited (demand above what it got) in at least this "
-        "share of the period, with demand above its guarantee, is flagged starved.",
+        description=(
+            "Starved: work waited at least this share of the time, demand above the guarantee."
+        ),
     )
 
     usage_cache_seconds: float = Field(
@@ -299,46 +356,48 @@ class Settings(BaseSettings):
     )
     kai_queue_label: str = Field(
         default="kai.scheduler/queue",
-        description="The pod label KAI reads a pod's queue from: kai.scheduler/queue in "
-        "current releases (0.1.0 read runai/queue). Used by the pod spec and the "
-        "queue-pinning admission policy.",
+        description=(
+            "The pod label KAI reads the queue from (`runai/queue` for KAI 0.1.0): used "
+            "in the pod specs and the queue-pinning policy."
+        ),
     )
     kai_metrics_prefix: str = Field(
         default="kai",
-        description="The namespace of KAI's scheduler metrics (kai by default, runai in "
-        "0.1.0): the portal reads <prefix>_queue_allocated_gpus and "
-        "<prefix>_queue_fair_share_gpu.",
+        description="Namespace of KAI's scheduler metrics (`runai` for KAI 0.1.0).",
     )
     prometheus_url: str | None = Field(
         default=None,
-        description="Read kai_queue_allocated_gpus and kai_queue_fair_share_gpu from this "
-        "Prometheus instead of computing them.",
+        description=(
+            "Read `kai_queue_allocated_gpus` and `kai_queue_fair_share_gpu` from this "
+            "Prometheus instead of computing them."
+        ),
     )
     metrics_enabled: bool = Field(
         default=True,
-        description="Count requests and their latency for /metrics (the per-request "
-        "middleware); off leaves /metrics with the database and worker figures only.",
+        description="Count requests and their latency for `/metrics`.",
     )
     metrics_token: SecretStr | None = Field(
         default=None,
-        description="Bearer token that /metrics requires on the portal's port. Without it "
-        "(and without PORTAL_METRICS_PORT) /metrics answers only in development.",
+        description=(
+            "Bearer token `/metrics` requires on the main port (without it or a port: "
+            "development only)."
+        ),
     )
     metrics_port: int | None = Field(
         default=None,
         ge=1,
         le=65535,
-        description="Serve /metrics on this separate port instead (reachable only where "
-        "the network allows, e.g. by Prometheus in the cluster); the main port then has "
-        "no /metrics.",
+        description="Serve `/metrics` on this separate port only.",
     )
     log_format: Literal["text", "json"] = Field(
         default="text",
-        description="text: one readable line per record; json: one JSON object per line "
-        "with the request id, for log collectors.",
+        description="`text` or `json` (one object per line, with the request id).",
     )
     retry_base_seconds: float = Field(
-        default=2.0, ge=0, le=3600, description="First retry delay after a failure."
+        default=2.0,
+        ge=0,
+        le=3600,
+        description="First retry delay after a failed step (doubles per attempt).",
     )
     retry_max_seconds: float = Field(
         default=300.0, gt=0, le=86400, description="Longest retry delay."
@@ -353,46 +412,54 @@ class Settings(BaseSettings):
         default=12 * 3600,
         ge=60,
         le=90 * 86400,
-        description="A session ends this long after sign-in, used or not.",
+        description="A session ends this long after sign-in.",
     )
     api_token_max_days: int = Field(
-        default=90, ge=1, le=3650, description="Longest lifetime of an API token."
+        default=90, ge=1, le=3650, description="Longest lifetime of a personal API token."
     )
     public_url: str | None = Field(
         default=None,
-        description="The portal's address as users reach it (https://gpu.example.org): the "
-        "OIDC redirect URI and the links in e-mails and webhook messages. Unset: taken from "
-        "the request for sign-in; http://127.0.0.1:8000 in messages (development only).",
+        description=(
+            "The portal's address as users reach it: the OIDC redirect URI and the links "
+            "in e-mails and webhook posts (`http://127.0.0.1:8000` in messages when "
+            "unset; required with SMTP outside development)."
+        ),
+        json_schema_extra={"shown_default": "from the request"},
     )
     oidc_issuer: str | None = Field(
-        default=None, description="OIDC issuer URL; enables single sign-on."
+        default=None, description="OIDC issuer URL; turns single sign-on on."
     )
     oidc_discovery_url: str | None = Field(
         default=None,
-        description="Where the portal fetches the discovery document when the issuer URL is "
-        "not reachable from the portal itself (e.g. inside docker compose).",
+        description=(
+            "Where the portal itself fetches the discovery document, when the issuer URL "
+            "is not reachable from it."
+        ),
+        json_schema_extra={"shown_default": "issuer + `/.well-known/openid-configuration`"},
     )
     oidc_client_id: str = Field(default="", description="OIDC client id.")
     oidc_client_secret: SecretStr = Field(default=SecretStr(""), description="OIDC client secret.")
-    oidc_scopes: str = Field(default="openid email profile", description="Scopes to ask for.")
+    oidc_scopes: str = Field(default="openid email profile", description="Scopes asked for.")
     oidc_provider_name: str = Field(
         default="single sign-on", description="Shown on the sign-in button."
     )
-    oidc_groups_claim: str = Field(default="groups", description="Claim that lists groups.")
+    oidc_groups_claim: str = Field(
+        default="groups", description="Claim that lists the user's groups."
+    )
     oidc_admin_group: str = Field(
-        default="gpu-portal-admins", description="Members of this group are portal admins."
+        default="gpu-portal-admins", description="Group whose members are admins."
     )
     oidc_team_group_pattern: str = Field(
         default="gpu-team-{team}",
-        description="Groups of this form make their members leads of team {team}; "
-        "empty turns group-based membership off.",
+        description="Groups that make their members leads of a team; empty turns it off.",
     )
     oidc_audience: str | None = Field(
         default=None,
-        description="Audience required in JWT bearer access tokens (default: the client id).",
+        description="Audience required in JWT bearer access tokens.",
+        json_schema_extra={"shown_default": "the client id"},
     )
     oidc_timeout_seconds: float = Field(
-        default=10.0, gt=0, le=300, description="Time-out for provider calls."
+        default=10.0, gt=0, le=300, description="Time-out for calls to the provider."
     )
 
     @field_validator("kai_queue_label")
@@ -456,15 +523,27 @@ class Settings(BaseSettings):
             )
         return value
 
+    # --- checks: one per rule, each naming the variables to change --------------------
+
+    @field_validator("secret_key")
+    @classmethod
+    def _secret_length(cls, value: SecretStr) -> SecretStr:
+        if len(value.get_secret_value()) < 16:
+            raise ValueError("PORTAL_SECRET_KEY must be at least 16 characters long.")
+        return value
+
     @model_validator(mode="after")
     def _refuse_default_secret(self) -> Settings:
-        secret_key = self.secret_key.get_secret_value()
-        if not self.development and secret_key == DEFAULT_SECRET_KEY:
+        if not self.development and self.secret_key.get_secret_value() == DEFAULT_SECRET_KEY:
             raise ValueError(
                 "PORTAL_SECRET_KEY is the built-in default: set a random value "
                 "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`) "
                 "or set PORTAL_DEVELOPMENT=true for a local run."
             )
+        return self
+
+    @model_validator(mode="after")
+    def _oidc_client(self) -> Settings:
         if self.oidc_issuer and not (
             self.oidc_client_id and self.oidc_client_secret.get_secret_value()
         ):
@@ -472,60 +551,90 @@ class Settings(BaseSettings):
                 "PORTAL_OIDC_ISSUER is set: also set PORTAL_OIDC_CLIENT_ID and "
                 "PORTAL_OIDC_CLIENT_SECRET from your identity provider's client registration"
             )
-        if self.vcluster_installer not in ("cli", "helm"):
-            raise ValueError("PORTAL_VCLUSTER_INSTALLER must be cli or helm")
-        chart_problem = chart_source_problem(self.vcluster_chart_repo, self.vcluster_chart_version)
-        if chart_problem:
-            raise ValueError(chart_problem)
-        if self.vcluster_expose not in ("LoadBalancer", "NodePort", "Ingress"):
-            raise ValueError("PORTAL_VCLUSTER_EXPOSE must be LoadBalancer, NodePort or Ingress")
-        if self.vcluster_api_address not in ("service", "exposed", "secret"):
-            raise ValueError("PORTAL_VCLUSTER_API_ADDRESS must be service, exposed or secret")
-        if self.kubeconfig_mode not in ("token", "oidc"):
-            raise ValueError("PORTAL_KUBECONFIG_MODE must be token or oidc")
+        return self
+
+    @field_validator("oidc_team_group_pattern")
+    @classmethod
+    def _team_group_pattern(cls, value: str) -> str:
+        if value and "{team}" not in value:
+            raise ValueError(
+                "PORTAL_OIDC_TEAM_GROUP_PATTERN must contain {team}, e.g. gpu-team-{team}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _chart_source(self) -> Settings:
+        problem = chart_source_problem(self.vcluster_chart_repo, self.vcluster_chart_version)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    @field_validator("kube_service_account")
+    @classmethod
+    def _service_account(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        namespace, slash, name = value.partition("/")
+        if not (slash and namespace.strip() and name.strip()) or "/" in name:
+            raise ValueError(
+                "PORTAL_KUBE_SERVICE_ACCOUNT must be the portal's ServiceAccount as "
+                f"namespace/name, e.g. gpu-portal/gpu-portal (got {value!r})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _oidc_kubeconfigs(self) -> Settings:
         if self.kubeconfig_mode == "oidc" and not self.oidc_issuer:
             raise ValueError(
                 "PORTAL_KUBECONFIG_MODE=oidc needs the identity provider: set PORTAL_OIDC_ISSUER"
             )
-        for name in ("kubeconfig_ttl", "kubeconfig_max_ttl"):
-            value = getattr(self, name)
-            seconds = parse_duration(value)
-            if seconds is None or not MIN_TTL_SECONDS <= seconds <= MAX_TTL_SECONDS:
-                raise ValueError(
-                    f"PORTAL_{name.upper()} must be a duration from 10m to 365d such as 30m, "
-                    f"8h or 7d (got {value!r})"
-                )
+        return self
+
+    @field_validator("kubeconfig_ttl", "kubeconfig_max_ttl")
+    @classmethod
+    def _ttl(cls, value: str, info: ValidationInfo) -> str:
+        seconds = parse_duration(value)
+        if seconds is None or not MIN_TTL_SECONDS <= seconds <= MAX_TTL_SECONDS:
+            raise ValueError(
+                f"PORTAL_{str(info.field_name).upper()} must be a duration from 10m to 365d "
+                f"such as 30m, 8h or 7d (got {value!r})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _ttl_within_max(self) -> Settings:
         if self.kubeconfig_ttl_seconds > self.kubeconfig_max_ttl_seconds:
             raise ValueError(
                 f"PORTAL_KUBECONFIG_TTL ({self.kubeconfig_ttl}) is longer than "
                 f"PORTAL_KUBECONFIG_MAX_TTL ({self.kubeconfig_max_ttl}): shorten it or raise "
                 "the maximum"
             )
-        for name in (
-            "kubeconfig_admin_role",
-            "kubeconfig_lead_role",
-            "kubeconfig_member_role",
-            "kubeconfig_namespace",
-        ):
-            if not re.fullmatch(r"[a-z0-9]([-a-z0-9.:]*[a-z0-9])?", getattr(self, name)):
-                raise ValueError(
-                    f"PORTAL_{name.upper()} must be a Kubernetes object name such as "
-                    f"cluster-admin or edit (got {getattr(self, name)!r})"
-                )
-        if self.oidc_team_group_pattern and "{team}" not in self.oidc_team_group_pattern:
+        return self
+
+    @field_validator(
+        "kubeconfig_admin_role",
+        "kubeconfig_lead_role",
+        "kubeconfig_member_role",
+        "kubeconfig_namespace",
+    )
+    @classmethod
+    def _object_name(cls, value: str, info: ValidationInfo) -> str:
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.:]*[a-z0-9])?", value):
             raise ValueError(
-                "PORTAL_OIDC_TEAM_GROUP_PATTERN must contain {team}, e.g. gpu-team-{team}"
+                f"PORTAL_{str(info.field_name).upper()} must be a Kubernetes object name such "
+                f"as cluster-admin or edit (got {value!r})"
             )
-        if self.kube_service_account is not None:
-            namespace, slash, name = self.kube_service_account.partition("/")
-            if not (slash and namespace.strip() and name.strip()) or "/" in name:
-                raise ValueError(
-                    "PORTAL_KUBE_SERVICE_ACCOUNT must be the portal's ServiceAccount as "
-                    "namespace/name, e.g. gpu-portal/gpu-portal "
-                    f"(got {self.kube_service_account!r})"
-                )
-        if self.smtp_security not in ("starttls", "tls", "none"):
-            raise ValueError("PORTAL_SMTP_SECURITY must be starttls, tls or none")
+        return value
+
+    @field_validator("smtp_ca_file")
+    @classmethod
+    def _smtp_ca_file(cls, value: str | None) -> str | None:
+        if value and not Path(value).is_file():
+            raise ValueError(f"PORTAL_SMTP_CA_FILE: no file at {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _smtp_sender(self) -> Settings:
         if self.smtp_host and not re.fullmatch(
             r"[^@\s<>]+@[^@\s<>]+|.*<[^@\s<>]+@[^@\s<>]+>", self.smtp_from
         ):
@@ -533,8 +642,10 @@ class Settings(BaseSettings):
                 "PORTAL_SMTP_HOST is set: also set PORTAL_SMTP_FROM to the sender address, "
                 "e.g. 'GPU portal <gpu-portal@example.org>'"
             )
-        if self.smtp_ca_file and not Path(self.smtp_ca_file).is_file():
-            raise ValueError(f"PORTAL_SMTP_CA_FILE: no file at {self.smtp_ca_file}")
+        return self
+
+    @model_validator(mode="after")
+    def _smtp_sign_in(self) -> Settings:
         if self.smtp_username and not self.smtp_password:
             raise ValueError("PORTAL_SMTP_USERNAME is set: also set PORTAL_SMTP_PASSWORD")
         if self.smtp_username and self.smtp_security == "none" and not self.development:
@@ -542,19 +653,25 @@ class Settings(BaseSettings):
                 "PORTAL_SMTP_USERNAME with PORTAL_SMTP_SECURITY=none would send the password "
                 "in clear: use starttls or tls"
             )
-        if self.public_url is not None:
-            if not re.fullmatch(r"https?://[^/\s]+(/[^\s]*)?", self.public_url):
-                raise ValueError(
-                    "PORTAL_PUBLIC_URL must be the portal's address such as "
-                    f"https://gpu.example.org (got {self.public_url!r})"
-                )
-        elif self.smtp_host and not self.development:
+        return self
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"https?://[^/\s]+(/[^\s]*)?", value):
+            raise ValueError(
+                "PORTAL_PUBLIC_URL must be the portal's address such as "
+                f"https://gpu.example.org (got {value!r})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _links_in_mail(self) -> Settings:
+        if self.smtp_host and self.public_url is None and not self.development:
             raise ValueError(
                 "PORTAL_SMTP_HOST is set: also set PORTAL_PUBLIC_URL (e.g. "
                 "https://gpu.example.org) so the e-mails' links lead to the portal"
             )
-        if len(secret_key) < 16:
-            raise ValueError("PORTAL_SECRET_KEY must be at least 16 characters long.")
         return self
 
     @property
@@ -676,13 +793,44 @@ def chart_archive_version(path: Path) -> str | None:
 def describe_error(exc: ValidationError) -> list[str]:
     """One line per bad setting, naming its variable; never the value (it may be a secret)."""
     lines = []
-    for error in exc.errors(include_input=False, include_url=False, include_context=False):
+    for error in exc.errors(include_input=False, include_url=False):
         message = str(error["msg"]).removeprefix("Value error, ")
         fields = [str(part) for part in error["loc"] if isinstance(part, str)]
+        if error["type"] == "literal_error" and fields:
+            # "PORTAL_SMTP_SECURITY must be starttls, tls or none": the choices, as typed.
+            choices = str(error.get("ctx", {}).get("expected", "")).replace("'", "")
+            message = f"PORTAL_{fields[0].upper()} must be {choices}"
         if fields and not message.startswith("PORTAL_"):
             message = f"PORTAL_{fields[0].upper()}: {message}"
         lines.append(message)
     return lines
+
+
+def _shown_default(name: str) -> str:
+    field = Settings.model_fields[name]
+    extra = field.json_schema_extra
+    if isinstance(extra, dict) and isinstance(extra.get("shown_default"), str):
+        return str(extra["shown_default"])
+    value = field.default
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, StrEnum):
+        value = value.value
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return "empty" if value == "" else f"`{value}`"
+
+
+def settings_table() -> list[str]:
+    """The README's table of settings, one row per field, from the fields' own
+    descriptions (``scripts/settings-table.py`` writes it; a test compares)."""
+    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    for name, field in Settings.model_fields.items():
+        meaning = (field.description or "").replace("|", "\\|")
+        rows.append(f"| `PORTAL_{name.upper()}` | {_shown_default(name)} | {meaning} |")
+    return rows
 
 
 @lru_cache
