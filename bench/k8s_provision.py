@@ -33,6 +33,7 @@ from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa:
 from app.core.models import Org, Team, TeamStatus, User, utcnow  # noqa: E402
 from app.provisioning.reconciler import Reconciler  # noqa: E402
 from app.teams import service  # noqa: E402
+from app.teams.rules import QuotaValues  # noqa: E402
 from tests.k8s.conftest import install_portal_chart  # noqa: E402
 from tests.k8s.control_plane import control_plane  # noqa: E402
 from tests.k8s.vcluster_runtime import vcluster_runtime  # noqa: E402
@@ -103,7 +104,8 @@ def main() -> None:
                 request = service.submit_cluster_request(
                     session,
                     actor=lead,
-                    data={"name": f"t{i:03d}", "gpu_quota": "0.5", "gpu_limit": "1"},
+                    name=f"t{i:03d}",
+                    values=QuotaValues(gpu_quota_centi=50, gpu_limit_centi=100),
                 )
                 service.approve(session, actor=admin_user, request_id=request.id)
         backend = KubernetesBackend(settings)

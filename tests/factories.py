@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.db import unit_of_work
 from app.core.models import ClusterRequest, Org, UsageSample, User
 from app.teams import service
+from app.teams.rules import parse_quota_fields
 
 
 def make_org(session: Session, *, gpus: str = "1", name: str = "ml-org") -> Org:
@@ -47,8 +48,14 @@ def request_values(name: str, **overrides: Any) -> dict[str, str]:
 
 
 def submit(session: Session, lead: User, name: str, **overrides: Any) -> ClusterRequest:
+    """A request as a page sends it: the form parsed at the edge, then the service."""
+    form = request_values(name, **overrides)
     return service.submit_cluster_request(
-        session, actor=lead, data=request_values(name, **overrides)
+        session,
+        actor=lead,
+        name=form["name"],
+        values=parse_quota_fields(form),
+        purpose=form["purpose"],
     )
 
 

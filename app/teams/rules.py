@@ -81,10 +81,61 @@ def _text(data: Mapping[str, Any], key: str) -> str:
     return "" if value is None else str(value).strip()
 
 
-def parse_quota(data: Mapping[str, Any], *, pool: Org) -> QuotaValues:
-    """Read quota fields as typed in a form or JSON body; raise with every problem found."""
+def parse_quota_fields(data: Mapping[str, Any]) -> QuotaValues:
+    """Read quota fields as typed in a form (at the edge: pages parse once, then hand the
+    values to a service, which checks them against the pool)."""
+    return parse_quota(data, pool=None)
+
+
+def quota_problems(values: QuotaValues, pool: Org) -> dict[str, str]:
+    """What is wrong with parsed values against the pool: field -> what to change."""
     errors: dict[str, str] = {}
+    limit, quota = values.gpu_limit_centi, values.gpu_quota_centi
+    if quota > limit:
+        errors["gpu_limit"] = _below_guarantee(quota, limit)
+    if limit > pool.gpus_centi:
+        errors["gpu_limit"] = _above_pool(limit, pool)
+    cpu, memory = values.cpu_quota_millicores, values.memory_quota_mb
+    if cpu is not None and pool.cpu_millicores and cpu > pool.cpu_millicores:
+        errors["cpu_quota"] = _cpu_above_pool(pool)
+    if memory is not None and pool.memory_mb and memory > pool.memory_mb:
+        errors["memory_quota"] = _memory_above_pool(pool)
+    return errors
+
+
+def _below_guarantee(quota: int, limit: int) -> str:
+    return (
+        f"the limit ({format_hundredths(limit)} GPU) cannot be below the guarantee "
+        f"({format_hundredths(quota)} GPU): raise the limit or lower the guarantee"
+    )
+
+
+def _above_pool(limit: int, pool: Org) -> str:
     pool_text = format_hundredths(pool.gpus_centi)
+    return (
+        f"the limit ({format_hundredths(limit)} GPU) cannot exceed the pool of "
+        f"{pool_text} GPU: enter {pool_text} or less"
+    )
+
+
+def _cpu_above_pool(pool: Org) -> str:
+    return (
+        f"the CPU guarantee cannot exceed the pool's "
+        f"{format_hundredths(pool.cpu_millicores // 10)} cores"
+    )
+
+
+def _memory_above_pool(pool: Org) -> str:
+    return (
+        f"the memory guarantee cannot exceed the pool's "
+        f"{format_hundredths(pool.memory_mb // 10)} GB"
+    )
+
+
+def parse_quota(data: Mapping[str, Any], *, pool: Org | None) -> QuotaValues:
+    """Read quota fields as typed in a form or JSON body; raise with every problem found
+    (against the pool too, unless ``pool`` is None)."""
+    errors: dict[str, str] = {}
 
     def hundredths(key: str, what: str, default: str | None = None) -> int | None:
         raw = _text(data, key) or (default or "")
@@ -98,15 +149,9 @@ def parse_quota(data: Mapping[str, Any], *, pool: Org) -> QuotaValues:
     limit = hundredths("gpu_limit", "the GPU limit")
     weight = hundredths("over_quota_weight", "the over-quota weight", default="1")
     if quota is not None and limit is not None and quota > limit:
-        errors["gpu_limit"] = (
-            f"the limit ({format_hundredths(limit)} GPU) cannot be below the guarantee "
-            f"({format_hundredths(quota)} GPU): raise the limit or lower the guarantee"
-        )
-    if limit is not None and limit > pool.gpus_centi:
-        errors["gpu_limit"] = (
-            f"the limit ({format_hundredths(limit)} GPU) cannot exceed the pool of "
-            f"{pool_text} GPU: enter {pool_text} or less"
-        )
+        errors["gpu_limit"] = _below_guarantee(quota, limit)
+    if pool is not None and limit is not None and limit > pool.gpus_centi:
+        errors["gpu_limit"] = _above_pool(limit, pool)
 
     priority = 100
     raw_priority = _text(data, "priority")
@@ -128,21 +173,15 @@ def parse_quota(data: Mapping[str, Any], *, pool: Org) -> QuotaValues:
         cpu = hundredths("cpu_quota", "the CPU guarantee (cores)")
         if cpu is not None:
             cpu_millicores = cpu * 10
-            if pool.cpu_millicores and cpu_millicores > pool.cpu_millicores:
-                errors["cpu_quota"] = (
-                    f"the CPU guarantee cannot exceed the pool's "
-                    f"{format_hundredths(pool.cpu_millicores // 10)} cores"
-                )
+            if pool is not None and pool.cpu_millicores and cpu_millicores > pool.cpu_millicores:
+                errors["cpu_quota"] = _cpu_above_pool(pool)
     memory_mb: int | None = None
     if _text(data, "memory_quota"):
         memory = hundredths("memory_quota", "the memory guarantee (GB)")
         if memory is not None:
             memory_mb = memory * 10
-            if pool.memory_mb and memory_mb > pool.memory_mb:
-                errors["memory_quota"] = (
-                    f"the memory guarantee cannot exceed the pool's "
-                    f"{format_hundredths(pool.memory_mb // 10)} GB"
-                )
+            if pool is not None and pool.memory_mb and memory_mb > pool.memory_mb:
+                errors["memory_quota"] = _memory_above_pool(pool)
     if errors or quota is None or limit is None or weight is None:
         raise InvalidInput(errors)
     return QuotaValues(

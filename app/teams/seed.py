@@ -10,6 +10,7 @@ from app.auth import repository as users
 from app.core.models import Org, User
 from app.teams import repository as repo
 from app.teams import service
+from app.teams.rules import QuotaValues
 
 EXAMPLE_TEAMS = (
     ("nlp", "Own CRDs for NLP workloads"),
@@ -44,14 +45,10 @@ def seed_example(session: Session) -> bool:
         request = service.submit_cluster_request(
             session,
             actor=lead,
-            data={
-                "name": name,
-                "gpu_quota": "0.33",
-                "gpu_limit": "1",
-                "over_quota_weight": "1",
-                "priority": "100",
-                "purpose": purpose,
-            },
+            name=name,
+            # The design source's queues: 0.33 GPU guaranteed, limit 1, weight 1, priority 100.
+            values=QuotaValues(gpu_quota_centi=33, gpu_limit_centi=100),
+            purpose=purpose,
         )
         service.approve(session, actor=admin, request_id=request.id)
     return True

@@ -39,6 +39,7 @@ from app.teams.rules import (
     parse_purpose,
     parse_quota,
     parse_reason,
+    quota_problems,
     team_name_error,
 )
 
@@ -93,11 +94,7 @@ def check_cluster_request(session: Session, data: Mapping[str, Any]) -> tuple[st
     org = repo.get_org(session)
     errors: dict[str, str] = {}
     name = str(data.get("name") or "").strip()
-    problem = team_name_error(name)
-    if problem is None and repo.get_live_team_by_name(session, name) is not None:
-        problem = (
-            f"a team named {name!r} already has a cluster or a pending request; choose another"
-        )
+    problem = _name_problem(session, name)
     if problem:
         errors["name"] = problem
     values: QuotaValues | None = None
@@ -111,13 +108,37 @@ def check_cluster_request(session: Session, data: Mapping[str, Any]) -> tuple[st
     return name, values
 
 
+def _name_problem(session: Session, name: str) -> str | None:
+    problem = team_name_error(name)
+    if problem is None and repo.get_live_team_by_name(session, name) is not None:
+        problem = (
+            f"a team named {name!r} already has a cluster or a pending request; choose another"
+        )
+    return problem
+
+
+def _purpose(purpose: str, errors: dict[str, str]) -> str:
+    try:
+        return parse_purpose({"purpose": purpose})
+    except InvalidInput as exc:
+        errors.update(exc.errors)
+        return ""
+
+
 def submit_cluster_request(
-    session: Session, *, actor: User, data: Mapping[str, Any]
+    session: Session, *, actor: User, name: str, values: QuotaValues, purpose: str = ""
 ) -> ClusterRequest:
-    """A team lead asks for a cluster: the team is created in `submitted`."""
-    name, values = check_cluster_request(session, data)
+    """A team lead asks for a cluster: the team is created in `submitted`. ``values`` are
+    parsed at the edge (a page's form, the API's body); the name and the values are
+    checked here against the live teams and the pool."""
     org = repo.get_org(session)
-    purpose = parse_purpose(data)
+    errors = quota_problems(values, org)
+    problem = _name_problem(session, name)
+    if problem:
+        errors["name"] = problem
+    purpose = _purpose(purpose, errors)
+    if errors:
+        raise InvalidInput(errors)
     team = Team(org_id=org.id, name=name, status=TeamStatus.SUBMITTED, purpose=purpose)
     team.created_by_id = actor.id
     try:
@@ -150,9 +171,10 @@ def submit_cluster_request(
 
 
 def submit_quota_change(
-    session: Session, *, actor: User, team: Team, data: Mapping[str, Any]
+    session: Session, *, actor: User, team: Team, values: QuotaValues, purpose: str = ""
 ) -> ClusterRequest:
-    """Ask for new quota values on a ready team; it goes through the same approval."""
+    """Ask for new quota values (parsed at the edge) on a ready team; it goes through the
+    same approval."""
     if team.status != TeamStatus.READY:
         raise Conflict(
             f"team {team.name} is {team.status}: quota changes are possible once it is ready"
@@ -164,13 +186,16 @@ def submit_quota_change(
             "wait for its decision before asking again"
         )
     org = repo.get_org(session)
-    values = parse_quota(data, pool=org)
+    errors = quota_problems(values, org)
+    purpose = _purpose(purpose, errors)
+    if errors:
+        raise InvalidInput(errors)
     if values == values_of(team):
         raise InvalidInput({"gpu_quota": "these are the current values: change at least one"})
     request = ClusterRequest(
         team=team,
         kind=RequestKind.QUOTA_CHANGE,
-        purpose=parse_purpose(data),
+        purpose=purpose,
         requested_by_id=actor.id,
     )
     _assign(request, values)
@@ -200,7 +225,7 @@ def approve(
     *,
     actor: User,
     request_id: int,
-    adjusted: Mapping[str, Any] | None = None,
+    adjusted: QuotaValues | None = None,
     reason: str = "",
 ) -> Decision:
     """Approve as asked or with adjusted values; never past the pool."""
@@ -210,7 +235,9 @@ def approve(
     session.refresh(request.team)
     _require_open(request)
     team = request.team
-    values = parse_quota(adjusted, pool=org) if adjusted is not None else values_of(request)
+    values = adjusted if adjusted is not None else values_of(request)
+    if adjusted is not None and (problems := quota_problems(adjusted, org)):
+        raise InvalidInput(problems)
     if values.gpu_limit_centi > org.gpus_centi:
         pool = format_hundredths(org.gpus_centi)
         raise InvalidInput({"gpu_limit": f"the limit cannot exceed the pool of {pool} GPU"})

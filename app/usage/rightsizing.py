@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from itertools import groupby
 
@@ -208,12 +208,15 @@ def propose(session: Session, *, actor: User, team: Team) -> ClusterRequest:
             f"{team.name} has no right-sizing suggestion for its current guarantee "
             "(it fits its usage, or changed since the last computation)"
         )
-    values = team_service.values_of(team).display()
-    values["gpu_quota"] = format_hundredths(found.suggested_centi)
-    if found.suggested_centi > team.gpu_limit_centi:
-        values["gpu_limit"] = format_hundredths(found.suggested_centi)
-    values["purpose"] = describe(found)
-    return team_service.submit_quota_change(session, actor=actor, team=team, data=values)
+    current = team_service.values_of(team)
+    values = replace(
+        current,
+        gpu_quota_centi=found.suggested_centi,
+        gpu_limit_centi=max(current.gpu_limit_centi, found.suggested_centi),
+    )
+    return team_service.submit_quota_change(
+        session, actor=actor, team=team, values=values, purpose=describe(found)
+    )
 
 
 def describe(s: RightsizingSuggestion) -> str:

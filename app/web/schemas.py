@@ -6,11 +6,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.core.models import EMAIL_MAX, TOKEN_NAME_MAX
-from app.core.quantities import QUANTITY_MAX, is_plain_number
-from app.teams.rules import PRIORITY_MAX, PRIORITY_MIN, PURPOSE_MAX, REASON_MAX
+from app.core.quantities import QUANTITY_MAX, is_plain_number, parse_hundredths
+from app.teams.rules import PRIORITY_MAX, PRIORITY_MIN, PURPOSE_MAX, REASON_MAX, QuotaValues
 
 
 def _plain_number(value: object) -> object:
@@ -22,8 +22,21 @@ def _plain_number(value: object) -> object:
     return value
 
 
+def _two_decimals(value: Decimal) -> Decimal:
+    """As the forms: at most two decimals (hundredths are what is stored)."""
+    parse_hundredths(format(value, "f"), what="the amount")
+    return value
+
+
+def _hundredths(value: Decimal) -> int:
+    return int(value * 100)
+
+
 Amount = Annotated[
-    Decimal, BeforeValidator(_plain_number), Field(ge=0, le=QUANTITY_MAX, allow_inf_nan=False)
+    Decimal,
+    BeforeValidator(_plain_number),
+    Field(ge=0, le=QUANTITY_MAX, allow_inf_nan=False),
+    AfterValidator(_two_decimals),
 ]
 
 
@@ -46,8 +59,20 @@ class QuotaIn(BaseModel):
     memory_quota: Amount | None = Field(default=None, description="Guaranteed memory, GB.")
     purpose: str = Field(default="", max_length=PURPOSE_MAX, description="What the team will run.")
 
-    def form(self) -> dict[str, str]:
-        return {k: "" if v is None else str(v) for k, v in self.model_dump().items()}
+    def values(self) -> QuotaValues:
+        """The validated body as the services take it (storage units): no second parse."""
+        return QuotaValues(
+            gpu_quota_centi=_hundredths(self.gpu_quota),
+            gpu_limit_centi=_hundredths(self.gpu_limit),
+            weight_centi=_hundredths(self.over_quota_weight),
+            priority=self.priority,
+            cpu_quota_millicores=None
+            if self.cpu_quota is None
+            else _hundredths(self.cpu_quota) * 10,
+            memory_quota_mb=None
+            if self.memory_quota is None
+            else _hundredths(self.memory_quota) * 10,
+        )
 
 
 class ClusterRequestIn(QuotaIn):

@@ -27,6 +27,7 @@ from app.provisioning.backend import spec_for
 from app.provisioning.reconciler import Reconciler, backoff_seconds
 from app.teams import repository as repo
 from app.teams import service
+from app.teams.rules import parse_quota_fields
 from tests.conftest import settings_for
 from tests.factories import make_org, make_user, request_values, submit
 
@@ -213,7 +214,10 @@ def test_quota_change_is_applied_to_the_queue(
         lead = session.scalars(select(User).where(User.email == "lead-nlp@example.org")).one()
         admin = session.scalars(select(User).where(User.is_admin)).one()
         change = service.submit_quota_change(
-            session, actor=lead, team=team, data=request_values("nlp", gpu_quota="0.5")
+            session,
+            actor=lead,
+            team=team,
+            values=parse_quota_fields(request_values("nlp", gpu_quota="0.5")),
         )
         service.approve(session, actor=admin, request_id=change.id)
         change_id = change.id
@@ -305,7 +309,10 @@ def test_an_approved_change_is_applied_not_reported_as_drift(
         lead = session.scalars(select(User).where(User.email == "lead-nlp@example.org")).one()
         team = repo.get_team(session, team_id)
         change = service.submit_quota_change(
-            session, actor=lead, team=team, data={"gpu_quota": "0.5", "gpu_limit": "1"}
+            session,
+            actor=lead,
+            team=team,
+            values=parse_quota_fields({"gpu_quota": "0.5", "gpu_limit": "1"}),
         )
         service.approve(session, actor=admin, request_id=change.id)
     reconciler.run_once()

@@ -11,6 +11,7 @@ from app.core.errors import Conflict, InvalidInput
 from app.core.models import AuditEvent, ProvisioningStep, RequestStatus, TeamStatus, User
 from app.teams import members, service
 from app.teams import repository as repo
+from app.teams.rules import parse_quota_fields
 from tests.factories import make_org, make_user, request_values, submit
 
 
@@ -86,7 +87,9 @@ def test_approve_with_adjusted_values_records_changes(
         session,
         actor=people["admin"],
         request_id=request.id,
-        adjusted={**request_values("nlp"), "gpu_quota": "0.25", "gpu_limit": "0.75"},
+        adjusted=parse_quota_fields(
+            {**request_values("nlp"), "gpu_quota": "0.25", "gpu_limit": "0.75"}
+        ),
         reason="pool is tight",
     )
     assert decision.changes == {"gpu_quota": ["0.5", "0.25"], "gpu_limit": ["1", "0.75"]}
@@ -114,7 +117,7 @@ def test_approval_past_the_pool_is_refused_with_what_is_free(
         session,
         actor=people["admin"],
         request_id=extra.id,
-        adjusted={**request_values("speech"), "gpu_quota": "0.01"},
+        adjusted=parse_quota_fields({**request_values("speech"), "gpu_quota": "0.01"}),
     )
     assert repo.committed_gpu_centi(session, extra.team.org_id) == 100
 
@@ -132,19 +135,31 @@ def test_quota_change_goes_through_approval(session: Session, people: dict[str, 
     team = request.team
     with pytest.raises(Conflict, match="once it is ready"):
         service.submit_quota_change(
-            session, actor=people["lead"], team=team, data=request_values("nlp", gpu_quota="0.5")
+            session,
+            actor=people["lead"],
+            team=team,
+            values=parse_quota_fields(request_values("nlp", gpu_quota="0.5")),
         )
     team.status = TeamStatus.READY
     with pytest.raises(InvalidInput, match="current values"):
         service.submit_quota_change(
-            session, actor=people["lead"], team=team, data=request_values("nlp")
+            session,
+            actor=people["lead"],
+            team=team,
+            values=parse_quota_fields(request_values("nlp")),
         )
     change = service.submit_quota_change(
-        session, actor=people["lead"], team=team, data=request_values("nlp", gpu_quota="0.5")
+        session,
+        actor=people["lead"],
+        team=team,
+        values=parse_quota_fields(request_values("nlp", gpu_quota="0.5")),
     )
     with pytest.raises(Conflict, match="already has request"):
         service.submit_quota_change(
-            session, actor=people["lead"], team=team, data=request_values("nlp", gpu_quota="0.6")
+            session,
+            actor=people["lead"],
+            team=team,
+            values=parse_quota_fields(request_values("nlp", gpu_quota="0.6")),
         )
     assert team.gpu_quota_centi == 33
     service.approve(session, actor=people["admin"], request_id=change.id)
@@ -160,7 +175,10 @@ def test_quota_change_cannot_overcommit(session: Session, people: dict[str, User
         service.approve(session, actor=people["admin"], request_id=r.id)
     a.team.status = TeamStatus.READY
     change = service.submit_quota_change(
-        session, actor=people["lead"], team=a.team, data=request_values("nlp", gpu_quota="0.6")
+        session,
+        actor=people["lead"],
+        team=a.team,
+        values=parse_quota_fields(request_values("nlp", gpu_quota="0.6")),
     )
     with pytest.raises(Conflict, match=r"0\.5 GPU is free"):
         service.approve(session, actor=people["admin"], request_id=change.id)
@@ -184,11 +202,15 @@ def test_pool_cannot_shrink_below_guarantees(session: Session, people: dict[str,
     service.approve(session, actor=people["admin"], request_id=request.id)
     with pytest.raises(InvalidInput) as caught:
         service.update_pool(
-            session, actor=people["admin"], data={"gpus": "0.4", "cpu_cores": "1", "memory_gb": "1"}
+            session,
+            actor=people["admin"],
+            data={"gpus": "0.4", "cpu_cores": "1", "memory_gb": "1"},
         )
     assert "enter at least 0.5" in caught.value.errors["gpus"]
     org = service.update_pool(
-        session, actor=people["admin"], data={"gpus": "4", "cpu_cores": "64", "memory_gb": "512"}
+        session,
+        actor=people["admin"],
+        data={"gpus": "4", "cpu_cores": "64", "memory_gb": "512"},
     )
     assert (org.gpus_centi, org.cpu_millicores, org.memory_mb) == (400, 64_000, 512_000)
 

@@ -163,3 +163,28 @@ def test_caching_and_transport_headers(app: FastAPI, lead: Client, anonymous: Cl
     assert "Strict-Transport-Security" not in lead.get("/teams").headers
     secure = Client(app, base_url="https://testserver")
     assert secure.get("/login").headers["Strict-Transport-Security"].startswith("max-age=")
+
+
+def test_the_api_passes_its_validated_body_straight_to_the_service(lead: Client) -> None:
+    """The body is parsed once, by its model: hundredths as the forms allow them, a
+    guarantee above its limit refused by the service with the form's own words."""
+    thirds = lead.api("POST", "/api/v1/requests", {"name": "t", "gpu_quota": 0.333, "gpu_limit": 1})
+    assert thirds.status_code == 422
+    assert "at most two decimals" in thirds.json()["errors"]["gpu_quota"]
+    above = lead.api("POST", "/api/v1/requests", {"name": "t", "gpu_quota": 1, "gpu_limit": 0.5})
+    assert above.status_code == 422
+    assert "cannot be below the guarantee" in above.json()["errors"]["gpu_limit"]
+    made = lead.api(
+        "POST",
+        "/api/v1/requests",
+        {"name": "t", "gpu_quota": "0.25", "gpu_limit": 1, "cpu_quota": 1.5, "memory_quota": 2},
+    )
+    assert made.status_code == 201, made.text
+    assert made.json()["requested"] == {
+        "gpu_quota": "0.25",
+        "gpu_limit": "1",
+        "over_quota_weight": "1",
+        "priority": 100,
+        "cpu_quota": "1.5",
+        "memory_quota": "2",
+    }

@@ -21,6 +21,7 @@ from app.main import create_app
 from app.runtime import portal_of
 from app.teams import repository as repo
 from app.teams import service
+from app.teams.rules import parse_quota_fields
 from app.teams.seed import seed_example
 from tests.conftest import settings_for
 
@@ -55,7 +56,7 @@ def api_app(db_url: str) -> Iterator[FastAPI]:
                 session,
                 actor=lead,
                 team=repo.get_team(session, 1),
-                data={"gpu_quota": "0.3", "gpu_limit": "1"},
+                values=parse_quota_fields({"gpu_quota": "0.3", "gpu_limit": "1"}),
             )
         application.state.bearer = bearer
         yield application

@@ -28,7 +28,9 @@ def create_request(
     body: ClusterRequestIn, session: SessionDep, principal: CurrentPrincipal
 ) -> RequestOut:
     """Request a cluster for a new team; you become its lead."""
-    created = service.submit_cluster_request(session, actor=principal.user, data=body.form())
+    created = service.submit_cluster_request(
+        session, actor=principal.user, name=body.name, values=body.values(), purpose=body.purpose
+    )
     return request_out(created)
 
 
@@ -69,7 +71,7 @@ def approve_request(
         session,
         actor=principal.user,
         request_id=request_id,
-        adjusted=body.adjusted.form() if body.adjusted else None,
+        adjusted=body.adjusted.values() if body.adjusted else None,
         reason=body.reason,
     )
     return request_out(repo.get_request(session, request_id), decision)

@@ -128,7 +128,7 @@ def request_quota_change(
 ) -> RequestOut:
     """Ask for new quota values; an admin decides as for a new cluster."""
     created = service.submit_quota_change(
-        session, actor=principal.user, team=team, data=body.form()
+        session, actor=principal.user, team=team, values=body.values(), purpose=body.purpose
     )
     return request_out(created)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -23,6 +23,7 @@ from app.reads.org import org_view
 from app.reads.overview import overview_figures
 from app.teams import repository as repo
 from app.teams import service
+from app.teams.rules import parse_quota_fields
 from app.usage import history, rightsizing
 from app.usage.impact import Impact
 from app.usage.service import OrgView
@@ -283,19 +284,20 @@ def what_if_to_requests(
     for row in scenario.changes:
         assert row.values is not None
         team = repo.get_team(session, row.team.id)
-        current = service.values_of(team).display()
+        current = service.values_of(team)
         # CPU and memory are not edited on the page: the team keeps its own.
-        values = {
-            **row.values.display(),
-            "cpu_quota": current["cpu_quota"],
-            "memory_quota": current["memory_quota"],
-        }
+        values = replace(
+            row.values,
+            cpu_quota_millicores=current.cpu_quota_millicores,
+            memory_quota_mb=current.memory_quota_mb,
+        )
         try:
             service.submit_quota_change(
                 session,
                 actor=principal.user,
                 team=team,
-                data={**values, "purpose": "from the what-if page"},
+                values=values,
+                purpose="from the what-if page",
             )
         except DomainError as exc:
             skipped.append(f"{row.team.name}: {exc.message}")
@@ -363,8 +365,9 @@ def pending_requests(
 def approve(
     request: Request, request_id: Id, session: SessionDep, principal: AdminPrincipal, data: FormDep
 ) -> Response:
-    adjusted = data if data.get("mode") == "adjusted" else None
     try:
+        # The admin's values, parsed once here; the service checks them against the pool.
+        adjusted = parse_quota_fields(data) if data.get("mode") == "adjusted" else None
         decision = service.approve(
             session,
             actor=principal.user,

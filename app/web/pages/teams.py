@@ -18,6 +18,7 @@ from app.runtime import Portal
 from app.teams import members, service
 from app.teams import repository as repo
 from app.teams.podspec import example_pods
+from app.teams.rules import parse_quota_fields
 from app.usage import history, rightsizing
 from app.web.deps import (
     BackendDep,
@@ -140,7 +141,14 @@ def submit_request(
     request: Request, session: SessionDep, principal: CurrentPrincipal, values: FormDep
 ) -> Response:
     try:
-        cluster_request = service.submit_cluster_request(session, actor=principal.user, data=values)
+        name, quota = service.check_cluster_request(session, values)  # the form, parsed once
+        cluster_request = service.submit_cluster_request(
+            session,
+            actor=principal.user,
+            name=name,
+            values=quota,
+            purpose=values.get("purpose", ""),
+        )
     except InvalidInput as exc:
         return _new_form(request, session, principal, values, exc.errors, status_code=422)
     flash(request, f"Request for {cluster_request.team.name} sent to the admins.")
@@ -342,7 +350,13 @@ def submit_quota(
     values: FormDep,
 ) -> Response:
     try:
-        service.submit_quota_change(session, actor=principal.user, team=team, data=values)
+        service.submit_quota_change(
+            session,
+            actor=principal.user,
+            team=team,
+            values=parse_quota_fields(values),
+            purpose=values.get("purpose", ""),
+        )
     except InvalidInput as exc:
         return render(
             request,
