@@ -135,7 +135,7 @@ class Portal:
 
     @cached_property
     def oidc(self) -> OidcClient | None:
-        return OidcClient(self.settings) if self.settings.oidc_enabled else None
+        return OidcClient(self.settings.oidc) if self.settings.oidc_enabled else None
 
     @cached_property
     def reconciler(self) -> Reconciler:

@@ -44,25 +44,25 @@ def entitlement(
 ) -> tuple[str, str] | None:
     """(portal role, ClusterRole inside the vCluster) the person may hold, or None."""
     if is_admin:
-        return "admin", settings.kubeconfig_admin_role
+        return "admin", settings.kubeconfigs.admin_role
     if member_role == MemberRole.LEAD:
-        return "lead", settings.kubeconfig_lead_role
+        return "lead", settings.kubeconfigs.lead_role
     if member_role == MemberRole.MEMBER:
-        return "member", settings.kubeconfig_member_role
+        return "member", settings.kubeconfigs.member_role
     return None
 
 
 def ttl_choices(settings: Settings) -> list[tuple[int, str]]:
     """(seconds, label) offered to a person: the standard choices up to the maximum, and
     the default; the default is marked by the caller."""
-    top = settings.kubeconfig_max_ttl_seconds
-    seconds = sorted({s for s in TTL_CHOICES if s <= top} | {settings.kubeconfig_ttl_seconds})
+    top = settings.kubeconfigs.max_ttl_seconds
+    seconds = sorted({s for s in TTL_CHOICES if s <= top} | {settings.kubeconfigs.ttl_seconds})
     return [(s, format_duration(s)) for s in seconds]
 
 
 def parse_ttl(settings: Settings, value: str | None) -> int:
     if value is None or not value.strip():
-        return settings.kubeconfig_ttl_seconds
+        return settings.kubeconfigs.ttl_seconds
     seconds = parse_duration(value)
     if seconds is None:
         raise InvalidInput({"ttl": f"{value!r} is not a duration: use 30m, 8h or 7d"})
@@ -70,10 +70,10 @@ def parse_ttl(settings: Settings, value: str | None) -> int:
         raise InvalidInput(
             {"ttl": f"the shortest kubeconfig lasts {format_duration(MIN_TTL_SECONDS)}"}
         )
-    if seconds > settings.kubeconfig_max_ttl_seconds:
+    if seconds > settings.kubeconfigs.max_ttl_seconds:
         raise InvalidInput(
             {
-                "ttl": f"the longest kubeconfig lasts {settings.kubeconfig_max_ttl} "
+                "ttl": f"the longest kubeconfig lasts {settings.kubeconfigs.max_ttl} "
                 "(PORTAL_KUBECONFIG_MAX_TTL, set by the admins)"
             }
         )
@@ -106,13 +106,13 @@ def issue(
     spec = spec_of(session, team, settings)
     # The name the team page's commands use; each person keeps their own on their machine.
     filename = f"kubeconfig-{team.name}.yaml"
-    if settings.kubeconfig_mode == "oidc":
+    if settings.kubeconfigs.mode == "oidc":
         try:
             text = backend.oidc_kubeconfig(
                 spec,
                 person,
                 issuer=settings.oidc_issuer or "",
-                client_id=settings.kubeconfig_oidc_client_id or settings.oidc_client_id,
+                client_id=settings.kubeconfigs.oidc_client_id or settings.oidc_client_id,
             )
         except BackendError as exc:
             raise Conflict(f"the kubeconfig could not be made: {exc}") from exc

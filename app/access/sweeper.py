@@ -59,7 +59,7 @@ class Sweeper:
             team_id
             for team_id, pending in open_teams.items()
             if pending
-            or now - self.swept_at.get(team_id, 0.0) >= self.settings.kubeconfig_sweep_seconds
+            or now - self.swept_at.get(team_id, 0.0) >= self.settings.kubeconfigs.sweep_seconds
         ]
         for team_id in due:
             self.sweep(team_id)

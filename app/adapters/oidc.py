@@ -22,7 +22,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
 from app.auth.provider import AuthorizationRequest, ProviderError
-from app.core.config import Settings
+from app.core.config import OidcSettings
 
 ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "PS256"]
 CACHE_SECONDS = 3600.0
@@ -38,10 +38,10 @@ class OidcError(ProviderError):
 
 
 class OidcClient:
-    def __init__(self, settings: Settings) -> None:
-        assert settings.oidc_issuer
+    def __init__(self, settings: OidcSettings) -> None:
+        assert settings.issuer
         self.settings = settings
-        self.issuer = settings.oidc_issuer.rstrip("/")
+        self.issuer = settings.issuer.rstrip("/")
         self._lock = threading.Lock()
         self._metadata: tuple[float, dict[str, Any]] | None = None
         self._keys: tuple[float, KeySet] | None = None
@@ -53,7 +53,7 @@ class OidcClient:
 
     def _get_json(self, url: str) -> dict[str, Any]:
         try:
-            response = httpx.get(url, timeout=self.settings.oidc_timeout_seconds)
+            response = httpx.get(url, timeout=self.settings.timeout_seconds)
             response.raise_for_status()
             body = response.json()
         except (httpx.HTTPError, json.JSONDecodeError) as exc:
@@ -72,9 +72,7 @@ class OidcClient:
         with self._lock:
             if self._metadata and time.monotonic() - self._metadata[0] < CACHE_SECONDS:
                 return self._metadata[1]
-        url = self.settings.oidc_discovery_url or (
-            self.issuer + "/.well-known/openid-configuration"
-        )
+        url = self.settings.discovery_url or (self.issuer + "/.well-known/openid-configuration")
         body = self._get_json(url)
         if str(body.get("issuer", "")).rstrip("/") != self.issuer:
             raise OidcError("the identity provider's discovery document names another issuer")
@@ -110,12 +108,12 @@ class OidcClient:
 
     def _client(self, redirect_uri: str) -> OAuth2Client:
         return OAuth2Client(
-            client_id=self.settings.oidc_client_id,
-            client_secret=self.settings.oidc_client_secret.get_secret_value(),
-            scope=self.settings.oidc_scopes,
+            client_id=self.settings.client_id,
+            client_secret=self.settings.client_secret.get_secret_value(),
+            scope=self.settings.scopes,
             redirect_uri=redirect_uri,
             code_challenge_method="S256",
-            timeout=self.settings.oidc_timeout_seconds,
+            timeout=self.settings.timeout_seconds,
         )
 
     def begin(self, redirect_uri: str) -> AuthorizationRequest:
@@ -159,7 +157,7 @@ class OidcClient:
     def verify_id_token(self, id_token: str, *, nonce: str) -> dict[str, Any]:
         claims = self._verify_jwt(
             id_token,
-            audience=self.settings.oidc_client_id,
+            audience=self.settings.client_id,
             extra={"nonce": {"essential": True, "value": nonce}},
         )
         if not claims.get("sub"):
@@ -191,7 +189,7 @@ class OidcClient:
         """A JWT access token is verified with the provider's keys; an opaque one is
         checked by asking the provider's userinfo endpoint (cached for a minute)."""
         if raw.count(".") == 2:
-            audience = self.settings.oidc_audience or self.settings.oidc_client_id
+            audience = self.settings.audience or self.settings.client_id
             return self._verify_jwt(raw, audience=audience)
         now = time.monotonic()
         with self._lock:
@@ -205,7 +203,7 @@ class OidcClient:
             response = httpx.get(
                 endpoint,
                 headers={"Authorization": f"Bearer {raw}"},
-                timeout=self.settings.oidc_timeout_seconds,
+                timeout=self.settings.timeout_seconds,
             )
         except httpx.HTTPError as exc:
             raise OidcError("the identity provider could not be reached", unavailable=True) from exc
@@ -234,7 +232,7 @@ class OidcClient:
             return None
         query = urlencode(
             {
-                "client_id": self.settings.oidc_client_id,
+                "client_id": self.settings.client_id,
                 "post_logout_redirect_uri": post_logout_redirect_uri,
             }
         )

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 import tarfile
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     Field,
@@ -31,6 +32,100 @@ class ClusterBackendKind(StrEnum):
 
 
 _QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+
+
+@dataclass(frozen=True)
+class VClusterSettings:
+    """How the portal installs and reaches each team's vCluster (``PORTAL_VCLUSTER_*``)."""
+
+    installer: Literal["cli", "helm"]
+    cli: str
+    helm_cli: str
+    chart_repo: str
+    chart_version: str  # as the chart spells it (no leading v)
+    image_registry: str
+    telemetry: bool
+    cpu_request: str
+    memory_request: str
+    memory_limit: str
+    storage_size: str
+    storage_class: str
+    upgrade_timeout_seconds: float
+    api_address: Literal["service", "exposed", "secret"]
+    expose: Literal["LoadBalancer", "NodePort", "Ingress"]
+    ingress_host: str
+    node_address: str | None
+    timeout_seconds: float
+
+
+@dataclass(frozen=True)
+class KubeconfigSettings:
+    """Personal kubeconfigs (``PORTAL_KUBECONFIG_*``; not ``PORTAL_KUBECONFIG``, the host's)."""
+
+    mode: Literal["token", "oidc"]
+    ttl: str
+    ttl_seconds: int
+    max_ttl: str
+    max_ttl_seconds: int
+    admin_role: str
+    lead_role: str
+    member_role: str
+    namespace: str
+    sweep_seconds: float
+    oidc_client_id: str  # empty: the portal's own client id
+
+
+@dataclass(frozen=True)
+class SmtpSettings:
+    """The SMTP server notification e-mails go through (``PORTAL_SMTP_*``)."""
+
+    host: str | None
+    port: int
+    security: Literal["starttls", "tls", "none"]
+    ca_file: str | None
+    username: str | None
+    password: SecretStr | None
+    sender: str  # PORTAL_SMTP_FROM
+    timeout_seconds: float
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.host)
+
+
+@dataclass(frozen=True)
+class OidcSettings:
+    """The identity provider (``PORTAL_OIDC_*``)."""
+
+    issuer: str | None
+    discovery_url: str | None
+    client_id: str
+    client_secret: SecretStr
+    scopes: str
+    provider_name: str
+    groups_claim: str
+    admin_group: str
+    team_group_pattern: str
+    audience: str | None
+    timeout_seconds: float
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """The provisioning worker (``PORTAL_WORKER_*``, ``PORTAL_RETRY_*``)."""
+
+    enabled: bool
+    interval_seconds: float
+    resync_seconds: float
+    lease_seconds: float
+    retry_base_seconds: float
+    retry_max_seconds: float
+
+
+def _group(settings: BaseSettings, group: type[Any], prefix: str, **given: Any) -> Any:
+    """A frozen group of the settings named ``prefix + field`` (``given`` for the rest)."""
+    names = [f.name for f in fields(group) if f.name not in given]
+    return group(**{name: getattr(settings, prefix + name) for name in names}, **given)
 
 
 class Settings(BaseSettings):
@@ -673,6 +768,44 @@ class Settings(BaseSettings):
                 "https://gpu.example.org) so the e-mails' links lead to the portal"
             )
         return self
+
+    # --- the groups each consumer takes ---------------------------------------------
+
+    @property
+    def vcluster(self) -> VClusterSettings:
+        group: VClusterSettings = _group(
+            self, VClusterSettings, "vcluster_", helm_cli=self.helm_cli,
+            chart_version=self.chart_version,
+        )  # fmt: skip
+        return group
+
+    @property
+    def kubeconfigs(self) -> KubeconfigSettings:
+        group: KubeconfigSettings = _group(
+            self, KubeconfigSettings, "kubeconfig_",
+            ttl_seconds=self.kubeconfig_ttl_seconds,
+            max_ttl_seconds=self.kubeconfig_max_ttl_seconds,
+        )  # fmt: skip
+        return group
+
+    @property
+    def smtp(self) -> SmtpSettings:
+        group: SmtpSettings = _group(self, SmtpSettings, "smtp_", sender=self.smtp_from)
+        return group
+
+    @property
+    def oidc(self) -> OidcSettings:
+        group: OidcSettings = _group(self, OidcSettings, "oidc_")
+        return group
+
+    @property
+    def worker(self) -> WorkerSettings:
+        group: WorkerSettings = _group(
+            self, WorkerSettings, "worker_",
+            retry_base_seconds=self.retry_base_seconds,
+            retry_max_seconds=self.retry_max_seconds,
+        )  # fmt: skip
+        return group
 
     @property
     def chart_version(self) -> str:

@@ -13,15 +13,12 @@ then sent again (at least once; receivers can drop repeats by the delivery id in
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
 import logging
 import os
-import smtplib
 import socket
-import ssl
 import threading
 import time
 import uuid
@@ -29,8 +26,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from email.message import EmailMessage
-from email.utils import formatdate
 
 import httpx
 from sqlalchemy.orm import Session, sessionmaker
@@ -41,16 +36,13 @@ from app.core.config import Settings
 from app.core.db import unit_of_work
 from app.core.models import Delivery, utcnow
 from app.notifications import repository as repo
+from app.notifications.mailer import DeliveryFailed, Mailer, host_of, why
 from app.notifications.service import check_webhook_url
 
 log = logging.getLogger(__name__)
 LEASE = timedelta(seconds=120)
 BATCH = 64
 MAX_BACKOFF = 3600.0
-
-
-class DeliveryFailed(Exception):
-    """An attempt that did not deliver; the message says why, without any secret."""
 
 
 @dataclass(frozen=True)
@@ -104,14 +96,12 @@ class Deliverer:
             follow_redirects=False,
             limits=httpx.Limits(max_connections=self.threads * 2),
         )
-        self._tls: ssl.SSLContext | None = None
-        self._local = threading.local()
-        self._open: list[smtplib.SMTP] = []
-        self._open_lock = threading.Lock()
+        # E-mail through the SMTP server its settings group describes, and nothing else.
+        self.mailer = Mailer(self.settings.smtp, portal_url=self.settings.portal_url)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-        self._close_smtp()
+        self.mailer.close()
         self._http.close()
         with unit_of_work(self.session_factory) as session:
             repo.release_deliveries(session, owner=self.owner)
@@ -132,7 +122,7 @@ class Deliverer:
                 if len(batch) < BATCH:
                     return total
         finally:
-            self._close_smtp()  # nothing more due: do not hold the server's slots
+            self.mailer.close()  # nothing more due: do not hold the server's slots
 
     def _claim(self) -> list[Outbound]:
         now = self.now()
@@ -255,104 +245,21 @@ class Deliverer:
     # Channels ---------------------------------------------------------------------
 
     def _send_email(self, item: Outbound) -> None:
-        s = self.settings
-        message = EmailMessage()
-        message["From"] = s.smtp_from
-        message["To"] = item.to or ""
-        message["Subject"] = item.title
-        message["Date"] = formatdate(localtime=False)
-        message["Message-ID"] = f"<delivery-{item.id}@{_host_of(s.portal_url)}>"
-        message["X-Portal-Event"] = item.event
-        message.set_content(
-            f"{item.body}\n\n{item.url}\n\n"
-            f"-- \nGPU cluster portal. Choose what you receive: "
-            f"{s.portal_url}/notifications/settings\n"
+        self.mailer.send(
+            to=item.to or "",
+            subject=item.title,
+            text=f"{item.body}\n\n{item.url}",
+            message_id=f"delivery-{item.id}",
+            event=item.event,
         )
-        try:
-            try:
-                self._thread_smtp().send_message(message)
-            except (smtplib.SMTPServerDisconnected, ConnectionError):
-                # The reused connection was dropped by the server: once more, afresh.
-                self._drop_thread_smtp()
-                self._thread_smtp().send_message(message)
-        except (OSError, smtplib.SMTPException) as exc:
-            self._drop_thread_smtp()
-            raise DeliveryFailed(f"SMTP {s.smtp_host}:{s.smtp_port}: {_why(exc)}") from None
-
-    def _thread_smtp(self) -> smtplib.SMTP:
-        smtp: smtplib.SMTP | None = getattr(self._local, "smtp", None)
-        if smtp is None:
-            smtp = self.smtp()
-            self._local.smtp = smtp
-            with self._open_lock:
-                self._open.append(smtp)
-        return smtp
-
-    def _drop_thread_smtp(self) -> None:
-        smtp: smtplib.SMTP | None = getattr(self._local, "smtp", None)
-        self._local.smtp = None
-        if smtp is not None:
-            with self._open_lock:
-                if smtp in self._open:
-                    self._open.remove(smtp)
-            with contextlib.suppress(Exception):
-                smtp.close()
-
-    def _close_smtp(self) -> None:
-        """Say goodbye on every connection of this pass; each thread opens a new one next
-        time (a connection of another thread is never used from here while it sends)."""
-        with self._open_lock:
-            connections, self._open = self._open, []
-        for smtp in connections:
-            with contextlib.suppress(Exception):
-                smtp.quit()
-            with contextlib.suppress(Exception):
-                smtp.close()
-        self._local = threading.local()
-
-    def smtp(self) -> smtplib.SMTP:
-        """A connection to the SMTP server, secured and signed in as the settings say."""
-        s = self.settings
-        host = s.smtp_host or "localhost"
-        if self._tls is None:
-            self._tls = ssl.create_default_context(cafile=s.smtp_ca_file)
-        context = self._tls
-        smtp: smtplib.SMTP
-        if s.smtp_security == "tls":
-            smtp = smtplib.SMTP_SSL(
-                host, s.smtp_port, timeout=s.smtp_timeout_seconds, context=context
-            )
-        else:
-            smtp = smtplib.SMTP(host, s.smtp_port, timeout=s.smtp_timeout_seconds)
-        try:
-            if s.smtp_security == "starttls":
-                smtp.starttls(context=context)
-            if s.smtp_username and s.smtp_password:
-                smtp.login(s.smtp_username, s.smtp_password.get_secret_value())
-        except BaseException:
-            smtp.close()
-            raise
-        return smtp
 
     def check_smtp(self) -> str | None:
         """Whether the SMTP server answers (and accepts the sign-in): None, or what to fix.
         Run once at start; the admins' delivery page shows the answer."""
-        s = self.settings
-        if not s.smtp_host:
-            return None
-        try:
-            with self.smtp() as smtp:
-                smtp.noop()
-        except (OSError, smtplib.SMTPException) as exc:
-            self.smtp_problem = (
-                f"the SMTP server {s.smtp_host}:{s.smtp_port} ({s.smtp_security}) did not "
-                f"accept the portal: {_why(exc)}. Check PORTAL_SMTP_HOST, PORTAL_SMTP_PORT, "
-                "PORTAL_SMTP_SECURITY and the credentials; e-mails wait and are retried."
-            )
+        self.smtp_problem = self.mailer.check()
+        if self.smtp_problem:
             log.error("%s", self.smtp_problem)
-            return self.smtp_problem
-        self.smtp_problem = None
-        return None
+        return self.smtp_problem
 
     def _post_signed(self, item: Outbound) -> None:
         body = json.dumps(
@@ -383,7 +290,7 @@ class Deliverer:
             allow_private=self.settings.allow_private_webhooks,
             development=self.settings.development,
         )
-        host = _host_of(url)
+        host = host_of(url)
         if problem:
             raise DeliveryFailed(f"{host}: {problem}")
         try:
@@ -403,17 +310,6 @@ class Deliverer:
                 f"{host} did not answer within {self.settings.webhook_timeout_seconds:g} s"
             ) from None
         except httpx.HTTPError as exc:
-            raise DeliveryFailed(f"{host}: {_why(exc)}") from None
+            raise DeliveryFailed(f"{host}: {why(exc)}") from None
         if not 200 <= response.status_code < 300:
             raise DeliveryFailed(f"{host} answered {response.status_code}")
-
-
-def _host_of(url: str) -> str:
-    return url.split("://", 1)[-1].split("/", 1)[0] or "portal"
-
-
-def _why(exc: BaseException) -> str:
-    """The error's class and message (e.g. "ConnectionRefusedError: [Errno 111] ...")."""
-    name = type(exc).__name__
-    text = str(exc).strip()
-    return (f"{name}: {text}" if text else name)[:300]

@@ -26,7 +26,7 @@ def worker_loop(parts: Parts) -> Loop:
     takes no other, then hands every lease back: another replica resumes at once instead
     of after the leases expire."""
     reconciler = parts.reconciler
-    interval = parts.settings.worker_interval_seconds
+    interval = parts.settings.worker.interval_seconds
 
     def run() -> float | None:
         busy = reconciler.run_once()

@@ -81,10 +81,11 @@ class Reconciler:
         # Set at shutdown: finish the team in hand, take no other, give every lease back.
         self.stopping = threading.Event()
         self.in_hand: int | None = None  # the team whose pass is running
+        self.worker = settings.worker  # its leases, back-off and resync
         self.timing = Timing(
-            retry_base_seconds=settings.retry_base_seconds,
-            retry_max_seconds=settings.retry_max_seconds,
-            resync_seconds=settings.worker_resync_seconds,
+            retry_base_seconds=self.worker.retry_base_seconds,
+            retry_max_seconds=self.worker.retry_max_seconds,
+            resync_seconds=self.worker.resync_seconds,
         )
 
     # --- claiming ------------------------------------------------------------------------
@@ -92,7 +93,7 @@ class Reconciler:
     def claim(self, limit: int = 20, *, exclude: frozenset[int] = frozenset()) -> list[int]:
         """Lease up to ``limit`` due teams to this worker; others skip them."""
         now = utcnow()
-        until = now + timedelta(seconds=self.settings.worker_lease_seconds)
+        until = now + timedelta(seconds=self.worker.lease_seconds)
         with unit_of_work(self.session_factory) as session:
             return repo.claim_due(
                 session, owner=self.owner, now=now, until=until, limit=limit, exclude=exclude
@@ -228,7 +229,7 @@ class Reconciler:
         """The turn holder's pass: done frees the turn for the next team; a failure, or a
         control plane still not ready after the time-out, stops the rollout."""
         now = utcnow()
-        timeout = self.settings.vcluster_upgrade_timeout_seconds
+        timeout = self.settings.vcluster.upgrade_timeout_seconds
         with unit_of_work(self.session_factory) as session:
             if seen is not None and seen.done and seen.version == version:
                 if repo.finish_turn(session, version=version, team_id=team_id, now=now):

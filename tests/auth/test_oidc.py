@@ -162,7 +162,7 @@ def provider_id_token(provider: str, *, client_id: str, sub: str, nonce: str) ->
 
 
 def test_id_token_for_another_audience_is_refused(provider: str, db_url: str) -> None:
-    client = OidcClient(oidc_settings(db_url, provider))
+    client = OidcClient(oidc_settings(db_url, provider).oidc)
     mine = provider_id_token(provider, client_id=CLIENT_ID, sub="u1", nonce="n1")
     assert client.verify_id_token(mine, nonce="n1")["sub"] == "u1"
     theirs = provider_id_token(provider, client_id="another-app", sub="u1", nonce="n1")

@@ -56,7 +56,7 @@ class Access(Part):
     # --- the connection --------------------------------------------------------------
 
     def _address(self, spec: TeamSpec, raw: dict[str, Any]) -> str:
-        mode = self.settings.vcluster_api_address
+        mode = self.settings.vcluster.api_address
         if mode == "secret":
             return str(_cluster(raw).get("server") or "")
         if mode == "exposed":
@@ -159,13 +159,13 @@ class Access(Part):
             spec,
             "issuing a token",
             lambda: conn.core.create_namespaced_service_account_token(
-                person.account, self.settings.kubeconfig_namespace, body, _request_timeout=TIMEOUT
+                person.account, self.settings.kubeconfigs.namespace, body, _request_timeout=TIMEOUT
             ),
             ok=(404,),
         )
 
     def _ensure(self, spec: TeamSpec, conn: _Connection, person: Person) -> None:
-        namespace = self.settings.kubeconfig_namespace
+        namespace = self.settings.kubeconfigs.namespace
         self._in(
             spec,
             f"creating namespace {namespace}",
@@ -252,7 +252,7 @@ class Access(Part):
             spec,
             "listing the portal's service accounts",
             lambda: conn.core.list_namespaced_service_account(
-                self.settings.kubeconfig_namespace,
+                self.settings.kubeconfigs.namespace,
                 label_selector=SELECTOR,
                 _request_timeout=TIMEOUT,
             ),
@@ -284,7 +284,7 @@ class Access(Part):
         accounts: list[str],
         uids: Mapping[str, str] | None = None,
     ) -> None:
-        namespace = self.settings.kubeconfig_namespace
+        namespace = self.settings.kubeconfigs.namespace
         for name in accounts:
             uid = (uids or {}).get(name)
             options = client.V1DeleteOptions(

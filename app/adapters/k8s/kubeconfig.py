@@ -42,9 +42,9 @@ class Kubeconfigs(Part):
 
     def user_server(self, spec: TeamSpec) -> str:
         """The address users reach the team's vCluster API at."""
-        expose = self.settings.vcluster_expose
+        expose = self.settings.vcluster.expose
         if expose == "Ingress":
-            return "https://" + self.settings.vcluster_ingress_host.replace("{team}", spec.team)
+            return "https://" + self.settings.vcluster.ingress_host.replace("{team}", spec.team)
         service: Any = self._call(
             f"reading service {spec.vcluster_name}",
             lambda: self.kube.core.read_namespaced_service(spec.vcluster_name, spec.namespace),
@@ -53,12 +53,12 @@ class Kubeconfigs(Part):
         if service is None:
             raise BackendError(f"service {spec.vcluster_name} in {spec.namespace} does not exist")
         if expose == "NodePort":
-            if not self.settings.vcluster_node_address:
+            if not self.settings.vcluster.node_address:
                 raise BackendError("set PORTAL_VCLUSTER_NODE_ADDRESS for NodePort exposure")
             port = https_node_port(service.spec.ports or [])
             if port is None:
                 raise BackendError(f"service {spec.vcluster_name} has no https node port yet")
-            return f"https://{self.settings.vcluster_node_address}:{port}"
+            return f"https://{self.settings.vcluster.node_address}:{port}"
         ingress = (service.status.load_balancer.ingress or []) if service.status else []
         if not ingress:
             raise BackendError(f"the load balancer of {spec.vcluster_name} has no address yet")

@@ -144,20 +144,20 @@ class VClusterInstaller(Part):
         """Install or upgrade (the same call) the team's vCluster at the configured chart
         version."""
         settings = self.settings
-        host = settings.vcluster_ingress_host.replace("{team}", spec.team)
-        expose = settings.vcluster_expose
+        host = settings.vcluster.ingress_host.replace("{team}", spec.team)
+        expose = settings.vcluster.expose
         values = m.vcluster_values(
             spec,
             expose=expose,
             ingress_host=host if expose == "Ingress" else None,
-            extra_sans=[settings.vcluster_node_address or ""] if expose == "NodePort" else [],
+            extra_sans=[settings.vcluster.node_address or ""] if expose == "NodePort" else [],
             plane=control_plane_of(settings, spec.team),
         )
         with tempfile.TemporaryDirectory(prefix="gpu-portal-vcluster-") as work:
             values_file = os.path.join(work, "values.yaml")
             with open(values_file, "w") as handle:
                 yaml.safe_dump(values, handle)
-            if settings.vcluster_installer == "helm":
+            if settings.vcluster.installer == "helm":
                 args = helm_install_args(spec, settings, values_file)
             else:
                 args = cli_create_args(spec, settings, values_file)
@@ -173,7 +173,7 @@ class VClusterInstaller(Part):
             return Observation(DONE, f"vCluster {spec.vcluster_name} goes with its namespace")
         if not self._control_plane_pods(spec):
             return Observation(DONE, f"vCluster {spec.vcluster_name} deleted")
-        if self.settings.vcluster_installer == "helm":
+        if self.settings.vcluster.installer == "helm":
             args = ["uninstall", spec.vcluster_name, "--namespace", spec.namespace]
         else:
             # The portal owns the namespace and polls for the pods to go.
@@ -200,8 +200,8 @@ class VClusterInstaller(Part):
         helm_dir = os.path.dirname(self.settings.helm_cli)
         if helm_dir:
             env["PATH"] = helm_dir + os.pathsep + env.get("PATH", "")
-        helm = self.settings.vcluster_installer == "helm"
-        executable = self.settings.helm_cli if helm else self.settings.vcluster_cli
+        helm = self.settings.vcluster.installer == "helm"
+        executable = self.settings.helm_cli if helm else self.settings.vcluster.cli
         if self.settings.kubeconfig:
             env["KUBECONFIG"] = self.settings.kubeconfig
         if self.settings.kube_context:
@@ -230,14 +230,14 @@ class VClusterInstaller(Part):
             start_new_session=True,
         )
         try:
-            stdout, stderr = process.communicate(timeout=self.settings.vcluster_timeout_seconds)
+            stdout, stderr = process.communicate(timeout=self.settings.vcluster.timeout_seconds)
         except subprocess.TimeoutExpired as exc:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.communicate()
             raise BackendError(
                 f"{what}: `{Path(executable).name} {args[0]}` did not finish in "
-                f"{self.settings.vcluster_timeout_seconds:.0f}s"
+                f"{self.settings.vcluster.timeout_seconds:.0f}s"
             ) from exc
         result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
         if result.returncode != 0:
@@ -249,31 +249,31 @@ class VClusterInstaller(Part):
 
 def control_plane_of(settings: Settings, team: str = "") -> m.ControlPlane:
     oidc = None
-    if settings.kubeconfig_mode == "oidc" and settings.oidc_issuer:
+    if settings.kubeconfigs.mode == "oidc" and settings.oidc_issuer:
         oidc = m.OidcSignIn(
             issuer=settings.oidc_issuer,
-            client_id=settings.kubeconfig_oidc_client_id or settings.oidc_client_id,
+            client_id=settings.kubeconfigs.oidc_client_id or settings.oidc_client_id,
             groups_claim=settings.oidc_groups_claim,
             admin_group=settings.oidc_admin_group,
             lead_group=settings.oidc_team_group_pattern.replace("{team}", team),
-            admin_role=settings.kubeconfig_admin_role,
-            lead_role=settings.kubeconfig_lead_role,
+            admin_role=settings.kubeconfigs.admin_role,
+            lead_role=settings.kubeconfigs.lead_role,
         )
     return m.ControlPlane(
         oidc=oidc,
-        image_registry=settings.vcluster_image_registry,
-        telemetry=settings.vcluster_telemetry,
-        cpu_request=settings.vcluster_cpu_request,
-        memory_request=settings.vcluster_memory_request,
-        memory_limit=settings.vcluster_memory_limit,
-        storage_size=settings.vcluster_storage_size,
-        storage_class=settings.vcluster_storage_class,
+        image_registry=settings.vcluster.image_registry,
+        telemetry=settings.vcluster.telemetry,
+        cpu_request=settings.vcluster.cpu_request,
+        memory_request=settings.vcluster.memory_request,
+        memory_limit=settings.vcluster.memory_limit,
+        storage_size=settings.vcluster.storage_size,
+        storage_class=settings.vcluster.storage_class,
     )
 
 
 def helm_install_args(spec: TeamSpec, settings: Settings, values_file: str) -> list[str]:
     """`helm upgrade --install` from a chart repository, an OCI repository or an archive."""
-    source = settings.vcluster_chart_repo
+    source = settings.vcluster.chart_repo
     version = settings.chart_version
     if source.startswith("oci://"):
         chart = [source.rstrip("/") + "/vcluster", "--version", version]
@@ -295,7 +295,7 @@ def helm_install_args(spec: TeamSpec, settings: Settings, values_file: str) -> l
 
 def cli_create_args(spec: TeamSpec, settings: Settings, values_file: str) -> list[str]:
     """`vcluster create --upgrade`: the CLI runs helm with the same chart source."""
-    source = settings.vcluster_chart_repo
+    source = settings.vcluster.chart_repo
     version = settings.chart_version
     if source.startswith("/"):
         chart = ["--local-chart-dir", source]

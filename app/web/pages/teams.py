@@ -182,10 +182,10 @@ def panels_context(portal: Portal, principal: Principal, detail: TeamDetail) -> 
     return {
         "principal": principal,
         "d": detail,
-        "kubeconfig_mode": settings.kubeconfig_mode,
+        "kubeconfig_mode": settings.kubeconfigs.mode,
         "access_error": portal.sweeper.errors.get(detail.team.id),
         "ttl_choices": access.ttl_choices(settings),
-        "ttl_default": settings.kubeconfig_ttl_seconds,
+        "ttl_default": settings.kubeconfigs.ttl_seconds,
         "step_labels": STEP_LABELS,
         "pods": example_pods(detail.team, queue_label=settings.kai_queue_label),
     }
