@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.audit.events import Event
 from app.core import labels
+from app.core.events import HEARD, Event
 from app.notifications import messages
-from app.notifications.events import HEARD
 from app.notifications.service import EVENTS, PERSONAL_EVENTS
 
 QUOTA = {

@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 from app.access import repository as repo
 from app.access.credentials import CredentialIssuer, Person
 from app.audit import service as audit
-from app.audit.events import Event
 from app.core.config import MIN_TTL_SECONDS, Settings, format_duration, parse_duration
 from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, Forbidden, InvalidInput
+from app.core.events import Event
 from app.core.models import KubeconfigGrant, MemberRole, Team, TeamStatus, User, utcnow
 from app.notifications import events
 from app.notifications.events import TeamRef

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.audit.events import Event
+from app.core.events import Event
 from app.core.models import AuditEvent, User
 
 SYSTEM_ACTOR = "portal"

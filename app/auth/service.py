@@ -10,11 +10,11 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
-from app.audit.events import Event
 from app.auth import repository as repo
 from app.core.config import Settings
 from app.core.db import Effect, request_effect
 from app.core.errors import InvalidInput
+from app.core.events import Event
 from app.core.models import (
     DISPLAY_NAME_MAX,
     EMAIL_MAX,

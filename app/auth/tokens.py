@@ -8,10 +8,10 @@ from datetime import timedelta
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
-from app.audit.events import Event
 from app.auth import repository as repo
 from app.auth.secrets import digest, new_secret
 from app.core.errors import InvalidInput, NotFound
+from app.core.events import Event
 from app.core.models import TOKEN_NAME_MAX, ApiToken, User, utcnow
 
 PREFIX = "gpp_"

@@ -2,22 +2,20 @@
 for each person of its audience (e-mails and webhook posts with them), all in the
 caller's transaction.
 
-``HEARD`` is the one table of who hears of what: the event's topic (what the
-preferences page lets a person mute), its audience and where its link points. The
-words are in ``templates/events/<event>.txt`` (``app.notifications.messages``).
+Who hears of what is declared with the events themselves (``app.core.events.HEARD``);
+the words are in ``templates/events/<event>.txt`` (``app.notifications.messages``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Protocol
 
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
-from app.audit.events import Event
+from app.core.events import HEARD, Audience, Event
 from app.core.models import AuditEvent, User
 from app.notifications import messages, service
 from app.notifications import repository as repo
@@ -36,42 +34,6 @@ class TeamRef:
 
     id: int
     name: str
-
-
-class Audience(StrEnum):
-    REQUESTER = "requester"  # who asked (``requester_id``)
-    LEADS = "leads"  # the team's leads
-    ADMINS = "admins"  # every admin
-    PERSON = "person"  # the one person it is about (``person_id``)
-
-
-@dataclass(frozen=True)
-class Heard:
-    topic: str  # a key of notifications.service.EVENTS: what a person mutes it by
-    audience: tuple[Audience, ...]
-    link: str = "/teams/{team_id}"
-
-
-_DECIDED = (Audience.REQUESTER, Audience.LEADS)
-
-HEARD: dict[Event, Heard] = {
-    Event.REQUEST_SUBMITTED: Heard("request.submitted", (Audience.ADMINS,), "/admin/requests"),
-    Event.QUOTA_CHANGE_SUBMITTED: Heard(
-        "quota_change.submitted", (Audience.ADMINS,), "/admin/requests"
-    ),
-    Event.REQUEST_APPROVED: Heard("request.approved", _DECIDED),
-    Event.QUOTA_CHANGE_APPROVED: Heard("request.approved", _DECIDED),
-    Event.REQUEST_ADJUSTED: Heard("request.adjusted", _DECIDED),
-    Event.QUOTA_CHANGE_ADJUSTED: Heard("request.adjusted", _DECIDED),
-    Event.REQUEST_REJECTED: Heard("request.rejected", _DECIDED),
-    Event.QUOTA_CHANGE_REJECTED: Heard("request.rejected", _DECIDED),
-    Event.TEAM_READY: Heard("cluster.ready", (Audience.LEADS,)),
-    Event.TEAM_RECOVERED: Heard("cluster.ready", (Audience.LEADS,)),
-    Event.PROVISIONING_FAILING: Heard("cluster.failed", (Audience.LEADS, Audience.ADMINS)),
-    Event.MEMBER_ADDED: Heard("team.member_added", (Audience.PERSON,)),
-    Event.KUBECONFIG_EXPIRING: Heard("kubeconfig.expiring", (Audience.PERSON,)),
-    Event.RIGHTSIZING_DIGEST: Heard("rightsizing.digest", (Audience.LEADS,)),
-}
 
 
 def record(

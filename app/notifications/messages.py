@@ -18,9 +18,9 @@ from typing import Any
 
 import jinja2
 
-from app.audit.events import Event
 from app.core import labels
 from app.core.config import PROJECT_ROOT
+from app.core.events import Event
 
 FOLDER = PROJECT_ROOT / "templates" / "events"
 BLOCKS = ("title", "email", "chat")

@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
-from app.audit.events import Event
 from app.auth.secrets import new_secret, seal
 from app.core.db import Effect, configured_channels, request_effect
 from app.core.errors import InvalidInput, NotFound
+from app.core.events import Event
 from app.core.models import Delivery, Notification, User, Webhook, utcnow
 from app.notifications import repository as repo
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.audit.events import Event
+from app.core.events import Event
 from app.core.models import STEP_ORDER, Step, StepStatus, TeamStatus
 from app.provisioning.backend import Observation
 

@@ -20,10 +20,10 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit import service as audit
-from app.audit.events import Event
 from app.core import metrics
 from app.core.config import Settings
 from app.core.db import Effect, request_effect, unit_of_work
+from app.core.events import Event
 from app.core.models import (
     STEP_ORDER,
     ProvisioningStep,

@@ -14,7 +14,7 @@ from sqlalchemy import ScalarSelect
 from sqlalchemy.orm import Session
 
 from app.audit import repository as audit
-from app.audit.events import Event
+from app.core.events import Event
 from app.core.models import (
     Org,
 )

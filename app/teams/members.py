@@ -5,11 +5,11 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
-from app.audit.events import Event
 from app.auth import repository as users
 from app.auth.service import valid_email
 from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, InvalidInput, NotFound
+from app.core.events import Event
 from app.core.models import DISPLAY_NAME_MAX, MemberRole, MemberSource, Team, TeamMember, User
 from app.notifications import events
 from app.teams import repository as repo

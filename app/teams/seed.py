@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
-from app.audit.events import Event
 from app.auth import repository as users
+from app.core.events import Event
 from app.core.models import Org, User
 from app.teams import repository as repo
 from app.teams import service

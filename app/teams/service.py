@@ -10,10 +10,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
-from app.audit.events import Event
 from app.core import labels
 from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, InvalidInput
+from app.core.events import Event
 from app.core.models import (
     STEP_ORDER,
     ClusterRequest,

@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.audit.events import Event
 from app.core.config import Settings
+from app.core.events import Event
 from app.core.models import DigestRun, utcnow
 from app.core.quantities import format_hundredths
 from app.notifications import events

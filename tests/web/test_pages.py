@@ -588,8 +588,8 @@ def test_overview_lists_the_newest_repairs_and_never_a_stale_list(
 ) -> None:
     from app.audit import repository as audit_repo
     from app.audit import service as audit_service
-    from app.audit.events import Event
     from app.core.db import unit_of_work
+    from app.core.events import Event
 
     def repaired(*names: str) -> None:
         with unit_of_work(portal_of(app).session_factory) as session:

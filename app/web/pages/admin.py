@@ -13,9 +13,9 @@ from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
-from app.audit.events import Event
 from app.core.db import discard_changes
 from app.core.errors import DomainError, InvalidInput
+from app.core.events import Event
 from app.core.models import ClusterRequest, RequestKind, RequestStatus, Step, TeamStatus, utcnow
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.provisioning import repository as provisioning

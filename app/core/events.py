@@ -1,12 +1,15 @@
 """Every event the portal records: one enumeration, its values the audit trail's actions.
 
-An event is recorded once, with the change it describes: its audit row always and, for
-the events people hear of (``app.notifications.events.HEARD``), the notifications and
-deliveries. Its words for people are in ``templates/events/<value>.txt``.
+An event is recorded once, with the change it describes (``notifications.events.record``):
+its audit row always and, for the events people hear of (``HEARD`` below: the topic a
+person mutes it by, who hears of it, where its link points), the notifications and
+deliveries. Its words for people are in ``templates/events/<value>.txt``. Adding an event
+is a member here, its ``HEARD`` row if people hear of it, and its template.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -53,3 +56,39 @@ class Event(StrEnum):
     WEBHOOK_SET = "webhook.set"
     WEBHOOK_REMOVED = "webhook.removed"
     RIGHTSIZING_DIGEST = "rightsizing.digest"
+
+
+class Audience(StrEnum):
+    REQUESTER = "requester"  # who asked (``requester_id``)
+    LEADS = "leads"  # the team's leads
+    ADMINS = "admins"  # every admin
+    PERSON = "person"  # the one person it is about (``person_id``)
+
+
+@dataclass(frozen=True)
+class Heard:
+    topic: str  # a key of notifications.service.EVENTS: what a person mutes it by
+    audience: tuple[Audience, ...]
+    link: str = "/teams/{team_id}"
+
+
+_DECIDED = (Audience.REQUESTER, Audience.LEADS)
+
+HEARD: dict[Event, Heard] = {
+    Event.REQUEST_SUBMITTED: Heard("request.submitted", (Audience.ADMINS,), "/admin/requests"),
+    Event.QUOTA_CHANGE_SUBMITTED: Heard(
+        "quota_change.submitted", (Audience.ADMINS,), "/admin/requests"
+    ),
+    Event.REQUEST_APPROVED: Heard("request.approved", _DECIDED),
+    Event.QUOTA_CHANGE_APPROVED: Heard("request.approved", _DECIDED),
+    Event.REQUEST_ADJUSTED: Heard("request.adjusted", _DECIDED),
+    Event.QUOTA_CHANGE_ADJUSTED: Heard("request.adjusted", _DECIDED),
+    Event.REQUEST_REJECTED: Heard("request.rejected", _DECIDED),
+    Event.QUOTA_CHANGE_REJECTED: Heard("request.rejected", _DECIDED),
+    Event.TEAM_READY: Heard("cluster.ready", (Audience.LEADS,)),
+    Event.TEAM_RECOVERED: Heard("cluster.ready", (Audience.LEADS,)),
+    Event.PROVISIONING_FAILING: Heard("cluster.failed", (Audience.LEADS, Audience.ADMINS)),
+    Event.MEMBER_ADDED: Heard("team.member_added", (Audience.PERSON,)),
+    Event.KUBECONFIG_EXPIRING: Heard("kubeconfig.expiring", (Audience.PERSON,)),
+    Event.RIGHTSIZING_DIGEST: Heard("rightsizing.digest", (Audience.LEADS,)),
+}
