@@ -51,6 +51,20 @@ JOBS: tuple[Job[Portal], ...] = (
 )
 
 
+# The parts every page-serving process uses, made at start rather than by a first request.
+WEB_PARTS = (
+    "engine",
+    "session_factory",
+    "read_session_factory",
+    "backend",
+    "usage_cache",
+    "recent_history",
+    "drift_lines",
+    "oidc",
+    "metrics_registry",
+)
+
+
 def serve_roles(settings: Settings) -> frozenset[Role]:
     """What a web process plays: the pages' own jobs, and the worker's and the delivery's
     unless they run in processes of their own (``PORTAL_WORKER_ENABLED``,
@@ -183,6 +197,10 @@ class Portal:
         lifespan may run more than once, e.g. under a test client: each start is afresh.)"""
         self.stopping = False
         self.loops = {}
+        if Role.WEB in self.roles:
+            # What requests share, made before the first one (requests run on many threads).
+            for part in WEB_PARTS:
+                getattr(self, part)
         for job in self.jobs():
             loop = job.build(self)
             self.loops[job.name] = loop

@@ -10,7 +10,7 @@ from pathlib import Path
 from app.cli import migrate
 from app.core.db import Effect, request_effect, unit_of_work
 from app.core.jobs import Loop, Role
-from app.runtime import JOBS, Portal, serve_roles
+from app.runtime import JOBS, WEB_PARTS, Portal, serve_roles
 from tests.conftest import settings_for
 
 
@@ -131,3 +131,21 @@ def test_readiness_names_a_job_that_died_or_keeps_failing(tmp_path: Path) -> Non
         failing.stop()
     assert portal.readiness().failed == {"flaky": "not running"}
     portal.stop()
+
+
+def test_a_web_process_makes_what_requests_share_before_serving(tmp_path: Path) -> None:
+    """Requests run on many threads: the parts they share are made at start, once."""
+    settings = settings_for(f"sqlite:///{tmp_path / 'p.db'}")
+    migrate(settings)
+    web = Portal(settings, roles={Role.WEB})
+    web.start()
+    try:
+        assert all(web.built(part) for part in WEB_PARTS)
+    finally:
+        web.stop()
+    deliver = Portal(settings, roles={Role.DELIVER})
+    deliver.start()
+    try:
+        assert not deliver.built("backend"), "a deliver process never makes a cluster client"
+    finally:
+        deliver.stop()
