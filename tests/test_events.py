@@ -4,10 +4,13 @@ people hear of, rendered from the facts the portal records with it."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.core import labels
 from app.core.events import HEARD, Event
-from app.notifications import messages
+from app.core.models import Notification, User
+from app.notifications import events, messages
 from app.notifications.service import EVENTS, PERSONAL_EVENTS
 
 QUOTA = {
@@ -111,3 +114,26 @@ def test_the_e_mail_says_more_than_the_title() -> None:
         "suggested: lower the guarantee to 0.15 GPU"
     )
     assert digest.email == digest.title, "no e-mail block: the title"
+
+
+def test_a_broken_message_never_refuses_the_change(
+    session: Session, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A template that cannot be rendered (here: a fact missing) is a bug to log, not a
+    reason to refuse the decision it describes: people hear of it in the audit's words."""
+    person = User(email="lead@example.org", display_name="Lead")
+    session.add(person)
+    session.flush()
+    row = events.record(
+        session,
+        Event.REQUEST_REJECTED,
+        actor=None,
+        summary="rejected request #7 for nlp: pool full",
+        facts={"request_id": 7},  # no "reason": the template needs it
+        requester_id=person.id,
+    )
+    session.flush()
+    assert row.action == "request.rejected"
+    told = session.scalars(select(Notification).where(Notification.user_id == person.id)).all()
+    assert [n.title for n in told] == ["rejected request #7 for nlp: pool full"]
+    assert "could not be written" in caplog.text

@@ -8,6 +8,7 @@ the words are in ``templates/events/<event>.txt`` (``app.notifications.messages`
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -19,6 +20,8 @@ from app.core.events import HEARD, Audience, Event
 from app.core.models import AuditEvent, User
 from app.notifications import messages, service
 from app.notifications import repository as repo
+
+log = logging.getLogger(__name__)
 
 
 class TeamLike(Protocol):
@@ -62,14 +65,20 @@ def record(
     heard = HEARD.get(event)
     if heard is None:
         return row
-    words = messages.render(
-        event,
-        {
-            **details,
-            "team": team.name if team is not None else "",
-            "actor": actor.email if actor is not None else "the portal",
-        },
-    )
+    try:
+        words = messages.render(
+            event,
+            {
+                **details,
+                "team": team.name if team is not None else "",
+                "actor": actor.email if actor is not None else "the portal",
+            },
+        )
+    except Exception:
+        # A broken template must not refuse the change it describes (an approval, a
+        # cluster ready): people are told in the audit line's words, and the log says why.
+        log.exception("the message of %s could not be written; using its audit line", event)
+        words = messages.Words(title=summary, email=summary, chat=summary)
     people: list[int | None] = []
     for audience in heard.audience:
         if audience is Audience.REQUESTER:
