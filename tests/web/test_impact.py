@@ -8,6 +8,7 @@ oldest); a fourth team guaranteed 0.01 takes exactly that hundredth from nlp.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from tests.web.conftest import Client
 
@@ -71,14 +72,22 @@ def test_the_pool_preview_page_and_api(admin: Client) -> None:
     assert nlp["busy"] == "1", "with two GPUs and three busy teams, nlp reaches its limit of 1"
     assert 'name="gpus" value="2"' in page.text, "the preview can be saved as it is"
     # KAI's arithmetic, not a proportional split: over the guarantees (0.99) the 1.01 left
-    # is offered in thirds, each floored to 0; then whole leftover pieces go out by age and
-    # name (the teams were created in the same second): nlp takes a whole GPU, more than
-    # its limit lets it use, and the last hundredth goes to recommender.
+    # is offered in thirds, each floored to 0; then whole leftover pieces go out by age (in
+    # whole seconds, as KAI compares queues' creation times) and then name: the oldest (nlp,
+    # seeded first) takes a whole GPU, more than its limit lets it use, and the last
+    # hundredth goes to the next one: recommender when vision and recommender were created
+    # in the same second, vision when the seed crossed a second between them.
+    created = {
+        t["name"]: int(datetime.fromisoformat(t["created_at"]).timestamp())
+        for t in admin.get("/api/v1/teams").json()
+    }
+    first, second, third = sorted(created, key=lambda name: (created[name], name))
+    assert first == "nlp"
     api = admin.get("/api/v1/pool/impact", params={"gpus": "2"}).json()
     assert {t["team"]: t["if_all_busy_after"] for t in api["teams"]} == {
-        "nlp": 1.0,
-        "vision": 0.33,
-        "recommender": 0.34,
+        first: 1.0,
+        second: 0.34,
+        third: 0.33,
     }
     bad = admin.form("/admin/pool/impact", {"gpus": "x"})
     assert "must be a number" in bad.text
