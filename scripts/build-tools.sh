@@ -2,7 +2,8 @@
 # Build the Go test tools from the Go module proxy into a cache outside git:
 # composecheck (docker-compose.yml as `docker compose config` reads it), Prometheus,
 # etcd, kube-apiserver and kube-controller-manager, an OCI registry, helm and the vcluster
-# CLI. A binary is rebuilt only when its module or source changes. KUBEBUILDER_ASSETS, when set, provides the Kubernetes ones.
+# CLI, the vCluster syncer, kine and KAI Scheduler's scheduler, binder, pod-grouper and
+# queue controller. A binary is rebuilt only when its module or source changes. KUBEBUILDER_ASSETS, when set, provides the Kubernetes ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE="${PORTAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-portal}"
@@ -73,6 +74,66 @@ if [ ! -x "$CACHE/bin/vcluster" ] || [ ! -f "$vstamp" ]; then
     -o "$CACHE/bin/vcluster" github.com/loft-sh/vcluster/cmd/vclusterctl)
   rm -f "$CACHE"/bin/.vcluster-*
   touch "$vstamp"
+fi
+
+# The vCluster syncer (what a vCluster's pod runs) from the same module and go.sum as the
+# CLI, its version stamped as upstream's image build does. Upstream keeps its state in
+# /data and runs its distro from /binaries (the pod's volumes); here both live under one
+# folder that the tests bind, in each vCluster's own mount namespace, to that vCluster's.
+VCLUSTER_ROOT=/var/tmp/gpu-portal-vcluster
+syncer_ldflags="-X github.com/loft-sh/vcluster/pkg/telemetry.SyncerVersion=${VCLUSTER_VERSION#v} -X github.com/loft-sh/vcluster/pkg/constants.DataDir=$VCLUSTER_ROOT/data -X github.com/loft-sh/vcluster/pkg/constants.BinariesDir=$VCLUSTER_ROOT/binaries"
+sstamp="$CACHE/bin/.vcluster-syncer-$( (cat tools/vcluster/go.mod tools/vcluster/go.sum; echo "$syncer_ldflags") | sha256sum | cut -c1-12)"
+if [ ! -x "$CACHE/bin/vcluster-syncer" ] || [ ! -f "$sstamp" ]; then
+  echo "building the vcluster syncer $VCLUSTER_VERSION (once; cached in $CACHE/bin)"
+  (cd tools/vcluster && GONOSUMDB=github.com/loft-sh go build -ldflags "$syncer_ldflags" \
+    -o "$CACHE/bin/vcluster-syncer" github.com/loft-sh/vcluster/cmd/vcluster)
+  rm -f "$CACHE"/bin/.vcluster-syncer-*
+  touch "$sstamp"
+fi
+
+# kine, the vCluster's default backing store (SQLite behind an etcd API), with cgo's
+# SQLite as upstream's release build links it.
+KINE_VERSION="$(grep -oE 'github.com/k3s-io/kine v[0-9][^ ]*' tools/kine/go.mod | head -1 | cut -d' ' -f2)"
+kstamp="$CACHE/bin/.kine-$( (cat tools/kine/go.mod tools/kine/go.sum; echo "$KINE_VERSION") | sha256sum | cut -c1-12)"
+if [ ! -x "$CACHE/bin/kine" ] || [ ! -f "$kstamp" ]; then
+  echo "building kine $KINE_VERSION (once; cached in $CACHE/bin)"
+  (cd tools/kine && CGO_ENABLED=1 go build \
+    -ldflags "-X github.com/k3s-io/kine/pkg/version.Version=$KINE_VERSION" \
+    -o "$CACHE/bin/kine" github.com/k3s-io/kine)
+  rm -f "$CACHE"/bin/.kine-*
+  touch "$kstamp"
+fi
+
+# KAI Scheduler from the release's source archive in the shared artifacts (the module
+# proxy refuses the module itself, and serves its dependencies): only the components the
+# tests run. Unpacked into the cache, never into the repository.
+SHARED="${PORTAL_SHARED_DIR:-$(cd .. && pwd)/shared}"
+KAI_ARCHIVE="$SHARED/third_party/kai-scheduler/kai-scheduler-v0.17.0-src.tar.gz"
+KAI_VERSION=v0.17.0
+if [ -f "$KAI_ARCHIVE" ]; then
+  KAI_SRC="$CACHE/src/kai-scheduler-$KAI_VERSION"
+  astamp="$CACHE/src/.kai-$(sha256sum "$KAI_ARCHIVE" | cut -c1-12)"
+  if [ ! -f "$astamp" ]; then
+    rm -rf "$KAI_SRC" "$CACHE"/src/.kai-*
+    mkdir -p "$CACHE/src"
+    tar -xzf "$KAI_ARCHIVE" -C "$CACHE/src"
+    touch "$astamp"
+  fi
+  for component in scheduler binder podgrouper queuecontroller; do
+    bin="$CACHE/bin/kai-$component"
+    cstamp="$CACHE/bin/.kai-$component-$(basename "$astamp" | cut -d- -f2)"
+    if [ ! -x "$bin" ] || [ ! -f "$cstamp" ]; then
+      echo "building KAI Scheduler's $component $KAI_VERSION (once; cached in $CACHE/bin)"
+      (cd "$KAI_SRC" && go build -buildvcs=false \
+        -ldflags "-X github.com/kai-scheduler/KAI-scheduler/pkg/scheduler/version.gitVersion=$KAI_VERSION" \
+        -o "$bin" "./cmd/$component")
+      rm -f "$CACHE"/bin/.kai-"$component"-*
+      touch "$cstamp"
+    fi
+  done
+else
+  echo "KAI Scheduler's source archive is not at $KAI_ARCHIVE: check the shared artifacts out beside the repository (../shared) or set PORTAL_SHARED_DIR" >&2
+  exit 1
 fi
 
 # The ServiceMonitor CRD (for the chart's server-side dry run with metrics.serviceMonitor

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
+from app.adapters.k8s import coredns
 from app.adapters.k8s import manifests as m
 from app.core.models import Org, Team
 from app.provisioning.backend import TeamSpec, spec_for
@@ -111,7 +114,7 @@ def test_policy_pins_synced_pods_to_kai_and_the_team_queue() -> None:
 
 def test_vcluster_values_per_exposure() -> None:
     spec = design_source_spec()
-    plane = {
+    plane: dict[str, Any] = {
         "statefulSet": {
             "resources": {
                 "requests": {"cpu": "200m", "memory": "256Mi"},
@@ -120,15 +123,28 @@ def test_vcluster_values_per_exposure() -> None:
             "persistence": {"volumeClaim": {"size": "5Gi"}},
         }
     }
+    plane["coredns"] = {
+        "overwriteManifests": coredns.manifests(
+            queue_label="kai.scheduler/queue", queue="team-nlp", scheduler="kai-scheduler"
+        )
+    }
     base = {
         "experimental": {"syncSettings": {"setOwner": False}},
-        "sync": {"fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}}},
+        "sync": {
+            "fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}},
+            "toHost": {"pods": {"useSecretsForSATokens": True}},
+        },
         "networking": {"advanced": {"proxyKubelets": {"byHostname": False, "byIP": False}}},
         "telemetry": {"enabled": False},
     }
+    svc = ["nlp.vcluster-nlp.svc"]  # how the portal reaches it from inside the cluster
     assert m.vcluster_values(spec, expose="LoadBalancer", ingress_host=None, extra_sans=[]) == {
         **base,
-        "controlPlane": {**plane, "service": {"spec": {"type": "LoadBalancer"}}},
+        "controlPlane": {
+            **plane,
+            "service": {"spec": {"type": "LoadBalancer"}},
+            "proxy": {"extraSANs": svc},
+        },
     }
     assert m.vcluster_values(
         spec, expose="NodePort", ingress_host=None, extra_sans=["10.0.0.5", ""]
@@ -137,14 +153,18 @@ def test_vcluster_values_per_exposure() -> None:
         "controlPlane": {
             **plane,
             "service": {"spec": {"type": "NodePort"}},
-            "proxy": {"extraSANs": ["10.0.0.5"]},
+            "proxy": {"extraSANs": [*svc, "10.0.0.5"]},
         },
     }
     assert m.vcluster_values(
         spec, expose="Ingress", ingress_host="nlp.vc.example.org", extra_sans=[]
     ) == {
         **base,
-        "controlPlane": {**plane, "ingress": {"enabled": True, "host": "nlp.vc.example.org"}},
+        "controlPlane": {
+            **plane,
+            "ingress": {"enabled": True, "host": "nlp.vc.example.org"},
+            "proxy": {"extraSANs": svc},
+        },
     }
 
 
@@ -175,6 +195,44 @@ def test_vcluster_values_for_a_mirrored_cluster() -> None:
         "storageClass": "fast-ssd",
     }
     assert values["telemetry"] == {"enabled": True}
+
+
+def test_the_vclusters_own_coredns_is_pinned_like_any_team_pod() -> None:
+    """CoreDNS is synced to the host with vcluster.loft.sh/managed-by: it gets the queue
+    label the policy requires and KAI as its scheduler, and the images follow the mirror."""
+    spec = spec_for(
+        Team(name="nlp", gpu_quota_centi=33, gpu_limit_centi=100, weight_centi=100, priority=100),
+        Org(name="ml-org", parent_queue="ml-org", gpus_centi=100, cpu_millicores=0, memory_mb=0),
+        queue_label="runai/queue",
+    )
+    values = m.vcluster_values(
+        spec,
+        expose="LoadBalancer",
+        ingress_host=None,
+        extra_sans=[],
+        plane=m.ControlPlane(image_registry="registry.internal:5000/"),
+    )
+    docs = list(yaml.safe_load_all(values["controlPlane"]["coredns"]["overwriteManifests"]))
+    assert [d["kind"] for d in docs] == [
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment",
+        "Service",
+    ]  # fmt: skip
+    deployment = docs[4]
+    pod = deployment["spec"]["template"]
+    assert pod["metadata"]["labels"] == {"k8s-app": "vcluster-kube-dns", "runai/queue": "team-nlp"}
+    assert pod["spec"]["schedulerName"] == "kai-scheduler"
+    assert pod["spec"]["containers"][0]["image"] == "registry.internal:5000/coredns/coredns:1.14.2"
+    assert deployment["spec"]["selector"] == {"matchLabels": {"k8s-app": "vcluster-kube-dns"}}
+    assert docs[5]["spec"]["selector"] == {"k8s-app": "vcluster-kube-dns"}
+    # The policy the host applies to it accepts exactly this pod.
+    validations = m.make_policy(spec)["spec"]["validations"]
+    assert validations[0]["expression"] == "object.spec.schedulerName == 'kai-scheduler'"
+    assert "'runai/queue'" in validations[1]["expression"]
+    plain = m.vcluster_values(spec, expose="LoadBalancer", ingress_host=None, extra_sans=[])
+    assert (
+        "image: docker.io/coredns/coredns:1.14.2"
+        in (plain["controlPlane"]["coredns"]["overwriteManifests"])
+    )
 
 
 def test_the_queue_label_is_a_setting() -> None:

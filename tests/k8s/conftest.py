@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import os
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from kubernetes import client, config
@@ -105,22 +107,23 @@ def portal_kubeconfig(cluster: ControlPlane) -> Path:
 
 
 @pytest.fixture(scope="session")
-def vcluster_api() -> Iterator[ControlPlane]:
-    """A second real API server standing in for a running vCluster's: its own etcd, an
-    admin client certificate (as in secret vc-NAME), and kube-controller-manager's
-    clusterrole-aggregation controller (which fills the built-in edit role's rules)."""
-    with control_plane(controllers="clusterrole-aggregation", client_certificates=True) as plane:
-        yield plane
-
-
-@pytest.fixture(scope="session")
-def runtime(cluster: ControlPlane, vcluster_api: ControlPlane) -> Iterator[VClusterRuntime]:
-    """Plays the kubelet, the storage provisioner and the running vCluster."""
-    with vcluster_runtime(
-        config.new_client_from_config(str(cluster.kubeconfig)), inner=vcluster_api
-    ) as played:
+def runtime(cluster: ControlPlane) -> Iterator[VClusterRuntime]:
+    """Plays the kubelet, the storage provisioner and the load balancer; the real syncer
+    runs each vCluster."""
+    api = config.new_client_from_config(str(cluster.kubeconfig))
+    with vcluster_runtime(cluster, api) as played:
         yield played
     assert not played.errors, played.errors
+
+
+def vcluster_admin(runtime: VClusterRuntime, admin_api: Any, team: str) -> client.ApiClient:
+    """The vCluster's own admin kubeconfig (secret vc-NAME, written by its syncer), sent to
+    its load balancer: what a platform engineer would use."""
+    namespace = f"vcluster-{team}"
+    secret = client.CoreV1Api(admin_api).read_namespaced_secret(f"vc-{team}", namespace)
+    loaded = yaml.safe_load(base64.b64decode(secret.data["config"]))
+    loaded["clusters"][0]["cluster"]["server"] = f"https://{runtime.address(namespace, team)}"
+    return config.new_client_from_config_dict(loaded)
 
 
 @contextlib.contextmanager
@@ -211,10 +214,11 @@ def kube_settings(
         cluster_backend="kubernetes",
         kubeconfig=str(portal_kubeconfig),
         kube_service_account="gpu-portal/gpu-portal",
-        vcluster_expose="Ingress",
+        vcluster_expose="LoadBalancer",
         vcluster_timeout_seconds=60.0,
-        # The secret's server is the stand-in vCluster API server (exportKubeConfig.server).
-        vcluster_api_address="secret",
+        # As from inside the host cluster: the vCluster's Service (tests/k8s/vcluster_runtime
+        # plays the cluster's DNS for this process).
+        vcluster_api_address="service",
         **real_installer(),
     )
 

@@ -33,7 +33,7 @@ from tests.k8s.conftest import (
     serve_folder,
     statuses,
 )
-from tests.k8s.vcluster_runtime import LOAD_BALANCER_IP, VClusterRuntime
+from tests.k8s.vcluster_runtime import VClusterRuntime
 from tests.parts import kubernetes_backend
 from tests.servers import free_port, tool
 from tests.shared import shared
@@ -189,6 +189,7 @@ def test_every_exposure_mode_installs_as_the_portal(
     admin_api: Any,
     clean_cluster: None,
     mirror: str,
+    runtime: VClusterRuntime,
     expose: str,
     installer: str,
 ) -> None:
@@ -218,7 +219,7 @@ def test_every_exposure_mode_installs_as_the_portal(
         server = download(app, 1, "lead-nlp@example.org")["clusters"][0]["cluster"]["server"]
         if expose == "LoadBalancer":
             assert service.spec.type == "LoadBalancer"
-            assert server == f"https://{LOAD_BALANCER_IP}"
+            assert server == f"https://{runtime.address('vcluster-nlp', 'nlp')}"
         elif expose == "NodePort":
             https = next(p for p in service.spec.ports if p.name == "https")
             assert service.spec.type == "NodePort"

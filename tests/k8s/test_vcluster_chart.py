@@ -18,6 +18,10 @@ from tests.shared import shared
 
 class _Team:
     team = "nlp"
+    queue_label = "kai.scheduler/queue"
+    queue_name = "team-nlp"
+    vcluster_name = "nlp"
+    namespace = "vcluster-nlp"
 
 
 @pytest.mark.parametrize(

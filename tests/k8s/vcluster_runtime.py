@@ -1,27 +1,27 @@
-"""What a node and a running vCluster would do, which these machines cannot run.
+"""What a node and the cloud around a vCluster would do, which these machines cannot run.
 
 Everything else is real: the portal installs the real vCluster chart (from ../shared) with
 the real vcluster CLI or helm, the real StatefulSet controller creates the control
-plane's pod and its volume claim, and the real PersistentVolume controller binds the
-claim. This helper plays only:
+plane's pod and its volume claim, the real PersistentVolume controller binds the claim,
+and the real syncer (tests/k8s/syncer.py) runs each vCluster: its own API server, its
+sync of pods to the host, and its secret ``vc-<name>``. This helper plays only:
 
 - the storage provisioner: a claim without a StorageClass, or with one that exists, gets
   a volume of its size (a claim that names a class that does not exist stays Pending, as
   on a real cluster);
-- the cloud's load balancer: a LoadBalancer Service of a vCluster gets an address;
-- the kubelet: a control-plane pod whose claims are bound is marked Running and Ready
-  through the status subresource (after ``ready_seconds``);
-- the vCluster itself: once its pod is Ready, it writes secret ``vc-<name>`` with an
-  admin kubeconfig (client certificate and key, as the syncer does) for the vCluster's
-  API server. That API server is a second real kube-apiserver (``inner``, started by the
-  harness with its own etcd and the clusterrole-aggregation controller), written into
-  the secret as its server the way ``exportKubeConfig.server`` would; every team's
-  vCluster is played by that one server.
+- the cloud's load balancer: each vCluster gets an address of its own on the host
+  (port 443 leads to its proxy), which a LoadBalancer Service reports as its ingress;
+- the cluster's DNS, for the test process: ``<name>.<namespace>.svc`` resolves to that
+  address, as the Service's name does inside a cluster;
+- the kubelet: the control-plane pod, once its claims are bound (and ``ready_seconds``
+  later), is run: its syncer is started with the pod's identity, and the pod is marked
+  Ready when the syncer answers, as its readiness probe would. A deleted pod's syncer
+  is stopped; a syncer that exits is started again (and its log kept in ``errors``).
 """
 
 from __future__ import annotations
 
-import base64
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -29,32 +29,39 @@ from contextlib import contextmanager
 from typing import Any
 
 import urllib3
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.k8s import syncer as syncers
 from tests.k8s.control_plane import ControlPlane
 
-LOAD_BALANCER_IP = "192.0.2.10"
+NODE = "vcluster-host-node"  # the host Node the control-plane pods "run" on
 
 
 class VClusterRuntime:
     def __init__(
-        self,
-        api: client.ApiClient,
-        *,
-        ready_seconds: float = 0.3,
-        inner: ControlPlane | None = None,
+        self, plane: ControlPlane, api: client.ApiClient, *, ready_seconds: float = 0.3
     ) -> None:
-        self.inner = inner
+        self.plane = plane
+        self.api = api
         self.core = client.CoreV1Api(api)
         self.storage = client.StorageV1Api(api)
         self.ready_seconds = ready_seconds
         self.paused = threading.Event()  # set: pods stay as they are (a stuck rollout)
         self._stop = threading.Event()
         self._seen: dict[str, float] = {}
-        self._written: set[str] = set()
+        self.addresses: dict[tuple[str, str], str] = {}  # (namespace, name): load balancer
+        self.syncers: dict[str, syncers.Syncer] = {}  # by control-plane pod uid
+        self._lock = threading.Lock()
         self.errors: list[str] = []
+
+    def address(self, namespace: str, name: str) -> str:
+        """The vCluster's load-balancer address on the host (given on first sight)."""
+        with self._lock:
+            key = (namespace, name)
+            if key not in self.addresses:
+                self.addresses[key] = syncers.balancer_address()
+            return self.addresses[key]
 
     def run(self) -> None:
         while not self._stop.wait(0.15):
@@ -74,22 +81,25 @@ class VClusterRuntime:
 
     def step(self) -> None:
         for service in self.core.list_service_for_all_namespaces(
-            label_selector="app=vcluster"
+            label_selector="app=vcluster,vcluster.loft.sh/service=true"
         ).items:
             self._balance(service)
         for claim in self.core.list_persistent_volume_claim_for_all_namespaces(
             label_selector="app=vcluster"
         ).items:
             self._provision(claim)
+        running: set[str] = set()
         for pod in self.core.list_pod_for_all_namespaces(label_selector="app=vcluster").items:
-            if pod.metadata.deletion_timestamp:
+            if pod.metadata.deletion_timestamp or "release" not in (pod.metadata.labels or {}):
                 continue
-            if not _ready(pod):
-                self._start(pod)
-            else:
-                self._write_kubeconfig(pod)
+            running.add(pod.metadata.uid)
+            self._run_pod(pod)
+        for uid in [u for u in self.syncers if u not in running]:
+            gone = self.syncers.pop(uid)  # the pod is gone: so is its container
+            threading.Thread(target=gone.stop, daemon=True).start()
 
     def _balance(self, service: Any) -> None:
+        address = self.address(service.metadata.namespace, service.metadata.name)
         if service.spec.type != "LoadBalancer" or (
             service.status.load_balancer and service.status.load_balancer.ingress
         ):
@@ -97,7 +107,7 @@ class VClusterRuntime:
         self.core.patch_namespaced_service_status(
             service.metadata.name,
             service.metadata.namespace,
-            {"status": {"loadBalancer": {"ingress": [{"ip": LOAD_BALANCER_IP}]}}},
+            {"status": {"loadBalancer": {"ingress": [{"ip": address}]}}},
         )
 
     def _provision(self, claim: Any) -> None:
@@ -133,7 +143,7 @@ class VClusterRuntime:
             if exc.status != 409:
                 raise
 
-    def _start(self, pod: Any) -> None:
+    def _run_pod(self, pod: Any) -> None:
         for volume in pod.spec.volumes or []:
             if volume.persistent_volume_claim is None:
                 continue
@@ -142,18 +152,36 @@ class VClusterRuntime:
             )
             if claim.status.phase != "Bound":
                 return  # not schedulable: stays Pending
-        key = f"{pod.metadata.namespace}/{pod.metadata.name}/{pod.metadata.uid}"
-        first = self._seen.setdefault(key, time.monotonic())
+        uid = pod.metadata.uid
+        first = self._seen.setdefault(uid, time.monotonic())
         if time.monotonic() - first < self.ready_seconds:
+            return
+        namespace, name = pod.metadata.namespace, pod.metadata.labels["release"]
+        running = self.syncers.get(uid)
+        if running is not None and not running.alive():
+            self.errors.append(
+                f"the syncer of {namespace}/{name} exited ({running.process.returncode}):\n"
+                + running.log_tail()
+            )
+            self.syncers.pop(uid).stop()
+            running = None
+        if running is None:
+            self._ensure_node()
+            self.syncers[uid] = syncers.start(
+                self.plane, self.api, pod, node=NODE, address=self.address(namespace, name)
+            )
+            return
+        if _ready(pod) or not running.serving():
             return
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.core.patch_namespaced_pod_status(
             pod.metadata.name,
-            pod.metadata.namespace,
+            namespace,
             {
                 "status": {
                     "phase": "Running",
-                    "podIP": "10.244.0.10",
+                    "podIP": "127.0.0.1",
+                    "hostIP": "127.0.0.1",
                     "conditions": [
                         {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
                         {"type": "Ready", "status": "True", "lastTransitionTime": now},
@@ -162,77 +190,37 @@ class VClusterRuntime:
             },
         )
 
-    def _write_kubeconfig(self, pod: Any) -> None:
-        namespace = pod.metadata.namespace
-        name = (pod.metadata.labels or {}).get("release")
-        if not name or pod.metadata.uid in self._written:
-            return
-        if self.inner is not None:
-            assert self.inner.admin_cert is not None
-            assert self.inner.admin_key is not None
-            server = self.inner.url
-            ca = self.inner.serving_cert.read_text()
-            cert = self.inner.admin_cert.read_text()
-            key = self.inner.admin_key.read_text()
-        else:
-            server, ca, cert, key = "https://localhost:8443", "vcluster-ca", "vcluster-cert", "k"
-        kubeconfig = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": "my-vcluster",
-                    "cluster": {
-                        "server": server,
-                        "certificate-authority-data": _b64(ca),
-                    },
-                }
-            ],
-            "users": [
-                {
-                    "name": "my-vcluster",
-                    "user": {
-                        "client-certificate-data": _b64(cert),
-                        "client-key-data": _b64(key),
-                    },
-                }
-            ],
-            "contexts": [
-                {
-                    "name": "my-vcluster",
-                    "context": {"cluster": "my-vcluster", "user": "my-vcluster"},
-                }
-            ],
-            "current-context": "my-vcluster",
-        }
-        data = {
-            "config": yaml.safe_dump(kubeconfig),
-            "certificate-authority": ca,
-            "client-certificate": cert,
-            "client-key": key,
-        }
+    def _ensure_node(self) -> None:
+        """The host Node a control-plane pod runs on (the syncer reads it)."""
         try:
-            self.core.create_namespaced_secret(
-                namespace,
+            self.core.create_node(
                 {
-                    "metadata": {
-                        "name": f"vc-{name}",
-                        "labels": {"app": "vcluster", "vcluster-name": name},
+                    "metadata": {"name": NODE, "labels": {"kubernetes.io/os": "linux"}},
+                    "status": {
+                        "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                        "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
                     },
-                    "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
-                },
+                }
             )
         except ApiException as exc:
             if exc.status != 409:
                 raise
-        self._written.add(pod.metadata.uid)
+
+    def resolve(self, host: str) -> str | None:
+        """``<name>.<namespace>.svc`` of a vCluster's Service: its address."""
+        parts = host.split(".")
+        if len(parts) == 3 and parts[2] == "svc":
+            with self._lock:
+                return self.addresses.get((parts[1], parts[0]))
+        return None
 
     def stop(self) -> None:
         self._stop.set()
 
-
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
+    def close(self) -> None:
+        for running in list(self.syncers.values()):
+            running.stop()
+        self.syncers.clear()
 
 
 def _ready(pod: Any) -> bool:
@@ -241,14 +229,32 @@ def _ready(pod: Any) -> bool:
 
 
 @contextmanager
+def cluster_dns(runtime: VClusterRuntime) -> Iterator[None]:
+    """Service names of vClusters resolve for this process as they would in a cluster."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        found = runtime.resolve(host) if isinstance(host, str) else None
+        return real(found or host, *args, **kwargs)
+
+    socket.getaddrinfo = getaddrinfo
+    try:
+        yield
+    finally:
+        socket.getaddrinfo = real
+
+
+@contextmanager
 def vcluster_runtime(
-    api: client.ApiClient, *, ready_seconds: float = 0.3, inner: ControlPlane | None = None
+    plane: ControlPlane, api: client.ApiClient, *, ready_seconds: float = 0.3
 ) -> Iterator[VClusterRuntime]:
-    runtime = VClusterRuntime(api, ready_seconds=ready_seconds, inner=inner)
+    runtime = VClusterRuntime(plane, api, ready_seconds=ready_seconds)
     thread = threading.Thread(target=runtime.run, name="vcluster-runtime", daemon=True)
     thread.start()
     try:
-        yield runtime
+        with cluster_dns(runtime):
+            yield runtime
     finally:
         runtime.stop()
         thread.join(5)
+        runtime.close()

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from app.adapters.k8s import coredns
 from app.provisioning.backend import ResourceQuota, TeamSpec
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -282,9 +283,20 @@ def vcluster_values(
         control_plane["service"] = {"spec": {"type": expose}}
     elif expose == "Ingress" and ingress_host:
         control_plane["ingress"] = {"enabled": True, "host": ingress_host}
-    sans = [s for s in extra_sans if s]
-    if sans:
-        control_plane["proxy"] = {"extraSANs": sans}
+    # The address the portal reaches the vCluster at from inside the host cluster (its
+    # Service's name in the namespace's .svc domain): the syncer's certificate names only
+    # "<name>" and "<name>.<namespace>" on its own.
+    sans = [f"{spec.vcluster_name}.{spec.namespace}.svc", *(s for s in extra_sans if s)]
+    control_plane["proxy"] = {"extraSANs": sans}
+    # CoreDNS is synced to the host like any team pod: it gets the team's queue and KAI.
+    control_plane["coredns"] = {
+        "overwriteManifests": coredns.manifests(
+            queue_label=spec.queue_label,
+            queue=spec.queue_name,
+            scheduler=SCHEDULER,
+            image_registry=plane.image_registry,
+        )
+    }
     experimental: dict[str, Any] = {"syncSettings": {"setOwner": False}}
     if plane.oidc is not None:
         control_plane["distro"] = {
@@ -293,7 +305,12 @@ def vcluster_values(
         experimental["deploy"] = {"vcluster": {"manifests": plane.oidc.bindings()}}
     return {
         "experimental": experimental,
-        "sync": {"fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}}},
+        "sync": {
+            "fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}},
+            # A pod's service-account token goes in a host secret of the syncer's, not in
+            # an annotation that whoever may read pods in the namespace can read.
+            "toHost": {"pods": {"useSecretsForSATokens": True}},
+        },
         # The kubelet proxies would need nodes/proxy on the host (a way to run commands
         # through any node's kubelet), which neither the portal nor a team should hold;
         # they only serve metrics tools inside the vCluster.
