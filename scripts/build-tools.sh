@@ -119,7 +119,7 @@ if [ -f "$KAI_ARCHIVE" ]; then
     tar -xzf "$KAI_ARCHIVE" -C "$CACHE/src"
     touch "$astamp"
   fi
-  for component in scheduler binder podgrouper queuecontroller; do
+  for component in scheduler binder podgrouper podgroupcontroller queuecontroller admission; do
     bin="$CACHE/bin/kai-$component"
     cstamp="$CACHE/bin/.kai-$component-$(basename "$astamp" | cut -d- -f2)"
     if [ ! -x "$bin" ] || [ ! -f "$cstamp" ]; then

@@ -155,14 +155,15 @@ def tool(name: str) -> Path:
 
 
 @contextlib.contextmanager
-def prometheus_server(scrape_target: str) -> Iterator[str]:
-    """A real Prometheus scraping ``scrape_target`` (host:port) every second."""
+def prometheus_server(*scrape_targets: str) -> Iterator[str]:
+    """A real Prometheus scraping each of ``scrape_targets`` (host:port) every second."""
     root = Path(tempfile.mkdtemp(prefix="portal-prom-"))
     config = root / "prometheus.yml"
+    targets = ", ".join(f"'{t}'" for t in scrape_targets)
     config.write_text(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n  - job_name: kai-scheduler\n"
-        f"    static_configs:\n      - targets: ['{scrape_target}']\n"
+        "scrape_configs:\n  - job_name: kai\n"
+        f"    static_configs:\n      - targets: [{targets}]\n"
     )
     port = free_port()
     log = (root / "prometheus.log").open("w")

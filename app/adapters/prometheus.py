@@ -1,9 +1,12 @@
 """Optional: read KAI's own numbers from Prometheus instead of computing them.
 
-KAI's scheduler exports `<prefix>_queue_allocated_gpus` and `<prefix>_queue_fair_share_gpu`
-(prefix `kai` by default, `runai` in the first release), labelled `queue_name` with the
-queue's displayName when it has one. When a Prometheus URL is configured the gauges use
-those.
+KAI exports `<prefix>_queue_allocated_gpus` (its queue controller) and
+`<prefix>_queue_fair_share_gpu` (its scheduler), prefix `kai` by default (`runai` in the
+first release). Both carry `queue_name`, but not the same name in it: the queue controller
+writes the queue's metadata.name, the scheduler its displayName when it has one. Since
+v0.15/v0.16 both also carry `queue_metadata_name`, which is what the portal matches on;
+`queue_name` only for a KAI that has no such label. When a Prometheus URL is configured
+the gauges use those.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ class PrometheusSource:
         self.prefix = prefix
         self.timeout = timeout
 
-    def _vector(self, metric: str) -> dict[str, float]:
+    def _vector(self, metric: str) -> tuple[dict[str, float], bool]:
         try:
             response = httpx.get(
                 f"{self.url}/api/v1/query", params={"query": metric}, timeout=self.timeout
@@ -37,14 +40,22 @@ class PrometheusSource:
             raise PrometheusError(f"Prometheus could not be queried for {metric}: {exc}") from exc
         if body.get("status") != "success":
             raise PrometheusError(f"Prometheus refused the query {metric}: {body.get('error')}")
+        result = body.get("data", {}).get("result", [])
+        by_metadata = any("queue_metadata_name" in i.get("metric", {}) for i in result)
+        label = "queue_metadata_name" if by_metadata else "queue_name"
         values: dict[str, float] = {}
-        for item in body.get("data", {}).get("result", []):
-            name = item.get("metric", {}).get("queue_name")
+        for item in result:
+            name = item.get("metric", {}).get(label)
             if name:
                 values[name] = float(item["value"][1])
-        return values
+        return values, by_metadata
 
     def read(self) -> KaiQueueMetrics:
-        return KaiQueueMetrics(
-            self._vector(f"{self.prefix}_{ALLOCATED}"), self._vector(f"{self.prefix}_{FAIR_SHARE}")
-        )
+        allocated, a_meta = self._vector(f"{self.prefix}_{ALLOCATED}")
+        fair, f_meta = self._vector(f"{self.prefix}_{FAIR_SHARE}")
+        if a_meta != f_meta and allocated and fair:
+            raise PrometheusError(
+                "KAI's allocation and fair-share series are labelled differently "
+                "(queue_metadata_name on one only): run one KAI version"
+            )
+        return KaiQueueMetrics(allocated, fair, by_metadata_name=a_meta or f_meta)

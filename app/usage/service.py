@@ -178,9 +178,10 @@ class UsageCache:
             return {name: self._data[name] for name in wanted if name in self._data}
 
     def _read_prometheus(self, names: list[str]) -> None:
-        """KAI's own allocation and fair share, when Prometheus is configured. KAI labels
-        its series with the queue's displayName when one is set (the portal sets it to the
-        team's name), else with the queue's name: both are looked up."""
+        """KAI's own allocation and fair share, when Prometheus is configured. Series are
+        matched on the queue's metadata.name where KAI exports it (queue_metadata_name);
+        an older KAI labels them with the displayName when one is set (the portal sets
+        it to the team's name), else with the queue's name: both are looked up."""
         assert self.prometheus is not None
         try:
             kai = self.prometheus.read()
@@ -190,7 +191,8 @@ class UsageCache:
             return
 
         def find(series: dict[str, float], queue: str) -> float | None:
-            for label in (display_name_of(queue), queue):
+            labels = (queue,) if kai.by_metadata_name else (display_name_of(queue), queue)
+            for label in labels:
                 if label in series:
                     return series[label]
             return None

@@ -35,6 +35,9 @@ class KaiQueueMetrics:
 
     allocated: dict[str, float]
     fair_share: dict[str, float]
+    # True: keyed by each queue's metadata.name (KAI's queue_metadata_name label). False:
+    # by KAI's queue_name, which is the displayName where the scheduler exports it.
+    by_metadata_name: bool = False
 
 
 class KaiMetricsSource(Protocol):

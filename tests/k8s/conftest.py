@@ -215,7 +215,7 @@ def kube_settings(
         kubeconfig=str(portal_kubeconfig),
         kube_service_account="gpu-portal/gpu-portal",
         vcluster_expose="LoadBalancer",
-        vcluster_timeout_seconds=60.0,
+        vcluster_timeout_seconds=150.0,
         # As from inside the host cluster: the vCluster's Service (tests/k8s/vcluster_runtime
         # plays the cluster's DNS for this process).
         vcluster_api_address="service",
@@ -241,8 +241,9 @@ def all_ready(app: FastAPI) -> bool:
     return set(statuses(app).values()) == {TeamStatus.READY}
 
 
-def reconcile_until(app: FastAPI, done: Any, timeout: float = 30.0) -> None:
-    """Run reconciler passes (as the worker would) until ``done()`` holds."""
+def reconcile_until(app: FastAPI, done: Any, timeout: float = 150.0) -> None:
+    """Run reconciler passes (as the worker would) until ``done()`` holds. A real syncer
+    serves its vCluster about 15 s after it starts, longer with three starting at once."""
     from sqlalchemy import update
 
     from app.core.models import Team, utcnow

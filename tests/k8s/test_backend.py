@@ -218,7 +218,7 @@ def test_an_unreachable_api_server_is_failed_retried_and_recovers(
         assert nlp.attempts == 1
     finally:
         cluster.start_apiserver()
-    reconcile_until(kube_app, lambda: all_ready(kube_app), timeout=60)
+    reconcile_until(kube_app, lambda: all_ready(kube_app))
 
 
 def test_a_portal_killed_mid_provisioning_resumes_without_duplicates(

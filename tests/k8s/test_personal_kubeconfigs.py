@@ -122,7 +122,7 @@ def test_each_person_gets_their_own_expiring_revocable_credential(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    reconcile_until(kube_app, lambda: all_ready(kube_app), timeout=90)
+    reconcile_until(kube_app, lambda: all_ready(kube_app))
     lead = client_for(kube_app, "lead-nlp@example.org")
     added = lead.api("POST", f"/api/v1/teams/{NLP}/members", {"email": MEMBER, "role": "member"})
     assert added.status_code == 201, added.text
@@ -219,7 +219,7 @@ def dump_database(app: FastAPI) -> str:
 def test_a_member_who_changes_role_loses_the_old_credential(
     kube_app: FastAPI, runtime: VClusterRuntime, edit_role_aggregated: None
 ) -> None:
-    reconcile_until(kube_app, lambda: all_ready(kube_app), timeout=90)
+    reconcile_until(kube_app, lambda: all_ready(kube_app))
     lead = client_for(kube_app, "lead-nlp@example.org")
     email = "promoted-nlp@example.org"
     lead.api("POST", f"/api/v1/teams/{NLP}/members", {"email": email, "role": "member"})

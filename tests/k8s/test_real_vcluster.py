@@ -176,7 +176,7 @@ def test_the_chart_from_an_oci_registry(
         update={"vcluster_chart_repo": oci_registry, "vcluster_installer": installer}
     )
     with portal(settings) as app:
-        reconcile_until(app, lambda: all_ready(app), timeout=90)
+        reconcile_until(app, lambda: all_ready(app))
         assert {chart_of(admin_api, t) for t in TEAMS} == {"vcluster-0.36.1"}
 
 
@@ -205,7 +205,7 @@ def test_every_exposure_mode_installs_as_the_portal(
         }
     )
     with portal(settings) as app:
-        reconcile_until(app, lambda: all_ready(app), timeout=90)
+        reconcile_until(app, lambda: all_ready(app))
         rbac = client.RbacAuthorizationV1Api(admin_api)
         role = rbac.read_namespaced_role("vc-nlp", "vcluster-nlp")
         assert any("pods/portforward" in (r.resources or []) for r in role.rules)
@@ -249,7 +249,7 @@ def test_a_control_plane_waiting_for_storage_says_why(
             {"metadata": {"name": "fast-ssd"}, "provisioner": "example.org/ssd"}
         )
         try:
-            reconcile_until(app, lambda: all_ready(app), timeout=90)
+            reconcile_until(app, lambda: all_ready(app))
         finally:
             storage.delete_storage_class("fast-ssd")
 
@@ -265,7 +265,7 @@ def test_changing_the_chart_version_upgrades_one_team_at_a_time(
     kube_settings: Any, admin_api: Any, clean_cluster: None
 ) -> None:
     with portal(kube_settings.model_copy(update=real_installer("0.36.0"))) as app:
-        reconcile_until(app, lambda: all_ready(app), timeout=90)
+        reconcile_until(app, lambda: all_ready(app))
         assert {chart_of(admin_api, t) for t in TEAMS} == {"vcluster-0.36.0"}
         use(app, **real_installer("0.36.1"))
         admin = client_for(app, "admin@example.org", admin=True)
@@ -325,7 +325,7 @@ def test_a_stuck_upgrade_stops_the_rollout_until_resumed(
     kube_settings: Any, admin_api: Any, clean_cluster: None, runtime: VClusterRuntime
 ) -> None:
     with portal(kube_settings.model_copy(update=real_installer("0.36.0"))) as app:
-        reconcile_until(app, lambda: all_ready(app), timeout=90)
+        reconcile_until(app, lambda: all_ready(app))
         runtime.paused.set()  # no node starts the new pod
         try:
             use(app, vcluster_upgrade_timeout_seconds=3.0, **real_installer("0.36.1"))

@@ -35,6 +35,19 @@ METRICS = (
     'runai_queue_fair_share_gpu{queue_name="nlp"} 0.5\n'
     "# TYPE runai_queue_allocated_gpus gauge\n"
     'runai_queue_allocated_gpus{queue_name="nlp"} 0.25\n'
+    # KAI 0.15+ as it labels them: the queue controller's queue_name is metadata.name,
+    # the scheduler's the displayName; queue_metadata_name is the same on both. Teams
+    # `a` (queue team-a) and `team-a` (queue team-team-a), names the portal accepts.
+    "# TYPE newkai_queue_allocated_gpus gauge\n"
+    'newkai_queue_allocated_gpus{queue_name="team-a",queue_metadata_name="team-a",'
+    'queue_display_name="a"} 1\n'
+    'newkai_queue_allocated_gpus{queue_name="team-team-a",queue_metadata_name="team-team-a",'
+    'queue_display_name="team-a"} 3\n'
+    "# TYPE newkai_queue_fair_share_gpu gauge\n"
+    'newkai_queue_fair_share_gpu{queue_name="a",queue_metadata_name="team-a",'
+    'queue_display_name="a"} 0.5\n'
+    'newkai_queue_fair_share_gpu{queue_name="team-a",queue_metadata_name="team-team-a",'
+    'queue_display_name="team-a"} 2.5\n'
 )
 
 
@@ -81,6 +94,17 @@ def test_the_metric_prefix_is_a_setting(prometheus: str) -> None:
     queues = PrometheusSource(prometheus, prefix="runai").read()
     assert queues.fair_share == {"nlp": 0.5}
     assert queues.allocated == {"nlp": 0.25}
+
+
+def test_series_are_matched_on_the_queues_metadata_name(prometheus: str) -> None:
+    """A team named `a` and one named `team-a`: on queue_name, one team's display name
+    is the other's queue name, and each would get the other's numbers."""
+    queues = PrometheusSource(prometheus, prefix="newkai").read()
+    assert queues.by_metadata_name
+    assert queues.allocated == {"team-a": 1.0, "team-team-a": 3.0}
+    assert queues.fair_share == {"team-a": 0.5, "team-team-a": 2.5}
+    old = PrometheusSource(prometheus).read()
+    assert not old.by_metadata_name
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)

@@ -1,0 +1,239 @@
+"""The design source's step 7, end to end on the real runtime: each team's lead downloads a
+personal kubeconfig, creates inside their vCluster the pod spec their team page offers,
+the real vCluster syncer copies it to the host, and the real KAI Scheduler v0.17.0
+(scheduler, binder, pod-grouper, pod-group controller, queue controller, admission)
+schedules it into the team's queue on the shared GPUs. Prometheus scrapes KAI's own
+metrics, and the team pages show KAI's numbers.
+
+Its own host cluster: KAI's v0.17.0 CRDs replace the v0.13.0 ones the other tests use,
+and KAI's admission webhook judges every pod there.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from kubernetes import client, config
+
+from app.core.db import unit_of_work
+from app.main import create_app
+from app.runtime import portal_of
+from app.teams.seed import seed_example
+from tests.conftest import settings_for
+from tests.k8s import kai
+from tests.k8s.conftest import all_ready, install_portal_chart, real_installer, reconcile_until
+from tests.k8s.control_plane import ControlPlane, control_plane
+from tests.k8s.vcluster_runtime import VClusterRuntime, vcluster_runtime
+from tests.servers import prometheus_server
+from tests.web.conftest import Client, client_for
+
+TEAMS = {"nlp": 1, "vision": 2, "recommender": 3}
+QUEUES = ("scheduling.run.ai", "v2", "queues")
+
+
+@dataclass
+class Host:
+    plane: ControlPlane
+    api: client.ApiClient
+    scheduler: kai.Kai
+    nodes: kai.GpuNodes
+    runtime: VClusterRuntime
+    prometheus: str
+    portal_kubeconfig: Path
+
+
+@pytest.fixture(scope="module")
+def host() -> Iterator[Host]:
+    """A host cluster with KAI, one GPU (the design source's pool) and a CPU node."""
+    with control_plane() as plane:
+        api = config.new_client_from_config(str(plane.kubeconfig))
+        kai.install(api)
+        install_portal_chart(plane)
+        token = (
+            client.CoreV1Api(api)
+            .create_namespaced_service_account_token(
+                "gpu-portal", "gpu-portal", {"spec": {"expirationSeconds": 86400}}
+            )
+            .status.token
+        )
+        portal_kubeconfig = plane.kubeconfig_for("gpu-portal", token)
+        with (
+            kai.kai_scheduler(plane) as running,
+            kai.gpu_nodes(api) as nodes,
+            vcluster_runtime(plane, api) as runtime,
+            prometheus_server(running.scheduler_metrics, running.queue_metrics) as prometheus,
+        ):
+            nodes.add("gpu-node-1", 1)
+            nodes.add("cpu-node-1", 0)
+            yield Host(plane, api, running, nodes, runtime, prometheus, portal_kubeconfig)
+            assert not runtime.errors, runtime.errors
+            assert not nodes.errors, nodes.errors
+            running.check()
+
+
+@pytest.fixture(scope="module")
+def portal(
+    host: Host, tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path
+) -> Iterator[FastAPI]:
+    """The portal as its ServiceAccount, KAI's numbers from Prometheus, the example org
+    approved and provisioned."""
+    import os
+
+    home = tmp_path_factory.mktemp("home")
+    old_home = os.environ.get("HOME")
+    os.environ["HOME"] = str(home)
+    database = tmp_path_factory.mktemp("db") / "portal.db"
+    shutil.copy(sqlite_template, database)  # the migrated schema
+    settings = settings_for(
+        f"sqlite:///{database}",
+        cluster_backend="kubernetes",
+        kubeconfig=str(host.portal_kubeconfig),
+        kube_service_account="gpu-portal/gpu-portal",
+        vcluster_expose="LoadBalancer",
+        vcluster_api_address="service",
+        vcluster_timeout_seconds=150.0,
+        prometheus_url=host.prometheus,
+        **real_installer(),
+    )
+    app = create_app(settings)
+    try:
+        with TestClient(app):
+            with unit_of_work(portal_of(app).session_factory) as session:
+                seed_example(session)
+            reconcile_until(app, lambda: all_ready(app))
+            yield app
+    finally:
+        if old_home is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = old_home
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 90) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not after {timeout} s")
+        time.sleep(0.5)
+
+
+def lead_of(app: FastAPI, team: str) -> Client:
+    return client_for(app, f"lead-{team}@example.org")
+
+
+def inside(app: FastAPI, team: str) -> client.ApiClient:
+    """The team's vCluster, through the lead's own downloaded kubeconfig."""
+    answer = lead_of(app, team).api("POST", f"/api/v1/teams/{TEAMS[team]}/kubeconfig?ttl=1h")
+    assert answer.status_code == 200, answer.text
+    return config.new_client_from_config_dict(yaml.safe_load(answer.text))
+
+
+def offered_pod(app: FastAPI, team: str, key: str) -> dict[str, Any]:
+    """The pod spec the team page offers (``fraction`` or ``whole``), as shown."""
+    page = lead_of(app, team).get(f"/teams/{TEAMS[team]}").text
+    found = re.search(rf'<pre id="pod-spec-{key}"[^>]*><code>(.*?)</code></pre>', page, re.S)
+    assert found, f"the team page of {team} offers no {key} pod"
+    pod: dict[str, Any] = yaml.safe_load(html.unescape(found.group(1)))
+    return pod
+
+
+def host_pod(host: Host, team: str, name: str, namespace: str = "default") -> Any:
+    pods = client.CoreV1Api(host.api).list_namespaced_pod(f"vcluster-{team}").items
+    for pod in pods:
+        annotations = pod.metadata.annotations or {}
+        if (
+            annotations.get("vcluster.loft.sh/object-name") == name
+            and annotations.get("vcluster.loft.sh/object-namespace") == namespace
+        ):
+            return pod
+    return None
+
+
+def gpu_allocated(host: Host, team: str) -> str | None:
+    queue: dict[str, Any] = client.CustomObjectsApi(host.api).get_cluster_custom_object(
+        *QUEUES, f"team-{team}"
+    )
+    value = ((queue.get("status") or {}).get("allocated") or {}).get("nvidia.com/gpu")
+    return str(value) if value is not None else None
+
+
+def bound_pod(host: Host, team: str, name: str) -> Any:
+    pod = host_pod(host, team, name)
+    return pod if pod is not None and pod.spec.node_name else None
+
+
+def running_inside(api: client.ApiClient, name: str, namespace: str = "default") -> bool:
+    pod = client.CoreV1Api(api).read_namespaced_pod(name, namespace)
+    return bool(pod.status.phase == "Running")
+
+
+def page_number(page: str, attribute: str) -> str:
+    found = re.search(rf'{attribute}">([0-9.]+)', page)
+    assert found, f"{attribute} is not on the page"
+    return found.group(1)
+
+
+def test_each_teams_pod_runs_in_its_queue_on_the_shared_gpu(host: Host, portal: FastAPI) -> None:
+    apis = {team: inside(portal, team) for team in TEAMS}
+    for team, api in apis.items():
+        pod = offered_pod(portal, team, "fraction")
+        assert pod["metadata"]["annotations"]["gpu-fraction"] == "0.33"
+        client.CoreV1Api(api).create_namespaced_pod("default", pod)
+
+    for team in TEAMS:
+        name = f"{team}-gpu-check"
+        synced = wait_for(f"{team}'s pod on the host", partial(host_pod, host, team, name))
+        assert synced.metadata.labels["kai.scheduler/queue"] == f"team-{team}"
+        assert synced.spec.scheduler_name == "kai-scheduler"
+        # The pod's service-account token is in a secret, not in an annotation.
+        tokens = [a for a in synced.metadata.annotations if a.startswith("vcluster.loft.sh/token")]
+        assert tokens == [], tokens
+        bound = wait_for(f"KAI binding {team}'s pod", partial(bound_pod, host, team, name))
+        assert bound.spec.node_name == "gpu-node-1"
+        # Running on the host, and so inside the vCluster, as its lead sees it.
+        wait_for(f"{team}'s pod running inside", partial(running_inside, apis[team], name))
+    for team in TEAMS:
+        assert wait_for(f"{team}'s queue", partial(gpu_allocated, host, team)) == "330m"
+
+    # The team page shows KAI's own figures (read from Prometheus), and KAI's fair share is
+    # what the portal computes itself from the same queues.
+    def kai_fair(team: str) -> float | None:
+        query = f'kai_queue_fair_share_gpu{{queue_metadata_name="team-{team}"}}'
+        result = httpx.get(f"{host.prometheus}/api/v1/query", params={"query": query}).json()
+        found = result["data"]["result"]
+        return float(found[0]["value"][1]) if found else None
+
+    for team in TEAMS:
+        assert wait_for(f"KAI's fair share of {team}", partial(kai_fair, team)) == 0.33
+
+        def shown(team: str = team) -> str | None:
+            page = lead_of(portal, team).get(f"/teams/{TEAMS[team]}").text
+            allocated = page_number(page, 'data-gauge="allocated')
+            return page if allocated == "0.33" else None
+
+        page = wait_for(f"{team}'s gauge at 0.33", shown, timeout=30)
+        assert page_number(page, 'data-explain="fair') == "0.33"
+
+    computed = portal_of(portal).settings.model_copy(update={"prometheus_url": None})
+    own = create_app(computed)
+    with TestClient(own):
+        for team in TEAMS:
+            page = lead_of(own, team).get(f"/teams/{TEAMS[team]}").text
+            assert page_number(page, 'data-gauge="allocated') == "0.33"
+            assert page_number(page, 'data-explain="fair') == "0.33"
