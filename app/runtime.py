@@ -34,6 +34,7 @@ from app.notifications import jobs as notification_jobs
 from app.notifications.delivery import Deliverer
 from app.provisioning import jobs as provisioning_jobs
 from app.provisioning.reconciler import Reconciler
+from app.provisioning.workloads import RefusedPods
 from app.teams import repository as teams_repo
 from app.usage import jobs as usage_jobs
 from app.usage.history import Collector, RecentHistory
@@ -58,6 +59,7 @@ WEB_PARTS = (
     "read_session_factory",
     "backend",
     "usage_cache",
+    "refused_pods",
     "recent_history",
     "drift_lines",
     "oidc",
@@ -131,6 +133,10 @@ class Portal:
             else None
         )
         return UsageCache(self.backend, ttl=settings.usage_cache_seconds, prometheus=prometheus)
+
+    @cached_property
+    def refused_pods(self) -> RefusedPods:
+        return RefusedPods(self.backend, ttl=self.settings.refused_pods_seconds)
 
     @cached_property
     def collector(self) -> Collector:

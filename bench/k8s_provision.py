@@ -1,12 +1,22 @@
 """Provisioning benchmark against a real kube-apiserver (the test suite's control plane).
 
-Provisions N teams (KAI queue, namespace, the real vCluster chart 0.36.1 installed by the
-real vcluster CLI or helm, admission policy) acting as the portal's ServiceAccount, with
-tests/k8s/vcluster_runtime.py playing the nodes and the running vCluster. Prints the
-time, the portal's API requests and writes per team and the CLI/helm time, then runs
-reconcile passes over the ready teams and prints writes and requests per pass.
+Two measurements, both acting as the portal's ServiceAccount with the real vCluster chart
+0.36.1 and the real syncer running each vCluster (tests/k8s/vcluster_runtime.py plays
+the nodes and the load balancer):
 
-    .venv/bin/python bench/k8s_provision.py --teams 30 [--installer helm]
+1. Provisioning N teams (KAI queue, namespace, the chart installed by the real vcluster
+   CLI or helm, admission policy): the time, the portal's API requests and writes per
+   team and the CLI/helm time, then reconcile passes over the ready teams with writes
+   and requests per pass. Each syncer is stopped once its team is ready (one costs about
+   600 MiB), so N is not bounded by memory.
+2. From approval to a team's first pod bound by KAI (KAI Scheduler v0.17.0 running as
+   in tests/k8s/kai.py, one GPU as in the design source): for each of the design
+   source's three teams, the admin approves, the portal provisions, the lead downloads a
+   personal kubeconfig and creates the team page's GPU-fraction pod inside the
+   vCluster, and the clock stops when KAI's binder has bound it on the host. Printed
+   per team, split into approval → ready and ready → bound, with the median.
+
+    .venv/bin/python bench/k8s_provision.py --teams 6 [--installer helm] [--skip-first-pod]
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ from app.core.models import Org, Team, TeamStatus, User, utcnow  # noqa: E402
 from app.provisioning.reconciler import Reconciler  # noqa: E402
 from app.teams import service  # noqa: E402
 from app.teams.rules import QuotaValues  # noqa: E402
-from tests.k8s.conftest import install_portal_chart  # noqa: E402
+from tests.k8s.conftest import portal_identity  # noqa: E402
 from tests.k8s.control_plane import control_plane  # noqa: E402
 from tests.k8s.vcluster_runtime import vcluster_runtime  # noqa: E402
 from tests.servers import tool  # noqa: E402
@@ -45,27 +55,25 @@ WRITES = ("apply", "delete", "cli")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--teams", type=int, default=30)
+    parser.add_argument("--teams", type=int, default=6)
     parser.add_argument("--passes", type=int, default=10)
     parser.add_argument("--installer", choices=("cli", "helm"), default="cli")
+    parser.add_argument("--skip-first-pod", action="store_true")
     args = parser.parse_args()
+    provision(args)
+    if not args.skip_first_pod:
+        first_pod()
+
+
+def provision(args: argparse.Namespace) -> None:
     folder = Path(tempfile.mkdtemp(prefix="k8s-bench-"))
     with control_plane() as plane:
         admin = config.new_client_from_config(str(plane.kubeconfig))
         for crd in kai_crds():
             client.ApiextensionsV1Api(admin).create_custom_resource_definition(crd)
-        install_portal_chart(plane)
-        time.sleep(1)
-        token = (
-            client.CoreV1Api(admin)
-            .create_namespaced_service_account_token(
-                "gpu-portal", "gpu-portal", {"spec": {"expirationSeconds": 86400}}
-            )
-            .status.token
-        )
-        kubeconfig = plane.kubeconfig_for("gpu-portal", token)
+        kubeconfig = portal_identity(plane)
         os.environ["HOME"] = str(folder / "home")  # the CLI's config and helm's caches
-        runtime = vcluster_runtime(admin, ready_seconds=0.2)
+        runtime = vcluster_runtime(plane, admin, ready_seconds=0.2, retire_ready=True)
         runtime.__enter__()
 
         url = f"sqlite:///{folder / 'portal.db'}"
@@ -80,8 +88,10 @@ def main() -> None:
             vcluster_installer=args.installer,
             vcluster_chart_repo=str(shared("third_party/vcluster/vcluster-0.36.1.tgz")),
             vcluster_chart_version="0.36.1",
-            vcluster_expose="Ingress",
-            worker_lease_seconds=120,
+            vcluster_expose="LoadBalancer",
+            vcluster_api_address="service",
+            vcluster_timeout_seconds=300,
+            worker_lease_seconds=300,
         )
         migrate(settings)
         engine = make_engine(url)
@@ -134,8 +144,8 @@ def main() -> None:
         provision_writes = sum(calls[w] for w in WRITES)
         print(
             f"provisioned {args.teams} teams in {elapsed:.1f} s "
-            f"({1000 * elapsed / args.teams:.0f} ms per team; the played pod is Ready 0.2 s "
-            f"after its claim is bound)"
+            f"({1000 * elapsed / args.teams:.0f} ms per team; each pod Ready when its real "
+            f"syncer serves)"
         )
         print(
             f"API requests while provisioning: {total} ({total / args.teams:.1f} per team), "
@@ -178,6 +188,125 @@ def main() -> None:
         print(f"  [{'met' if ok else 'MISSED'}] zero writes and a constant number of list calls")
         engine.dispose()
         runtime.__exit__(None, None, None)
+
+
+def first_pod() -> None:
+    """Approval → the team's first pod bound by KAI, for the design source's teams."""
+    import html
+    import re
+    import shutil
+
+    import yaml
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.runtime import portal_of
+    from app.teams.seed import EXAMPLE_TEAMS
+    from tests.conftest import settings_for
+    from tests.k8s import kai
+    from tests.web.conftest import client_for
+
+    folder = Path(tempfile.mkdtemp(prefix="k8s-bench-pod-"))
+    os.environ["HOME"] = str(folder / "home")
+    with control_plane() as plane:
+        admin_api = config.new_client_from_config(str(plane.kubeconfig))
+        kai.install(admin_api)
+        kubeconfig = portal_identity(plane)
+        with (
+            kai.kai_scheduler(plane),
+            kai.gpu_nodes(admin_api) as nodes,
+            vcluster_runtime(plane, admin_api, ready_seconds=0.2),
+        ):
+            nodes.add("gpu-node-1", 1)
+            url = f"sqlite:///{folder / 'portal.db'}"
+            settings = settings_for(
+                url,
+                cluster_backend="kubernetes",
+                kubeconfig=str(kubeconfig),
+                kube_service_account="gpu-portal/gpu-portal",
+                vcluster_expose="LoadBalancer",
+                vcluster_api_address="service",
+                vcluster_timeout_seconds=300.0,
+                vcluster_cli=str(tool("vcluster")),
+                helm_cli=str(tool("helm")),
+                vcluster_chart_repo=str(shared("third_party/vcluster/vcluster-0.36.1.tgz")),
+                vcluster_chart_version="0.36.1",
+            )
+            migrate(settings)
+            app = create_app(settings)
+            core = client.CoreV1Api(admin_api)
+            with TestClient(app):
+                factory = portal_of(app).session_factory
+                with unit_of_work(factory) as session:
+                    session.add(
+                        Org(
+                            name="ml-org",
+                            parent_queue="ml-org",
+                            gpus_centi=100,
+                            cpu_millicores=40_000,
+                            memory_mb=160_000,
+                        )
+                    )
+                    session.add(
+                        User(email="admin@example.org", display_name="admin", is_admin=True)
+                    )
+                admin = client_for(app, "admin@example.org", admin=True)
+                leads = {t: client_for(app, f"lead-{t}@example.org") for t, _ in EXAMPLE_TEAMS}
+                requested = {}
+                for team, lead in leads.items():
+                    body = {"name": team, "gpu_quota": "0.33", "gpu_limit": "1"}
+                    requested[team] = lead.api("POST", "/api/v1/requests", body).json()
+                timings: dict[str, tuple[float, float]] = {}
+                for team, lead in leads.items():
+                    started = time.perf_counter()
+                    request_id = requested[team]["id"]
+                    team_id = requested[team]["team_id"]
+                    admin.api("POST", f"/api/v1/requests/{request_id}/approve", {})
+                    while lead.get(f"/api/v1/teams/{team_id}").json()["status"] != "ready":
+                        with unit_of_work(factory) as session:
+                            session.execute(update(Team).values(next_attempt_at=utcnow()))
+                        portal_of(app).reconciler.run_once()
+                        time.sleep(0.1)
+                    ready = time.perf_counter()
+                    answer = lead.api("POST", f"/api/v1/teams/{team_id}/kubeconfig?ttl=1h")
+                    inside = config.new_client_from_config_dict(yaml.safe_load(answer.text))
+                    page = lead.get(f"/teams/{team_id}").text
+                    found = re.search(
+                        r'<pre id="pod-spec-fraction"[^>]*><code>(.*?)</code></pre>', page, re.S
+                    )
+                    assert found, "the team page offers no GPU-fraction pod"
+                    pod = yaml.safe_load(html.unescape(found.group(1)))
+                    client.CoreV1Api(inside).create_namespaced_pod("default", pod)
+                    name = pod["metadata"]["name"]
+                    while True:
+                        pods = core.list_namespaced_pod(f"vcluster-{team}").items
+                        if any(
+                            (p.metadata.annotations or {}).get("vcluster.loft.sh/object-name")
+                            == name
+                            and p.spec.node_name
+                            for p in pods
+                        ):
+                            break
+                        if time.perf_counter() - ready > 300:
+                            raise SystemExit(f"{team}'s pod was not bound in 300 s")
+                        time.sleep(0.1)
+                    bound = time.perf_counter()
+                    timings[team] = (ready - started, bound - ready)
+                    print(
+                        f"{team}: approval → ready {ready - started:.1f} s, "
+                        f"ready → pod bound by KAI {bound - ready:.1f} s, "
+                        f"approval → bound {bound - started:.1f} s"
+                    )
+                totals = [a + b for a, b in timings.values()]
+                to_ready = statistics.median(a for a, _ in timings.values())
+                to_bound = statistics.median(b for _, b in timings.values())
+                print(
+                    f"approval → first pod bound by KAI: median {statistics.median(totals):.1f} s "
+                    f"(approval → ready median {to_ready:.1f} s, ready → bound median "
+                    f"{to_bound:.1f} s) over {len(totals)} teams, one at a time"
+                )
+            portal_of(app).engine.dispose()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -7,14 +7,14 @@ from typing import Protocol
 from app.access.credentials import CredentialIssuer
 from app.adapters.simulated import SimulatedBackend
 from app.core.config import ClusterBackendKind, Settings
-from app.provisioning.backend import ClusterBackend
+from app.provisioning.backend import ClusterBackend, WorkloadReader
 from app.usage.sources import UsageReader
 
 
-class Cluster(ClusterBackend, CredentialIssuer, UsageReader, Protocol):
-    """A backend provisions teams (the provisioning domain's protocol), hands out and
-    revokes personal credentials (the access domain's) and reads the queues' usage (the
-    usage domain's)."""
+class Cluster(ClusterBackend, WorkloadReader, CredentialIssuer, UsageReader, Protocol):
+    """A backend provisions teams and reports the pods the host refused (the provisioning
+    domain's protocols), hands out and revokes personal credentials (the access domain's)
+    and reads the queues' usage (the usage domain's)."""
 
 
 def make_backend(settings: Settings) -> Cluster:

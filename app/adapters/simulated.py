@@ -18,7 +18,15 @@ from datetime import UTC, datetime, timedelta
 from app.access import kubeconfigs
 from app.access.credentials import Account, IssuedCredential, Person
 from app.core.models import Step
-from app.provisioning.backend import DONE, MISSING, PROGRESSING, BackendError, Observation, TeamSpec
+from app.provisioning.backend import (
+    DONE,
+    MISSING,
+    PROGRESSING,
+    BackendError,
+    Observation,
+    RefusedPod,
+    TeamSpec,
+)
 from app.usage import fairshare
 from app.usage.sources import QueueUsage
 
@@ -180,6 +188,11 @@ class SimulatedBackend:
             note=SIMULATED_NOTICE + " This address does not exist.",
         )
         return IssuedCredential(text, expires_at, kubeconfigs.token_id(token))
+
+    def refused_pods(self, spec: TeamSpec) -> list[RefusedPod]:
+        """A simulated cluster has no host to refuse anything."""
+        self._slow_call()
+        return []
 
     def credential_accounts(self, spec: TeamSpec) -> list[Account]:
         with self._lock:

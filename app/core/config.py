@@ -449,6 +449,15 @@ class Settings(BaseSettings):
         le=3600,
         description="One cluster read of usage serves every viewer this long.",
     )
+    refused_pods_seconds: float = Field(
+        default=15.0,
+        ge=0,
+        le=3600,
+        description=(
+            "One read of the pods a team's vCluster could not sync to the host serves "
+            "every viewer of the team page this long."
+        ),
+    )
     kai_queue_label: str = Field(
         default="kai.scheduler/queue",
         description=(

@@ -7,6 +7,7 @@ team, applies it (idempotently) or removes it, hands out the kubeconfig and read
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from app.core.models import Org, Step, Team
@@ -108,4 +109,24 @@ class ClusterBackend(Protocol):
 
     def remove(self, step: Step, spec: TeamSpec) -> Observation:
         """Delete what ``step`` created; DONE once it is gone."""
+        ...
+
+
+@dataclass(frozen=True)
+class RefusedPod:
+    """A pod a team created inside its vCluster that the host cluster refused: it never
+    left the vCluster (it stays Pending there), and the host's answer says why."""
+
+    namespace: str  # inside the vCluster
+    name: str
+    message: str  # the host's answer, as the syncer recorded it
+    last_seen: datetime
+    count: int  # how many times the syncer tried
+
+
+class WorkloadReader(Protocol):
+    """What the team page needs to know about the pods a team runs."""
+
+    def refused_pods(self, spec: TeamSpec) -> list[RefusedPod]:
+        """The team's pods the host refused, newest first."""
         ...

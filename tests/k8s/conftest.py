@@ -91,11 +91,11 @@ def install_portal_chart(cluster: ControlPlane) -> None:
     assert installed.returncode == 0, installed.stderr
 
 
-@pytest.fixture(scope="session")
-def portal_kubeconfig(cluster: ControlPlane) -> Path:
-    """The chart's ServiceAccount, with a token, as the portal's identity."""
-    install_portal_chart(cluster)
-    api = config.new_client_from_config(str(cluster.kubeconfig))
+def portal_identity(plane: ControlPlane) -> Path:
+    """The portal's chart installed, and a kubeconfig with a token of its ServiceAccount:
+    the portal's identity on ``plane``."""
+    install_portal_chart(plane)
+    api = config.new_client_from_config(str(plane.kubeconfig))
     token = (
         client.CoreV1Api(api)
         .create_namespaced_service_account_token(
@@ -103,7 +103,13 @@ def portal_kubeconfig(cluster: ControlPlane) -> Path:
         )
         .status.token
     )
-    return cluster.kubeconfig_for("gpu-portal", token)
+    return plane.kubeconfig_for("gpu-portal", token)
+
+
+@pytest.fixture(scope="session")
+def portal_kubeconfig(cluster: ControlPlane) -> Path:
+    """The chart's ServiceAccount, with a token, as the portal's identity."""
+    return portal_identity(cluster)
 
 
 @pytest.fixture(scope="session")

@@ -261,7 +261,12 @@ def test_a_portal_killed_mid_provisioning_resumes_without_duplicates(
         for q in client.CustomObjectsApi(admin_api).list_cluster_custom_object(*QUEUES)["items"]
     )
     assert names == ["ml-org", "team-nlp", "team-recommender", "team-vision"]
-    pods = client.CoreV1Api(admin_api).list_namespaced_pod("vcluster-nlp").items
+    # One control plane (the synced CoreDNS pod beside it is the vCluster's own).
+    pods = (
+        client.CoreV1Api(admin_api)
+        .list_namespaced_pod("vcluster-nlp", label_selector="app=vcluster")
+        .items
+    )
     assert [p.metadata.name for p in pods] == ["nlp-0"]
 
 
@@ -399,7 +404,11 @@ def test_the_helm_installer_does_the_same(
         with unit_of_work(portal_of(app).session_factory) as session:
             seed_example(session)
         reconcile_until(app, lambda: all_ready(app))
-        pods = client.CoreV1Api(admin_api).list_namespaced_pod("vcluster-vision").items
+        pods = (
+            client.CoreV1Api(admin_api)
+            .list_namespaced_pod("vcluster-vision", label_selector="app=vcluster")
+            .items
+        )
         assert [p.metadata.name for p in pods] == ["vision-0"]
         sets = client.AppsV1Api(admin_api).list_namespaced_stateful_set("vcluster-vision").items
         assert [s.metadata.labels["chart"] for s in sets] == ["vcluster-0.36.1"]

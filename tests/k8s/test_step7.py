@@ -34,7 +34,7 @@ from app.runtime import portal_of
 from app.teams.seed import seed_example
 from tests.conftest import settings_for
 from tests.k8s import kai
-from tests.k8s.conftest import all_ready, install_portal_chart, real_installer, reconcile_until
+from tests.k8s.conftest import all_ready, portal_identity, real_installer, reconcile_until
 from tests.k8s.control_plane import ControlPlane, control_plane
 from tests.k8s.vcluster_runtime import VClusterRuntime, vcluster_runtime
 from tests.servers import prometheus_server
@@ -42,6 +42,7 @@ from tests.web.conftest import Client, client_for
 
 TEAMS = {"nlp": 1, "vision": 2, "recommender": 3}
 QUEUES = ("scheduling.run.ai", "v2", "queues")
+OBJECT_NAME = "vcluster.loft.sh/object-name"
 
 
 @dataclass
@@ -61,15 +62,7 @@ def host() -> Iterator[Host]:
     with control_plane() as plane:
         api = config.new_client_from_config(str(plane.kubeconfig))
         kai.install(api)
-        install_portal_chart(plane)
-        token = (
-            client.CoreV1Api(api)
-            .create_namespaced_service_account_token(
-                "gpu-portal", "gpu-portal", {"spec": {"expirationSeconds": 86400}}
-            )
-            .status.token
-        )
-        portal_kubeconfig = plane.kubeconfig_for("gpu-portal", token)
+        portal_kubeconfig = portal_identity(plane)
         with (
             kai.kai_scheduler(plane) as running,
             kai.gpu_nodes(api) as nodes,
@@ -150,6 +143,9 @@ def offered_pod(app: FastAPI, team: str, key: str) -> dict[str, Any]:
     found = re.search(rf'<pre id="pod-spec-{key}"[^>]*><code>(.*?)</code></pre>', page, re.S)
     assert found, f"the team page of {team} offers no {key} pod"
     pod: dict[str, Any] = yaml.safe_load(html.unescape(found.group(1)))
+    for container in pod["spec"]["containers"]:  # quantities as kubectl sends them
+        limits = container.get("resources", {}).get("limits", {})
+        container.get("resources", {})["limits"] = {k: str(v) for k, v in limits.items()}
     return pod
 
 
@@ -158,7 +154,7 @@ def host_pod(host: Host, team: str, name: str, namespace: str = "default") -> An
     for pod in pods:
         annotations = pod.metadata.annotations or {}
         if (
-            annotations.get("vcluster.loft.sh/object-name") == name
+            annotations.get(OBJECT_NAME) == name
             and annotations.get("vcluster.loft.sh/object-namespace") == namespace
         ):
             return pod
@@ -173,8 +169,12 @@ def gpu_allocated(host: Host, team: str) -> str | None:
     return str(value) if value is not None else None
 
 
-def bound_pod(host: Host, team: str, name: str) -> Any:
-    pod = host_pod(host, team, name)
+def absent(host: Host, team: str, name: str) -> bool:
+    return host_pod(host, team, name) is None
+
+
+def bound_pod(host: Host, team: str, name: str, namespace: str = "default") -> Any:
+    pod = host_pod(host, team, name, namespace)
     return pod if pod is not None and pod.spec.node_name else None
 
 
@@ -213,14 +213,8 @@ def test_each_teams_pod_runs_in_its_queue_on_the_shared_gpu(host: Host, portal: 
 
     # The team page shows KAI's own figures (read from Prometheus), and KAI's fair share is
     # what the portal computes itself from the same queues.
-    def kai_fair(team: str) -> float | None:
-        query = f'kai_queue_fair_share_gpu{{queue_metadata_name="team-{team}"}}'
-        result = httpx.get(f"{host.prometheus}/api/v1/query", params={"query": query}).json()
-        found = result["data"]["result"]
-        return float(found[0]["value"][1]) if found else None
-
     for team in TEAMS:
-        assert wait_for(f"KAI's fair share of {team}", partial(kai_fair, team)) == 0.33
+        assert wait_for(f"KAI's fair share of {team}", partial(kai_fair_share, host, team)) == 0.33
 
         def shown(team: str = team) -> str | None:
             page = lead_of(portal, team).get(f"/teams/{TEAMS[team]}").text
@@ -237,3 +231,191 @@ def test_each_teams_pod_runs_in_its_queue_on_the_shared_gpu(host: Host, portal: 
             page = lead_of(own, team).get(f"/teams/{TEAMS[team]}").text
             assert page_number(page, 'data-gauge="allocated') == "0.33"
             assert page_number(page, 'data-explain="fair') == "0.33"
+
+
+def test_the_vclusters_own_coredns_comes_back_on_the_host(host: Host, portal: FastAPI) -> None:
+    """CoreDNS is synced like any team pod: once re-created (an eviction, a drain, an
+    upgrade) the host's queue policy judges it, and it must pass."""
+    api = inside(portal, "vision")  # the lead is cluster-admin inside
+    core = client.CoreV1Api(api)
+    first = wait_for(
+        "CoreDNS inside",
+        lambda: (
+            core.list_namespaced_pod(
+                "kube-system", label_selector="k8s-app=vcluster-kube-dns"
+            ).items
+        ),
+    )[0]
+    core.delete_namespaced_pod(first.metadata.name, "kube-system", grace_period_seconds=0)
+
+    def recreated() -> Any:
+        pods = core.list_namespaced_pod(
+            "kube-system", label_selector="k8s-app=vcluster-kube-dns"
+        ).items
+        fresh = [p for p in pods if p.metadata.uid != first.metadata.uid]
+        return fresh and host_pod(host, "vision", fresh[0].metadata.name, "kube-system")
+
+    on_host = wait_for("the new CoreDNS pod on the host", recreated)
+    assert on_host.metadata.labels["kai.scheduler/queue"] == "team-vision"
+    assert on_host.spec.scheduler_name == "kai-scheduler"
+    # ... and KAI places it, in the team's queue, on the CPU node (it tolerates no GPU taint).
+    bound = wait_for(
+        "KAI binding CoreDNS",
+        partial(
+            bound_pod, host, "vision", on_host.metadata.annotations[OBJECT_NAME], "kube-system"
+        ),
+    )
+    assert bound.spec.node_name == "cpu-node-1"
+
+
+def test_a_pod_the_host_refuses_is_named_on_the_team_page(host: Host, portal: FastAPI) -> None:
+    pod = offered_pod(portal, "nlp", "fraction")
+    pod["metadata"]["name"] = "no-queue"
+    del pod["metadata"]["labels"]
+    client.CoreV1Api(inside(portal, "nlp")).create_namespaced_pod("default", pod)
+
+    lead = lead_of(portal, "nlp")
+
+    def listed() -> str | None:
+        part = lead.get(f"/teams/{TEAMS['nlp']}/workloads").text
+        return part if 'data-refused-pod="default/no-queue"' in part else None
+
+    part = wait_for("the refused pod on the team page", listed, timeout=60)
+    assert "pods of team nlp must carry the label kai.scheduler/queue: team-nlp" in part
+    assert host_pod(host, "nlp", "no-queue") is None
+    # Another team's lead sees nothing of it.
+    assert lead_of(portal, "vision").get(f"/teams/{TEAMS['nlp']}/workloads").status_code == 404
+    vision = lead_of(portal, "vision").get(f"/teams/{TEAMS['vision']}/workloads").text
+    assert "no-queue" not in vision
+
+
+def test_what_one_lead_installs_inside_the_other_cannot_see(portal: FastAPI) -> None:
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "probes.vision.example.org"},
+        "spec": {
+            "group": "vision.example.org",
+            "names": {"kind": "Probe", "plural": "probes", "singular": "probe"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object"}},
+                }
+            ],
+        },
+    }
+    vision = client.ApiextensionsV1Api(inside(portal, "vision"))
+    vision.create_custom_resource_definition(crd)
+    assert vision.read_custom_resource_definition("probes.vision.example.org")
+    nlp = client.ApiextensionsV1Api(inside(portal, "nlp"))
+    names = {c.metadata.name for c in nlp.list_custom_resource_definition().items}
+    assert "probes.vision.example.org" not in names
+
+
+def test_a_fourth_teams_whole_gpu_pod_waits_and_its_page_says_why(
+    host: Host, portal: FastAPI
+) -> None:
+    """The one GPU is shared by the three teams' fractions: a whole-GPU pod of a new team
+    (no guarantee left in the pool) is refused a place by KAI, and its page says so."""
+    lead = client_for(portal, "lead-audio@example.org")
+    asked = lead.api(
+        "POST",
+        "/api/v1/requests",
+        {"name": "audio", "gpu_quota": "0", "gpu_limit": "1", "purpose": "speech"},
+    )
+    assert asked.status_code == 201, asked.text
+    admin = client_for(portal, "admin@example.org", admin=True)
+    approved = admin.api("POST", f"/api/v1/requests/{asked.json()['id']}/approve", {})
+    assert approved.status_code == 200, approved.text
+    reconcile_until(portal, lambda: all_ready(portal))
+    team_id = asked.json()["team_id"]
+    TEAMS["audio"] = team_id
+    try:
+        pod = offered_pod(portal, "audio", "whole")
+        assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+        client.CoreV1Api(inside(portal, "audio")).create_namespaced_pod("default", pod)
+        synced = wait_for(
+            "audio's pod on the host", partial(host_pod, host, "audio", pod["metadata"]["name"])
+        )
+        assert synced.metadata.labels["kai.scheduler/queue"] == "team-audio"
+
+        def refused_by_kai() -> bool:
+            groups = client.CustomObjectsApi(host.api).list_namespaced_custom_object(
+                "scheduling.run.ai", "v2alpha2", "vcluster-audio", "podgroups"
+            )["items"]
+            conditions = [
+                c for g in groups for c in (g.get("status") or {}).get("schedulingConditions", [])
+            ]
+            return any(c.get("reason") == "Unschedulable" for c in conditions)
+
+        wait_for("KAI's verdict on audio's pod", refused_by_kai)
+        time.sleep(3)  # several scheduling cycles: it stays unbound
+        assert bound_pod(host, "audio", pod["metadata"]["name"]) is None
+
+        def explained() -> str | None:
+            page = lead.get(f"/teams/{team_id}").text
+            found = re.search(r'data-explain="why">(.*?)</p>', page, re.S)
+            return " ".join(found.group(1).split()) if found else None
+
+        why = wait_for("the team page's explanation", explained, timeout=30)
+        assert why.startswith("1 GPU of your work is waiting"), why
+    finally:
+        TEAMS.pop("audio")
+
+
+class Mismatch(AssertionError):
+    """The portal's own figures differ from KAI's."""
+
+
+def kai_fair_share(host: Host, team: str) -> float | None:
+    query = f'kai_queue_fair_share_gpu{{queue_metadata_name="team-{team}"}}'
+    result = httpx.get(f"{host.prometheus}/api/v1/query", params={"query": query}).json()
+    found = result["data"]["result"]
+    return float(found[0]["value"][1]) if found else None
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=Mismatch,
+    reason=(
+        "the fair-share issue of this wave: the portal divides only the org's pool, KAI the "
+        "whole cluster's GPUs among all top-level queues (the org's limit is -1)"
+    ),
+)
+def test_on_a_cluster_larger_than_the_pool_the_portal_agrees_with_kai(
+    host: Host, portal: FastAPI
+) -> None:
+    """Two nodes of 4 GPUs beside the pool's one; every team now runs a whole-GPU pod
+    instead of its fraction (its limit is 1)."""
+    host.nodes.add("gpu-node-2", 4)
+    host.nodes.add("gpu-node-3", 4)
+    for team in ("nlp", "vision", "recommender"):
+        core = client.CoreV1Api(inside(portal, team))
+        core.delete_namespaced_pod(f"{team}-gpu-check", "default", grace_period_seconds=0)
+        wait_for(
+            f"{team}'s fraction gone from the host",
+            partial(absent, host, team, f"{team}-gpu-check"),
+        )
+        pod = offered_pod(portal, team, "whole")
+        pod["metadata"]["name"] = f"{team}-whole"
+        core.create_namespaced_pod("default", pod)
+        wait_for(f"{team}'s whole-GPU pod bound", partial(bound_pod, host, team, f"{team}-whole"))
+    time.sleep(5)  # KAI's metrics after the binding, scraped
+    kai_says = {team: kai_fair_share(host, team) for team in ("nlp", "vision", "recommender")}
+    computed = portal_of(portal).settings.model_copy(update={"prometheus_url": None})
+    own = create_app(computed)
+    with TestClient(own):
+        portal_says = {
+            team: float(
+                page_number(
+                    lead_of(own, team).get(f"/teams/{TEAMS[team]}").text, 'data-explain="fair'
+                )
+            )
+            for team in ("nlp", "vision", "recommender")
+        }
+    if portal_says != kai_says:
+        raise Mismatch(f"the portal says {portal_says}, KAI {kai_says}")

@@ -36,13 +36,23 @@ from tests.k8s import syncer as syncers
 from tests.k8s.control_plane import ControlPlane
 
 NODE = "vcluster-host-node"  # the host Node the control-plane pods "run" on
+CRASH_LOOP = 3  # exits of one pod's syncer that the tests report
 
 
 class VClusterRuntime:
     def __init__(
-        self, plane: ControlPlane, api: client.ApiClient, *, ready_seconds: float = 0.3
+        self,
+        plane: ControlPlane,
+        api: client.ApiClient,
+        *,
+        ready_seconds: float = 0.3,
+        retire_ready: bool = False,
     ) -> None:
+        """``retire_ready``: stop a syncer once its pod is Ready and its secret written
+        (the pod stays Ready): for benchmarks of many teams that never use the vCluster."""
         self.plane = plane
+        self.retire_ready = retire_ready
+        self._retired: set[str] = set()
         self.api = api
         self.core = client.CoreV1Api(api)
         self.storage = client.StorageV1Api(api)
@@ -53,6 +63,7 @@ class VClusterRuntime:
         self.addresses: dict[tuple[str, str], str] = {}  # (namespace, name): load balancer
         self.syncers: dict[str, syncers.Syncer] = {}  # by control-plane pod uid
         self._lock = threading.Lock()
+        self.exits: dict[str, list[str]] = {}  # by pod uid: each exit and its log
         self.errors: list[str] = []
 
     def address(self, namespace: str, name: str) -> str:
@@ -153,16 +164,21 @@ class VClusterRuntime:
             if claim.status.phase != "Bound":
                 return  # not schedulable: stays Pending
         uid = pod.metadata.uid
+        if uid in self._retired:
+            return
         first = self._seen.setdefault(uid, time.monotonic())
         if time.monotonic() - first < self.ready_seconds:
             return
         namespace, name = pod.metadata.namespace, pod.metadata.labels["release"]
         running = self.syncers.get(uid)
         if running is not None and not running.alive():
-            self.errors.append(
-                f"the syncer of {namespace}/{name} exited ({running.process.returncode}):\n"
-                + running.log_tail()
-            )
+            # A container that exits is started again, as a kubelet would; one that keeps
+            # exiting is a failure the tests report. (A syncer may exit while its namespace
+            # is being deleted around it.)
+            exits = self.exits.setdefault(uid, [])
+            exits.append(f"exited ({running.process.returncode}):\n{running.log_tail()}")
+            if len(exits) == CRASH_LOOP:
+                self.errors.append(f"the syncer of {namespace}/{name} " + "\n".join(exits))
             self.syncers.pop(uid).stop()
             running = None
         if running is None:
@@ -170,6 +186,10 @@ class VClusterRuntime:
             self.syncers[uid] = syncers.start(
                 self.plane, self.api, pod, node=NODE, address=self.address(namespace, name)
             )
+            return
+        if _ready(pod) and self.retire_ready:
+            self._retired.add(uid)
+            threading.Thread(target=self.syncers.pop(uid).stop, daemon=True).start()
             return
         if _ready(pod) or not running.serving():
             return
@@ -246,9 +266,13 @@ def cluster_dns(runtime: VClusterRuntime) -> Iterator[None]:
 
 @contextmanager
 def vcluster_runtime(
-    plane: ControlPlane, api: client.ApiClient, *, ready_seconds: float = 0.3
+    plane: ControlPlane,
+    api: client.ApiClient,
+    *,
+    ready_seconds: float = 0.3,
+    retire_ready: bool = False,
 ) -> Iterator[VClusterRuntime]:
-    runtime = VClusterRuntime(plane, api, ready_seconds=ready_seconds)
+    runtime = VClusterRuntime(plane, api, ready_seconds=ready_seconds, retire_ready=retire_ready)
     thread = threading.Thread(target=runtime.run, name="vcluster-runtime", daemon=True)
     thread.start()
     try:

@@ -21,9 +21,10 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 
 from app.access import kubeconfigs as files
 from app.access.credentials import Account, IssuedCredential, Person
+from app.adapters.k8s import manifests as m
 from app.adapters.k8s.client import Part, api_message
 from app.adapters.k8s.kubeconfig import Kubeconfigs
-from app.provisioning.backend import BackendError, TeamSpec
+from app.provisioning.backend import BackendError, RefusedPod, TeamSpec
 
 T = TypeVar("T")
 MANAGED = {"app.kubernetes.io/managed-by": "gpu-portal"}
@@ -31,6 +32,11 @@ SELECTOR = "app.kubernetes.io/managed-by=gpu-portal"
 ROLE_ANNOTATION = "gpu-portal/cluster-role"
 EMAIL_ANNOTATION = "gpu-portal/email"
 TIMEOUT = 10  # seconds for each call to a vCluster's API server
+EVENTS_READ = 500  # the newest sync errors read per vCluster
+MESSAGE_SHOWN = 600  # characters of a host's answer kept
+# Where the syncer records, on a host pod, which pod inside the vCluster it copies.
+OBJECT_NAME = "vcluster.loft.sh/object-name"
+OBJECT_NAMESPACE = "vcluster.loft.sh/object-namespace"
 
 
 @dataclass
@@ -271,6 +277,66 @@ class Access(Part):
             )
         return result
 
+    # --- what the host refused ---------------------------------------------------------
+
+    def refused_pods(self, spec: TeamSpec) -> list[RefusedPod]:
+        """Pods inside the vCluster that the host refused. The syncer records each refusal
+        as a Warning event ``SyncError`` on the pod, inside the vCluster, and keeps
+        trying; a pod counts while it still exists there, Pending, with no copy on the
+        host (a later fix of the host's policy lets it through)."""
+        conn = self._connect(spec)
+        events = self._in(
+            spec,
+            "listing sync errors",
+            lambda: conn.core.list_event_for_all_namespaces(
+                field_selector="reason=SyncError,involvedObject.kind=Pod",
+                limit=EVENTS_READ,
+                _request_timeout=TIMEOUT,
+            ),
+        )
+        latest: dict[tuple[str, str], Any] = {}
+        for event in events.items if events is not None else []:
+            obj = event.involved_object
+            key = (obj.namespace or "", obj.name or "")
+            if key not in latest or _seen(event) >= _seen(latest[key]):
+                latest[key] = event
+        if not latest:
+            return []
+        pending = self._in(
+            spec,
+            "listing pending pods",
+            lambda: conn.core.list_pod_for_all_namespaces(
+                field_selector="status.phase=Pending", _request_timeout=TIMEOUT
+            ),
+        )
+        waiting = {
+            (p.metadata.namespace, p.metadata.name): p.metadata.uid
+            for p in (pending.items if pending is not None else [])
+        }
+        synced = self._call(
+            f"listing the synced pods in {spec.namespace}",
+            lambda: self.kube.core.list_namespaced_pod(
+                spec.namespace, label_selector=f"{m.VCLUSTER_MANAGED}={spec.vcluster_name}"
+            ),
+        )
+        on_host = set()
+        host_pods: list[Any] = synced.items if synced is not None else []
+        for pod in host_pods:
+            notes = pod.metadata.annotations or {}
+            on_host.add((notes.get(OBJECT_NAMESPACE, ""), notes.get(OBJECT_NAME, "")))
+        refused = [
+            RefusedPod(
+                namespace=key[0],
+                name=key[1],
+                message=(event.message or "")[:MESSAGE_SHOWN],
+                last_seen=_seen(event),
+                count=int(event.count or 1),
+            )
+            for key, event in latest.items()
+            if waiting.get(key) == event.involved_object.uid and key not in on_host
+        ]
+        return sorted(refused, key=lambda r: r.last_seen, reverse=True)
+
     def revoke(
         self, spec: TeamSpec, accounts: Collection[str], *, uids: Mapping[str, str] | None = None
     ) -> None:
@@ -330,6 +396,11 @@ class Access(Part):
             old = self._connections.pop(team, None)
         if old is not None:
             old.api.close()
+
+
+def _seen(event: Any) -> datetime:
+    when = event.last_timestamp or event.event_time or event.metadata.creation_timestamp
+    return when if isinstance(when, datetime) else datetime.now(UTC)
 
 
 def _cluster(raw: dict[str, Any]) -> dict[str, Any]:

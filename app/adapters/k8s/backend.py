@@ -27,7 +27,7 @@ from app.adapters.k8s.objects import ClusterObjects
 from app.adapters.k8s.vcluster import VClusterInstaller
 from app.core.config import Settings
 from app.core.models import Step
-from app.provisioning.backend import DONE, Observation, TeamSpec
+from app.provisioning.backend import DONE, Observation, RefusedPod, TeamSpec
 from app.usage.sources import QueueUsage
 
 __all__ = ["KubernetesBackend"]
@@ -118,6 +118,9 @@ class KubernetesBackend:
 
     def credential_accounts(self, spec: TeamSpec) -> list[Account]:
         return self.access.accounts(spec)
+
+    def refused_pods(self, spec: TeamSpec) -> list[RefusedPod]:
+        return self.access.refused_pods(spec)
 
     def revoke_credentials(
         self, spec: TeamSpec, accounts: Collection[str], *, uids: Mapping[str, str] | None = None

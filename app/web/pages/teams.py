@@ -13,7 +13,9 @@ from app.access import service as access
 from app.auth.principal import Principal
 from app.core.db import discard_changes
 from app.core.errors import Conflict, DomainError, InvalidInput
+from app.core.models import TeamStatus
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.provisioning.specs import spec_of
 from app.runtime import Portal
 from app.teams import members, service
 from app.teams import repository as repo
@@ -248,6 +250,25 @@ def team_status(
         # Whatever else listens (the live share gauge) refreshes now, not at its next poll.
         response.headers["HX-Trigger"] = "team-changed"
     return response
+
+
+@router.get("/teams/{team_id}/workloads", response_class=HTMLResponse)
+def team_workloads(
+    request: Request,
+    team: TeamForViewer,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    portal: PortalDep,
+) -> Response:
+    """The team's pods the host refused, read from its vCluster (loaded after the page,
+    so the page itself never waits for a cluster)."""
+    reading = (
+        portal.refused_pods.get(spec_of(session, team, portal.settings))
+        if team.status == TeamStatus.READY
+        else None
+    )
+    context = {"principal": principal, "team": team, "reading": reading}
+    return render(request, "teams/partials/workloads.html", context)
 
 
 @router.post("/teams/{team_id}/kubeconfig")
