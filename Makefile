@@ -8,7 +8,10 @@ PYTHON ?= python3
 run: setup
 	PORTAL_DEVELOPMENT=true $(BIN)/gpu-portal serve --seed --host 127.0.0.1 --port 8000
 
-test: setup setup-test lint layers typecheck pytest
+# Lint, types, layers and the tests that need no Go tool run while the tools build.
+test: setup
+	scripts/system-deps.sh
+	VENV=$(VENV) scripts/test.sh
 
 setup: $(VENV)/.installed static/vendor/.fetched
 
@@ -29,7 +32,7 @@ setup-test:
 	scripts/build-tools.sh
 
 lint:
-	$(BIN)/ruff check app tests bench migrations
+	$(BIN)/ruff check app tests bench migrations scripts
 	$(BIN)/ruff format --check app tests bench migrations
 
 layers:

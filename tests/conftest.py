@@ -39,6 +39,18 @@ TABLES = (
 )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that use the Go tools carry the mark ``tools``: scripts/test.sh runs the
+    others while the tools build, then these."""
+    from tests.servers import TOOL_TESTS
+
+    root = Path(__file__).resolve().parents[1]
+    for item in items:
+        where = item.path.relative_to(root).as_posix()
+        if where.startswith(TOOL_TESTS):
+            item.add_marker(pytest.mark.tools)
+
+
 def settings_for(url: str, **overrides: object) -> Settings:
     values: dict[str, object] = {
         "development": True,

@@ -145,9 +145,19 @@ def cache_dir() -> Path:
     return _CACHE
 
 
+# Tests that use the Go tools built into the cache (they run once the build is done).
+TOOL_TESTS = ("tests/k8s/", "tests/usage/test_prometheus.py", "tests/test_compose.py")
+
+
 def tool(name: str) -> Path:
     """A binary built by scripts/build-tools.sh into the cache outside git."""
     path = cache_dir() / "bin" / name
+    if os.environ.get("PORTAL_TOOLS_BUILDING"):
+        # scripts/test.sh builds them meanwhile: a second build would race the first.
+        raise RuntimeError(
+            f"{name} is being built while this test runs: a test that uses the Go tools "
+            "belongs in TOOL_TESTS (tests/servers.py), which run after the build"
+        )
     if not path.exists():
         root = Path(__file__).resolve().parents[1]
         subprocess.run([str(root / "scripts/build-tools.sh")], check=True)

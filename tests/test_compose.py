@@ -11,21 +11,19 @@ import pytest
 import yaml
 
 from app.core.config import Settings
-from tests.servers import cache_dir
+from tests.servers import tool
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE = cache_dir()
 
 
 @pytest.fixture(scope="module")
 def composecheck() -> Path:
-    subprocess.run([str(ROOT / "scripts/build-tools.sh")], check=True)
-    return CACHE / "bin" / "composecheck"
+    return tool("composecheck")
 
 
-def run(tool: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run(binary: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(tool), str(ROOT / "docker-compose.yml")],
+        [str(binary), str(ROOT / "docker-compose.yml")],
         capture_output=True,
         text=True,
         env={"PATH": os.environ["PATH"], **env},

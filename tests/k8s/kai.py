@@ -204,6 +204,8 @@ def _arguments(folder: Path, webhook_port: int) -> dict[str, list[str]]:
         "podgroupcontroller": [
             *common,
             f"--scheduler-name={SCHEDULER}",
+            # v0.17.0 parses this flag but never hands it to its manager: it serves its
+            # metrics on :8080 whatever is given, so one runs per machine at a time.
             f"--metrics-bind-address=127.0.0.1:{free_port()}",
             f"--health-probe-bind-address=127.0.0.1:{free_port()}",
             "--enable-podgroup-webhook=false",  # it only validates PodGroup edits

@@ -11,9 +11,11 @@ and KAI's admission webhook judges every pod there.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,7 +39,7 @@ from tests.k8s import kai
 from tests.k8s.conftest import all_ready, portal_identity, real_installer, reconcile_until
 from tests.k8s.control_plane import ControlPlane, control_plane
 from tests.k8s.vcluster_runtime import VClusterRuntime, vcluster_runtime
-from tests.servers import prometheus_server
+from tests.servers import free_port, prometheus_server, wait_http
 from tests.web.conftest import Client, client_for
 
 TEAMS = {"nlp": 1, "vision": 2, "recommender": 3}
@@ -287,6 +289,48 @@ def test_a_pod_the_host_refuses_is_named_on_the_team_page(host: Host, portal: Fa
     assert lead_of(portal, "vision").get(f"/teams/{TEAMS['nlp']}/workloads").status_code == 404
     vision = lead_of(portal, "vision").get(f"/teams/{TEAMS['vision']}/workloads").text
     assert "no-queue" not in vision
+
+
+@contextlib.contextmanager
+def served(app: FastAPI) -> Iterator[str]:
+    """The running portal (its lifespan already started) over HTTP, for a browser."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_http(f"http://127.0.0.1:{port}/login", timeout=30)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.mark.browser
+def test_the_lead_reads_the_refused_pod_in_a_browser(portal: FastAPI) -> None:
+    """As a lead sees it: the list arrives after the page, with the host's answer."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, sign_in
+
+    with served(portal) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = sign_in(browser, url, "lead-nlp@example.org")
+            page.goto(f"{url}/teams/{TEAMS['nlp']}")
+            row = page.locator('[data-refused-pod="default/no-queue"]')
+            row.wait_for(timeout=30_000)
+            assert row.locator("code").inner_text() == "default/no-queue"
+            message = row.locator('[data-refused="message"]').inner_text()
+            assert "pods of team nlp must carry the label kai.scheduler/queue: team-nlp" in message
+            heading = page.locator("#workloads h2").inner_text()
+            assert heading == "Pods the host refused"
+        finally:
+            browser.close()
 
 
 def test_what_one_lead_installs_inside_the_other_cannot_see(portal: FastAPI) -> None:

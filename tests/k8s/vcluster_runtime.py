@@ -187,7 +187,7 @@ class VClusterRuntime:
                 self.plane, self.api, pod, node=NODE, address=self.address(namespace, name)
             )
             return
-        if _ready(pod) and self.retire_ready:
+        if _ready(pod) and self.retire_ready and self._secret_written(namespace, name):
             self._retired.add(uid)
             threading.Thread(target=self.syncers.pop(uid).stop, daemon=True).start()
             return
@@ -209,6 +209,12 @@ class VClusterRuntime:
                 }
             },
         )
+
+    def _secret_written(self, namespace: str, name: str) -> bool:
+        found = self.core.list_namespaced_secret(
+            namespace, field_selector=f"metadata.name=vc-{name}"
+        )
+        return bool(found.items)
 
     def _ensure_node(self) -> None:
         """The host Node a control-plane pod runs on (the syncer reads it)."""
