@@ -247,9 +247,11 @@ def all_ready(app: FastAPI) -> bool:
     return set(statuses(app).values()) == {TeamStatus.READY}
 
 
-def reconcile_until(app: FastAPI, done: Any, timeout: float = 150.0) -> None:
+def reconcile_until(app: FastAPI, done: Any, timeout: float = 300.0) -> None:
     """Run reconciler passes (as the worker would) until ``done()`` holds. A real syncer
-    serves its vCluster about 15 s after it starts, longer with three starting at once."""
+    serves its vCluster about 15 s after it starts; with three starting at once beside
+    another test file's (two run at a time) it took over 150 s on a loaded 2-core
+    machine."""
     from sqlalchemy import update
 
     from app.core.models import Team, utcnow
@@ -260,7 +262,11 @@ def reconcile_until(app: FastAPI, done: Any, timeout: float = 150.0) -> None:
             with portal_of(app).session_factory() as session:
                 from app.teams import repository as repo
 
-                errors = {t.name: t.last_error for t in repo.get_teams(session)}
+                errors = {
+                    t.name: t.last_error
+                    or "; ".join(f"{s.step}: {s.message}" for s in t.steps if s.status != "done")
+                    for t in repo.get_teams(session)
+                }
             raise AssertionError(f"the reconciler did not get there in time: {errors}")
         with unit_of_work(portal_of(app).session_factory) as session:
             session.execute(update(Team).values(next_attempt_at=utcnow(), lease_until=None))
