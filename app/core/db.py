@@ -24,18 +24,63 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
+# Statements that write (or open a savepoint): on SQLite the transaction begins before
+# the first of them, as pysqlite's own handling did, but for savepoints and DDL too.
+_SQLITE_WRITES = (
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "REPLACE",
+    "SAVEPOINT",
+    "WITH",
+    "CREATE",
+    "DROP",
+    "ALTER",
+)
+# An execution option: "NONE" for the read sessions of safe requests (``reads_of``), whose
+# statements each run on their own, as PostgreSQL's autocommit reads.
+SQLITE_BEGIN = "sqlite_begin"
+
+
 def make_engine(url: str, **kwargs: Any) -> Engine:
-    """Create an engine; SQLite gets WAL, foreign keys and a busy timeout."""
+    """Create an engine; SQLite gets WAL, foreign keys, a busy timeout and transactions
+    that hold every write of a unit of work, savepoints included."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+            # pysqlite's own transaction handling opens a transaction only before an
+            # INSERT, UPDATE or DELETE, so a SAVEPOINT as a transaction's first write
+            # (``begin_nested``) ran outside any transaction and its RELEASE committed it:
+            # a crash or rollback after it kept the row. The driver is told to issue no
+            # BEGIN at all; the portal issues it (below).
+            dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA busy_timeout=10000")
             cursor.close()
+
+        @event.listens_for(engine, "before_cursor_execute")
+        def _sqlite_begin(connection: Any, cursor: Any, statement: str, *_args: Any) -> None:
+            # SQLAlchemy's documented recipe issues BEGIN when SQLAlchemy begins; this
+            # issues it at the transaction's first write instead, so the reads before it
+            # take no snapshot: a transaction that reads and then writes waits for the
+            # write lock (busy_timeout) instead of failing on a snapshot another writer
+            # made stale. BEGIN IMMEDIATE: the write lock at once.
+            if connection.connection.dbapi_connection.in_transaction:
+                return
+            if not connection.in_transaction():
+                return
+            options = connection.get_execution_options()
+            if (
+                options.get(SQLITE_BEGIN) == "NONE"
+                or options.get("isolation_level") == "AUTOCOMMIT"
+            ):
+                return
+            if statement.lstrip()[:9].upper().startswith(_SQLITE_WRITES):
+                cursor.execute("BEGIN IMMEDIATE")
 
         return engine
     kwargs.setdefault("pool_size", 10)
@@ -120,6 +165,9 @@ def reads_of(factory: sessionmaker[Session]) -> sessionmaker[Session]:
     autocommit, so reads cost no BEGIN and COMMIT round trips; the rare write of such a
     request (a session's last-seen time) commits by itself. Making one does no I/O."""
     bind = factory.kw["bind"]
+    if bind.dialect.name == "sqlite":
+        reads = bind.execution_options(**{SQLITE_BEGIN: "NONE"})
+        return sessionmaker(**{**factory.kw, "bind": reads})
     if bind.dialect.name != "postgresql":
         return factory
     return sessionmaker(

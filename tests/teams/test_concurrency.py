@@ -158,3 +158,32 @@ def test_concurrent_quota_changes_leave_one_open_request(pg_url: str, tmp_path: 
         with engine.begin() as conn:
             conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
         engine.dispose()
+
+
+def test_a_failed_create_leaves_no_half_written_team(
+    session_factory: sessionmaker[Session],
+) -> None:
+    """The team is the transaction's first write, inside a savepoint: when the
+    transaction dies after it (a crash or a rollback), nothing of it remains. On SQLite
+    under the driver's own transaction handling the savepoint committed by itself, and
+    the team stayed with no request, no lead and no audit event, its name blocked."""
+    with unit_of_work(session_factory) as session:
+        make_org(session, gpus="1")
+        lead = make_user(session, "lead@example.org")
+        lead_id = lead.id
+    session = session_factory()
+    try:
+        actor = session.get(User, lead_id)
+        assert actor is not None
+        submit(session, actor, "half-written")
+    finally:
+        session.rollback()  # as a process killed before its commit
+        session.close()
+    with session_factory() as check:
+        names = check.execute(text("SELECT name FROM teams")).scalars().all()
+        assert names == []
+        assert check.execute(text("SELECT count(*) FROM audit_events")).scalar_one() == 0
+    with unit_of_work(session_factory) as session:
+        actor = session.get(User, lead_id)
+        assert actor is not None
+        assert submit(session, actor, "half-written").id  # the name is free
