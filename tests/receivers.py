@@ -9,6 +9,7 @@ import datetime as dt
 import ipaddress
 import json
 import mailbox
+import ssl
 import subprocess
 import sys
 import threading
@@ -27,8 +28,8 @@ from app.core.config import PROJECT_ROOT
 from tests.servers import free_port
 
 
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and localhost that is its own CA: (cert, key)."""
+def self_signed(folder: Path, names: tuple[str, ...] = ("localhost",)) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and ``names`` that is its own CA: (cert, key)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test smtp")])
     now = dt.datetime.now(dt.UTC)
@@ -43,13 +44,17 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                [
+                    *(x509.DNSName(n) for n in names),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                ]
             ),
             critical=False,
         )
         .sign(key, hashes.SHA256())
     )
-    cert_path, key_path = folder / "smtp.crt", folder / "smtp.key"
+    stem = "smtp" if names == ("localhost",) else names[0]
+    cert_path, key_path = folder / f"{stem}.crt", folder / f"{stem}.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
         key.private_bytes(
@@ -123,12 +128,15 @@ class Post:
 @dataclass
 class WebhookReceiver:
     """Records every POST; ``mode`` ok (204), fail (500) or hang (answers after
-    ``hang_seconds``)."""
+    ``hang_seconds``); on ``address`` and ``port`` (0: any free one), over TLS with
+    ``tls`` (cert, key)."""
 
     mode: str = "ok"
     hang_seconds: float = 30.0
     posts: list[Post] = field(default_factory=list)
     port: int = 0
+    address: str = "127.0.0.1"
+    tls: tuple[Path, Path] | None = None
 
     def __post_init__(self) -> None:
         receiver = self
@@ -145,14 +153,18 @@ class WebhookReceiver:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((self.address, self.port), Handler)
         self._server.daemon_threads = True
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(self.tls[0]), str(self.tls[1]))
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
     def url(self, path: str = "/hook") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"{'https' if self.tls else 'http'}://{self.address}:{self.port}{path}"
 
     def close(self) -> None:
         self._server.shutdown()

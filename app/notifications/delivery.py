@@ -6,8 +6,9 @@ work; a delivery is held by one process at a time), sends them on a small thread
 (one slow receiver holds one thread, never a request) and records each outcome while it
 still holds the lease: sent; or retried after a back-off (base x 2^attempt, at most an
 hour); or, after ``delivery_max_attempts``, given up and listed for the admins with its
-last error. A process that dies mid-send leaves a lease that expires; the delivery is
-then sent again (at least once; receivers can drop repeats by the delivery id in the
+last error. The lease is renewed while the pass sends; a process that dies mid-send
+leaves a lease that expires within LEASE (20 s), and another process sends the delivery
+again at its next poll (at least once; receivers drop repeats by the delivery id in the
 ``X-Portal-Delivery`` header and the e-mail's Message-ID).
 """
 
@@ -22,8 +23,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -31,18 +33,23 @@ import httpx
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.auth.secrets import unseal
-from app.core import metrics
+from app.core import metrics, outbound
 from app.core.config import Settings
 from app.core.db import unit_of_work
 from app.core.models import Delivery, utcnow
 from app.notifications import repository as repo
 from app.notifications.mailer import DeliveryFailed, Mailer, host_of, why
-from app.notifications.service import check_webhook_url
 
 log = logging.getLogger(__name__)
-LEASE = timedelta(seconds=120)
+# A pass holds what it claimed for LEASE and renews it every HEARTBEAT while it sends, so
+# a slow receiver never loses its lease to a second sender, and the deliveries of a
+# process that died are taken back by another once LEASE has passed (plus that one's
+# poll period), not minutes later.
+LEASE = timedelta(seconds=20)
+HEARTBEAT = 5.0
 BATCH = 64
 MAX_BACKOFF = 3600.0
+CLIENTS_KEPT = 32
 
 
 @dataclass(frozen=True)
@@ -86,23 +93,24 @@ class Deliverer:
     now: Callable[[], datetime] = utcnow
     wake: threading.Event = field(default_factory=threading.Event)
     smtp_problem: str | None = None
+    resolver: outbound.Resolver | None = None  # socket.getaddrinfo unless a test sets one
 
     def __post_init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="deliver")
-        # One HTTP client (its connection pool and TLS context are made once, not per
-        # post) and, per sending thread, one SMTP connection reused within a pass.
-        self._http = httpx.Client(
-            timeout=self.settings.webhook_timeout_seconds,
-            follow_redirects=False,
-            limits=httpx.Limits(max_connections=self.threads * 2),
-        )
+        # HTTP clients per receiving host (``_client_for``) and, per sending thread, one
+        # SMTP connection reused within a pass.
+        self._clients: dict[str, httpx.Client] = {}
+        self._clients_lock = threading.Lock()
         # E-mail through the SMTP server its settings group describes, and nothing else.
         self.mailer = Mailer(self.settings.smtp, portal_url=self.settings.portal_url)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.mailer.close()
-        self._http.close()
+        with self._clients_lock:
+            for client in self._clients.values():
+                client.close()
+            self._clients.clear()
         with unit_of_work(self.session_factory) as session:
             repo.release_deliveries(session, owner=self.owner)
 
@@ -116,13 +124,39 @@ class Deliverer:
                 batch = self._claim()
                 if not batch:
                     return total
-                outcomes = list(self._pool.map(self._attempt, batch))
-                self._record(batch, outcomes)
+                with self._holding([item.id for item in batch]):
+                    outcomes = list(self._pool.map(self._attempt, batch))
+                    self._record(batch, outcomes)
                 total += len(batch)
                 if len(batch) < BATCH:
                     return total
         finally:
             self.mailer.close()  # nothing more due: do not hold the server's slots
+
+    @contextmanager
+    def _holding(self, ids: list[int]) -> Iterator[None]:
+        """Renew the lease on ``ids`` every HEARTBEAT until the block ends."""
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(HEARTBEAT):
+                try:
+                    with unit_of_work(self.session_factory) as session:
+                        repo.extend_leases(
+                            session, owner=self.owner, ids=ids, until=self.now() + LEASE
+                        )
+                except Exception:  # the lease may lapse: at least once, never lost
+                    log.warning(
+                        "could not renew the lease on %d deliveries", len(ids), exc_info=True
+                    )
+
+        thread = threading.Thread(target=renew, name="deliver-lease", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
     def _claim(self) -> list[Outbound]:
         now = self.now()
@@ -283,33 +317,64 @@ class Deliverer:
             },
         )
 
+    def _client_for(self, host: str) -> httpx.Client:
+        """One HTTP client per receiving host (its connections and TLS sessions reused):
+        connections go to pinned addresses, so a pool shared by every host could hand one
+        host's request a connection whose certificate was checked for another."""
+        with self._clients_lock:
+            client = self._clients.pop(host, None)
+            if client is None:
+                client = httpx.Client(
+                    timeout=self.settings.webhook_timeout_seconds,
+                    follow_redirects=False,
+                    limits=httpx.Limits(max_connections=self.threads),
+                )
+            self._clients[host] = client  # the most recently used last
+            while len(self._clients) > CLIENTS_KEPT:
+                self._clients.pop(next(iter(self._clients))).close()
+            return client
+
     def _post(self, item: Outbound, body: bytes, headers: dict[str, str] | None = None) -> None:
         url = item.hook_url or ""
-        problem = check_webhook_url(
-            url,
-            allow_private=self.settings.allow_private_webhooks,
-            development=self.settings.development,
-        )
         host = host_of(url)
-        if problem:
-            raise DeliveryFailed(f"{host}: {problem}")
         try:
-            response = self._http.post(
+            # Resolved once: the connection goes to the address that passed the check.
+            target = outbound.check(
                 url,
+                https_only=not self.settings.development,
+                allow_private=self.settings.allow_private_webhooks,
+                resolver=self.resolver,
+            )
+        except outbound.Refused as exc:
+            raise DeliveryFailed(f"{host}: {exc}") from None
+        pinned, host_header, extensions = target.pinned()
+        client = self._client_for(target.host)
+        try:
+            request = client.build_request(
+                "POST",
+                pinned,
                 content=body,
                 headers={
+                    **host_header,
                     "Content-Type": "application/json",
                     "User-Agent": "gpu-portal",
                     "X-Portal-Delivery": str(item.id),
                     "X-Portal-Event": item.event,
                     **(headers or {}),
                 },
+                extensions=extensions,
             )
+            response = client.send(request)
         except httpx.TimeoutException:
             raise DeliveryFailed(
                 f"{host} did not answer within {self.settings.webhook_timeout_seconds:g} s"
             ) from None
         except httpx.HTTPError as exc:
             raise DeliveryFailed(f"{host}: {why(exc)}") from None
+        if 300 <= response.status_code < 400:
+            raise DeliveryFailed(
+                f"{host} answered {response.status_code} (a redirect): the portal does not "
+                "follow redirects; set the webhook to the address it redirects to"
+            )
         if not 200 <= response.status_code < 300:
             raise DeliveryFailed(f"{host} answered {response.status_code}")

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,13 +24,20 @@ from sqlalchemy import select, update
 from app.access import service as access
 from app.core.db import unit_of_work
 from app.core.models import Delivery, KubeconfigGrant, Step, Team, utcnow
+from app.notifications import delivery
 from app.notifications import service as notifications
 from app.notifications.delivery import Deliverer
 from app.notifications.jobs import delivery_loop
 from app.runtime import portal_of
 from app.usage import digest
 from tests.parts import simulated_backend
-from tests.receivers import SmtpServer, self_signed, smtp_server, webhook_receiver
+from tests.receivers import (
+    SmtpServer,
+    WebhookReceiver,
+    self_signed,
+    smtp_server,
+    webhook_receiver,
+)
 from tests.web.conftest import PUBLIC, client_for, portal, set_hook
 
 
@@ -345,16 +354,16 @@ def test_bad_webhook_addresses_are_refused_when_saved(app: FastAPI) -> None:
     lead = client_for(app, "lead-nlp@example.org")
     page = lead.form("/teams/1/webhooks", {"kind": "slack", "url": "hooks.slack.com/x"})
     assert page.status_code == 422
-    assert "enter the webhook&#39;s full address" in page.text
+    assert "enter the full address, e.g. https://hooks.slack.com/services/" in page.text
     problem = notifications.check_webhook_url(
         "http://hooks.example.org/x", allow_private=True, development=False
     )
-    assert problem == "the webhook must use https (it carries your team's events)"
+    assert problem == "the address must use https"
     problem = notifications.check_webhook_url(
         "https://127.0.0.1:8443/x", allow_private=False, development=False
     )
     assert problem is not None
-    assert "internal address (127.0.0.1)" in problem
+    assert "a loopback address (127.0.0.1)" in problem
     problem = notifications.check_webhook_url(
         "https://u:p@hooks.example.org/x", allow_private=True, development=False
     )
@@ -411,3 +420,123 @@ def test_a_certificate_the_portal_does_not_trust_is_refused(
             problem = portal_of(app).deliverer.check_smtp()
             assert problem is not None
             assert "CERTIFICATE_VERIFY_FAILED" in problem
+
+
+def test_a_slack_post_leaves_no_webhook_path_in_the_log(
+    app: FastAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The HTTP client logs every post at INFO; the log keeps the host, never the path
+    (a Slack webhook's path is its credential)."""
+    lead = client_for(app, "lead-nlp@example.org")
+    with webhook_receiver() as receiver:
+        set_hook(lead, "/teams/1/webhooks", "slack", receiver.url("/services/T0/B0/XXSECRETPATH"))
+        lead.api("POST", "/api/v1/teams/1/members", {"email": "c@example.org", "role": "member"})
+        with caplog.at_level(logging.DEBUG):
+            deliver(app)
+        assert [p.path for p in receiver.posts] == ["/services/T0/B0/XXSECRETPATH"]
+    assert f"HTTP Request: POST http://127.0.0.1:{receiver.port}/… " in caplog.text
+    assert "XXSECRETPATH" not in caplog.text
+    assert "/services/" not in caplog.text
+
+
+def test_a_reason_with_line_breaks_is_one_line_in_the_subject(
+    app: FastAPI, smtp: SmtpServer
+) -> None:
+    """A rejection reason typed on three lines: the e-mail is sent (its subject one
+    line), and the bell's title is one line too."""
+    lead = client_for(app, "lead-nlp@example.org")
+    created = lead.api(
+        "POST", "/api/v1/requests", {"name": "multi", "gpu_quota": "0.1", "gpu_limit": "0.1"}
+    )
+    assert created.status_code == 201, created.text
+    admin = client_for(app, "admin@example.org", admin=True)
+    reason = "too big\r\nBcc: everyone@example.org\n\tsecond line"
+    rejected = admin.api(
+        "POST", f"/api/v1/requests/{created.json()['id']}/reject", {"reason": reason}
+    )
+    assert rejected.status_code == 200, rejected.text
+    deliver(app)
+    with portal_of(app).session_factory() as session:
+        rows = session.scalars(
+            select(Delivery).where(
+                Delivery.channel == "email", Delivery.event == "request.rejected"
+            )
+        ).all()
+    assert [(d.status, d.last_error) for d in rows] == [("sent", "")]
+    assert "\n" not in rows[0].title
+    assert "\r" not in rows[0].title
+    found = [m for m in smtp.messages() if m["X-Portal-Event"] == "request.rejected"]
+    assert len(found) == 1
+    assert found[0]["Bcc"] is None
+    assert "too big Bcc: everyone@example.org second line" in " ".join(
+        str(make_header(decode_header(str(found[0]["Subject"])))).split()
+    )
+
+
+@pytest.mark.parametrize(
+    "email",
+    [
+        "victim@example.org,postmaster",
+        "<svg/onload=alert(1)>@x.io",
+        "A <a@example.org>",
+        '"a b"@example.org',
+        "a@example.org b@example.org",
+        "a@example..org",
+        "a@-x.org",
+    ],
+)
+def test_an_address_field_takes_one_plain_address(app: FastAPI, email: str) -> None:
+    lead = client_for(app, "lead-nlp@example.org")
+    added = lead.api("POST", "/api/v1/teams/1/members", {"email": email, "role": "member"})
+    assert added.status_code == 422, added.text
+    assert "enter one e-mail address" in added.json()["errors"]["email"]
+
+
+def test_a_crashed_senders_deliveries_are_taken_back_within_the_lease(app: FastAPI) -> None:
+    """A process that claimed deliveries and died (never recorded them): another process
+    takes them back once the 20-second lease has passed, not before."""
+    assert timedelta(seconds=5) <= delivery.LEASE <= timedelta(seconds=30)
+    lead = client_for(app, "lead-nlp@example.org")
+    with webhook_receiver() as receiver:
+        set_hook(lead, "/teams/1/webhooks", "json", receiver.url())
+        lead.api("POST", "/api/v1/teams/1/members", {"email": "c@example.org", "role": "member"})
+        settings = portal_of(app).settings
+        factory = portal_of(app).session_factory
+        start = utcnow()
+        crashed = Deliverer(factory, settings, now=lambda: start)
+        assert crashed._claim(), "the crashed process held them"
+        at = {"now": start + delivery.LEASE - timedelta(seconds=1)}
+        other = Deliverer(factory, settings, now=lambda: at["now"])
+        assert other.run_once() == 0, "still held within the lease"
+        at["now"] = start + delivery.LEASE + timedelta(seconds=1)
+        assert other.run_once() >= 1
+        other.close()
+        assert len(receiver.posts) == 1
+
+
+def test_a_slow_receiver_keeps_its_lease_while_it_is_sent(
+    app: FastAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease is renewed while the pass sends: a second process that looks after the
+    lease's length finds it held, and the receiver gets the delivery once."""
+    monkeypatch.setattr(delivery, "LEASE", timedelta(seconds=1))
+    monkeypatch.setattr(delivery, "HEARTBEAT", 0.2)
+    lead = client_for(app, "lead-nlp@example.org")
+    receiver = WebhookReceiver(mode="hang", hang_seconds=2.5)
+    try:
+        set_hook(lead, "/teams/1/webhooks", "json", receiver.url())
+        lead.api("POST", "/api/v1/teams/1/members", {"email": "c@example.org", "role": "member"})
+        settings = portal_of(app).settings.model_copy(update={"webhook_timeout_seconds": 10.0})
+        factory = portal_of(app).session_factory
+        slow = Deliverer(factory, settings)
+        sending = threading.Thread(target=slow.run_once)
+        sending.start()
+        time.sleep(1.8)  # past the unrenewed lease
+        other = Deliverer(factory, settings)
+        assert other.run_once() == 0
+        sending.join(20)
+        slow.close()
+        other.close()
+    finally:
+        receiver.close()
+    assert len(receiver.posts) == 1
