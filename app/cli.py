@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import logging.config
+import os
 import signal
 import sys
 import threading
@@ -146,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     log_config = logs.dict_config(settings.log_format)
     logging.config.dictConfig(log_config)
     logs.install()
+    logs.register_secrets(settings.secret_values())
     if args.command == "migrate":
         migrate(settings, args.revision)
     elif args.command == "seed":
@@ -160,6 +162,8 @@ def main(argv: list[str] | None = None) -> None:
         import uvicorn
 
         migrate(settings)
+        # The metrics port listens where the portal is told to (the workers read it).
+        os.environ.setdefault("PORTAL_METRICS_HOST", args.host)
         if args.seed and seed(settings):
             log.info("seeded the example org ml-org with teams nlp, vision, recommender")
         uvicorn.run(

@@ -29,6 +29,7 @@ from app.web.api import teams as teams_api
 from app.web.api import tokens as tokens_api
 from app.web.api import usage as usage_api
 from app.web.deps import NotAuthenticated, csrf_protect
+from app.web.limits import BodyLimit
 from app.web.pages import admin as admin_pages
 from app.web.pages import audit as audit_pages
 from app.web.pages import auth as auth_pages
@@ -136,13 +137,14 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         logs.install()
+        logs.register_secrets(settings.secret_values())
         portal.start()
         metrics_server = None
         if settings.metrics_port:
             from prometheus_client import start_http_server
 
             metrics_server, _ = start_http_server(
-                settings.metrics_port, registry=portal.metrics_registry
+                settings.metrics_port, addr=settings.metrics_host, registry=portal.metrics_registry
             )
         if freeze_heap:
             gc.collect()
@@ -175,6 +177,8 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
         same_site="lax",
         https_only=not settings.development,
     )
+    # Bodies bounded before the session, the CSRF check or any route reads them.
+    app.add_middleware(BodyLimit)
     app.add_middleware(SecurityHeaders, headers=security_headers(settings))
     # Outermost: request ids, and the request metrics unless they are off.
     app.add_middleware(observability.RequestContext, count=settings.metrics_enabled)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -13,8 +16,10 @@ from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.cli import migrate
+from app.core import logs
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory
+from app.core.logs import TextFormatter
 from tests.servers import postgres_server
 
 TABLES = (
@@ -37,6 +42,47 @@ TABLES = (
     "users",
     "orgs",
 )
+
+
+class _EveryRecord(logging.Handler):
+    """Every record of the test process at INFO and above, formatted as the portal
+    formats its own log."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.setFormatter(TextFormatter())
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):  # one that cannot be formatted: pytest's
+            self.lines.append(self.format(record))
+
+
+_PATH_OF_A_URL = re.compile(r"(?i)\bhttps?://[^/\s\"'<>?#]+[/?#](?!…)[^\s\"'<>]+")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def log_has_no_secrets() -> Iterator[None]:
+    """The whole suite's log (INFO and above, every logger) carries no URL's path (a
+    webhook's credential) and no configured secret; the redaction is installed as the
+    portal installs it at start. Checked when the session ends: an error there names the
+    lines."""
+    logs.install()
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)
+    handler = _EveryRecord()
+    root.addHandler(handler)
+    yield
+    root.removeHandler(handler)
+    root.setLevel(level)
+    secrets = sorted(logs._secrets)
+    found = [
+        line
+        for line in handler.lines
+        if _PATH_OF_A_URL.search(line) or any(secret in line for secret in secrets)
+    ]
+    assert not found, "the log carries a URL path or a secret:\n" + "\n".join(found[:10])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

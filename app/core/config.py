@@ -265,6 +265,16 @@ class Settings(BaseSettings):
     kubeconfig_max_ttl: str = Field(
         default="7d", description="Longest lifetime a person may choose for a kubeconfig."
     )
+    kubeconfig_max_live: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description=(
+            "Most unexpired, unrevoked kubeconfigs one person may hold across all teams "
+            "(each is a credential in a vCluster); one more is refused until one is "
+            "revoked or expires."
+        ),
+    )
     kubeconfig_admin_role: str = Field(
         default="cluster-admin", description="ClusterRole inside a vCluster for portal admins."
     )
@@ -492,6 +502,13 @@ class Settings(BaseSettings):
         ge=1,
         le=65535,
         description="Serve `/metrics` on this separate port only.",
+    )
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        description=(
+            "Address the separate metrics port listens on; `gpu-portal serve --host` sets "
+            "it to the portal's own address unless it is set."
+        ),
     )
     log_format: Literal["text", "json"] = Field(
         default="text",
@@ -837,6 +854,11 @@ class Settings(BaseSettings):
     def portal_url(self) -> str:
         """Where links in messages point (no trailing slash)."""
         return (self.public_url or "http://127.0.0.1:8000").rstrip("/")
+
+    def secret_values(self) -> list[str]:
+        """Every configured secret, for the logs' redaction (``logs.register_secrets``)."""
+        found = [self.secret_key, self.oidc_client_secret, self.smtp_password, self.metrics_token]
+        return [s.get_secret_value() for s in found if s is not None]
 
     @property
     def email_enabled(self) -> bool:

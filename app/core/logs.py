@@ -6,22 +6,61 @@ import contextvars
 import json
 import logging
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 _SECRET_PARAMS = re.compile(
     r"(?i)\b(code|state|token|access_token|id_token|client_secret)=([^&\s\"']+)"
 )
+# An absolute URL's path and query: a Slack webhook's path is its credential, and the
+# delivery worker's HTTP client logs every post it makes ("HTTP Request: POST
+# https://…/services/T…/B…/…"). Only scheme and host stay.
+_URL_PATH = re.compile(r"(?i)\b(https?://[^/\s\"'<>?#]+)([/?#][^\s\"'<>]*)")
+_PRIMITIVES = (int, float, bool, type(None))
+_secrets: set[str] = set()
+
+
+def register_secrets(values: Iterable[str | None]) -> None:
+    """Configured secrets (the portal's key, the identity provider's client secret, the
+    SMTP password, the metrics token): any record that would carry one carries
+    [redacted] instead. Values under 8 characters are not registered (they would hide
+    ordinary words)."""
+    _secrets.update(v for v in values if v and len(v) >= 8)
+
+
+def _path_hidden(match: re.Match[str]) -> str:
+    rest = match.group(2)
+    return match.group(1) + ("/" if rest == "/" else "/…")
 
 
 def redact(text: str) -> str:
-    return _SECRET_PARAMS.sub(lambda m: f"{m.group(1)}=[redacted]", text)
+    text = _SECRET_PARAMS.sub(lambda m: f"{m.group(1)}=[redacted]", text)
+    if "://" in text:
+        text = _URL_PATH.sub(_path_hidden, text)
+    for secret in _secrets:
+        if secret in text:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def _redacted_arg(value: object) -> object:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, _PRIMITIVES):
+        return value
+    # An object formatted by %s (httpx's URL, an exception): its text, redacted.
+    text = str(value)
+    cleaned = redact(text)
+    return value if cleaned == text else cleaned
 
 
 def redact_record(record: logging.LogRecord) -> None:
-    """Rewrite a record's message and arguments so that query-string secrets are gone."""
+    """Rewrite a record's message and arguments so that secrets are gone."""
     if isinstance(record.args, tuple):
-        record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args)
+        record.args = tuple(_redacted_arg(a) for a in record.args)
+    elif isinstance(record.args, dict):
+        record.args = {k: _redacted_arg(v) for k, v in record.args.items()}
     if isinstance(record.msg, str):
         record.msg = redact(record.msg)
 
@@ -83,7 +122,7 @@ class TextFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        line = redact(super().format(record))  # a traceback's text too
         request_id = REQUEST_ID.get()
         return f"{line} [request {request_id}]" if request_id else line
 
