@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -25,17 +24,24 @@ from app.core.models import (
     User,
     utcnow,
 )
+from app.core.text import is_address
 
 BEARER_AUDIT_EVERY = timedelta(hours=1)
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 
 def valid_email(raw: str) -> str:
+    """One plain address, lower case: a list ("a@x.org,b"), a display name or quoting is
+    refused, never read as a recipient."""
     email = raw.strip().lower()
     if len(email) > EMAIL_MAX:
         raise InvalidInput({"email": f"an e-mail address has at most {EMAIL_MAX} characters"})
-    if not _EMAIL.match(email):
-        raise InvalidInput({"email": "enter an e-mail address such as lead@example.org"})
+    if not is_address(email):
+        raise InvalidInput(
+            {
+                "email": "enter one e-mail address such as lead@example.org (letters, "
+                "digits and . _ + - before the @; no lists, names or spaces)"
+            }
+        )
     return email
 
 
@@ -97,7 +103,7 @@ def sign_in_oidc(
             {"sub": f"the provider's subject is longer than {SUBJECT_MAX} characters"}
         )
     email = str(claims.get("email") or "").strip().lower()
-    if len(email) > EMAIL_MAX:
+    if len(email) > EMAIL_MAX or not is_address(email):
         email = ""  # unusable as an address: the account is known by its subject
     name = str(claims.get("name") or claims.get("preferred_username") or email or subject)
     user = repo.get_user_by_subject(session, subject)

@@ -12,6 +12,7 @@ from email.message import EmailMessage
 from email.utils import formatdate
 
 from app.core.config import SmtpSettings
+from app.core.text import is_address, one_line
 
 
 class DeliveryFailed(Exception):
@@ -42,11 +43,13 @@ class Mailer:
         s = self.settings
         message = EmailMessage()
         message["From"] = s.sender
+        if not is_address(to):
+            raise DeliveryFailed("the recipient is not one plain e-mail address")
         message["To"] = to
-        message["Subject"] = subject
+        message["Subject"] = one_line(subject, 300)  # a header is one line
         message["Date"] = formatdate(localtime=False)
         message["Message-ID"] = f"<{message_id}@{host_of(self.portal_url)}>"
-        message["X-Portal-Event"] = event
+        message["X-Portal-Event"] = one_line(event, 100)
         message.set_content(
             f"{text}\n\n"
             f"-- \nGPU cluster portal. Choose what you receive: "
