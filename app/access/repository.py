@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, bindparam, or_, select, update
+from sqlalchemy import and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.models import KubeconfigGrant, Team, TeamMember, TeamStatus, User
@@ -136,3 +136,21 @@ def get_expiring_untold(
         .order_by(Grant.id)
     ).all()
     return [(grant, name) for grant, name in rows if grant.expires_at - grant.issued_at > within]
+
+
+def lock_person(session: Session, user_id: int) -> None:
+    """Hold ``user_id``'s row until the transaction ends (a write that changes nothing:
+    the row lock on PostgreSQL, the write lock on SQLite), so that counting their
+    kubeconfigs and issuing one is atomic across requests and processes."""
+    session.execute(update(User).where(User.id == user_id).values(id=User.id))
+
+
+def count_live(session: Session, user_id: int, now: datetime) -> tuple[int, datetime | None]:
+    """How many of ``user_id``'s kubeconfigs are live (unrevoked, unexpired), and when the
+    first of them expires."""
+    row = session.execute(
+        select(func.count(), func.min(Grant.expires_at)).where(
+            Grant.user_id == user_id, Grant.revoked_at.is_(None), Grant.expires_at > now
+        )
+    ).one()
+    return int(row[0]), row[1]

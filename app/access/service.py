@@ -18,7 +18,7 @@ from app.access.credentials import CredentialIssuer, Person
 from app.audit import service as audit
 from app.core.config import MIN_TTL_SECONDS, Settings, format_duration, parse_duration
 from app.core.db import Effect, request_effect
-from app.core.errors import Conflict, Forbidden, InvalidInput
+from app.core.errors import Conflict, Forbidden, InvalidInput, TooMany
 from app.core.events import Event
 from app.core.models import KubeconfigGrant, MemberRole, Team, TeamStatus, User, utcnow
 from app.notifications import events
@@ -127,6 +127,14 @@ def issue(
         return Download(filename, text, None)
     seconds = parse_ttl(settings, ttl)
     now = utcnow()
+    repo.lock_person(session, actor.id)
+    live, first_expiry = repo.count_live(session, actor.id, now)
+    if live >= settings.kubeconfig_max_live:
+        until = f" (the first expires at {first_expiry:%Y-%m-%d %H:%M} UTC)" if first_expiry else ""
+        raise TooMany(
+            f"you hold {live} live kubeconfigs, the most one person may{until}: revoke "
+            "yours on a team's page (Revoke my kubeconfigs) and download again"
+        )
     # What stands in the way of a fresh account: grants at another role (the role
     # changed and the sweeper has not got to it yet) are revoked now, and any revoked
     # account is deleted before a new one with the same name is made, so that no old

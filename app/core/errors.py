@@ -36,6 +36,12 @@ class Conflict(DomainError):
     status_code = 409
 
 
+class TooMany(Conflict):
+    """A per-person bound is reached (live kubeconfigs): the message says what frees one."""
+
+    status_code = 429
+
+
 class Unavailable(DomainError):
     """Something the portal depends on (the identity provider, the cluster) did not answer
     usefully; trying again later may work."""

@@ -159,6 +159,17 @@ def finish_delivery(session: Session, delivery_id: int, *, owner: str, **values:
     return getattr(result, "rowcount", 0) == 1
 
 
+def extend_leases(session: Session, *, owner: str, ids: Collection[int], until: datetime) -> int:
+    """Renew ``owner``'s lease on those of ``ids`` it still holds."""
+    result = session.execute(
+        update(Delivery)
+        .where(Delivery.id.in_(ids), Delivery.lease_owner == owner)
+        .values(lease_until=until)
+        .execution_options(synchronize_session=False)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 def release_deliveries(session: Session, *, owner: str) -> int:
     result = session.execute(
         update(Delivery)

@@ -32,19 +32,37 @@ from app.usage.service import UsageCache
 ID_HELP = f"A whole number from 1 to {DB_INT_MAX}."
 
 
+def _digits(value: object) -> object:
+    """An id is written in digits only: "1.0", " 1", "+1" and "1_0" are not ids (read as 1
+    or 10 by a lax parse, they would name another object than the one written)."""
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("write the id in digits only, e.g. 12")
+    if isinstance(value, bool | float):
+        raise ValueError("write the id in digits only, e.g. 12")
+    return value
+
+
 def _blank_is_none(value: object) -> object:
     """An empty form field (a filter's "all" option) means no value."""
-    return None if value == "" else value
+    return None if value == "" else _digits(value)
 
 
 # Ids in paths and queries: bounded by what the database's integer columns hold, so an id
 # out of range is a clear 422 instead of a database error.
-Id = Annotated[int, Path(ge=1, le=DB_INT_MAX, description=ID_HELP)]
+Id = Annotated[int, BeforeValidator(_digits), Path(ge=1, le=DB_INT_MAX, description=ID_HELP)]
 OptionalIdQuery = Annotated[
     Annotated[int, Field(ge=1, le=DB_INT_MAX)] | None,
     BeforeValidator(_blank_is_none),
     Query(description=ID_HELP),
 ]
+# Page numbers of the pages' lists: past the last page shows the last page, and a number
+# no list reaches is read as that bound (not an offset the database cannot hold).
+PAGE_MAX = 1_000_000
+
+
+def page_number(page: int) -> int:
+    return max(1, min(page, PAGE_MAX))
+
 
 # The what-if page sends four fields per team: room for 5,000 teams (Starlette's default
 # is 1,000 fields, which a 250-team org would already exceed).

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.core import metrics
 from app.core.logs import REQUEST_ID
 from app.runtime import portal_of
+from app.web.deps import bearer_token
 
 router = APIRouter(include_in_schema=False)
 
@@ -95,8 +96,9 @@ def metrics_endpoint(request: Request) -> Response:
             {"detail": f"metrics are served on port {settings.metrics_port}"}, status_code=404
         )
     if settings.metrics_token is not None:
-        expected = "Bearer " + settings.metrics_token.get_secret_value()
-        given = request.headers.get("authorization", "")
+        # The scheme is case-insensitive (RFC 9110): "bearer" and "BEARER" are "Bearer".
+        expected = settings.metrics_token.get_secret_value()
+        given = bearer_token(request) or ""
         if not hmac.compare_digest(given.encode(), expected.encode()):
             return JSONResponse(
                 {"detail": "send Authorization: Bearer <PORTAL_METRICS_TOKEN>"},

@@ -229,11 +229,27 @@ class MeOut(BaseModel):
 
 
 PROBLEMS: dict[int | str, dict[str, object]] = {
+    400: {"model": ProblemOut, "description": "Malformed request (e.g. a bad Host header)"},
     401: {"model": ProblemOut, "description": "Not signed in"},
     403: {"model": ProblemOut, "description": "Not allowed, or CSRF token missing"},
     404: {"model": ProblemOut, "description": "No such object (or not yours)"},
+    405: {
+        "model": ProblemOut,
+        "description": "Method not allowed (OPTIONS included): the Allow header lists the "
+        "methods of the path",
+    },
     409: {"model": ProblemOut, "description": "Conflicts with the current state"},
+    413: {
+        "model": ProblemOut,
+        "description": "The body is larger than this kind of request takes: `detail` says "
+        "the limit",
+    },
     422: {"model": ProblemOut, "description": "Invalid input: `errors` says what to change"},
+    429: {
+        "model": ProblemOut,
+        "description": "A per-person bound is reached (live kubeconfigs): `detail` says what "
+        "frees one",
+    },
     502: {"model": ProblemOut, "description": "The identity provider or the cluster failed"},
 }
 
@@ -311,7 +327,9 @@ class HolderOut(BaseModel):
 
 class RevokeIn(BaseModel):
     everyone: bool = Field(
-        default=False, description="Everyone's kubeconfigs (leads and admins) instead of yours."
+        default=False,
+        strict=True,
+        description="Everyone's kubeconfigs (leads and admins) instead of yours.",
     )
 
 

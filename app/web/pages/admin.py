@@ -36,6 +36,7 @@ from app.web.deps import (
     SessionDep,
     SettingsDep,
     UsageDep,
+    page_number,
 )
 from app.web.templating import flash, redirect, render
 from app.web.views.impact import org_impact, request_impact, what_if
@@ -107,7 +108,7 @@ def overview(
     else:
         statuses = None
     view = org_view(session, usage, org)
-    page = max(page, 1)
+    page = page_number(page)
     if status in ("borrowing", "waiting") or sort == "usage":
         total, page, rows = _page_by_usage(session, view, statuses, q, status, sort, page)
         pages = max(1, -(-total // PAGE_SIZE))
