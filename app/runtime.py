@@ -132,7 +132,12 @@ class Portal:
             if settings.prometheus_url
             else None
         )
-        return UsageCache(self.backend, ttl=settings.usage_cache_seconds, prometheus=prometheus)
+        return UsageCache(
+            self.backend,
+            ttl=settings.usage_cache_seconds,
+            prometheus=prometheus,
+            k_value=settings.kai_k_value,
+        )
 
     @cached_property
     def refused_pods(self) -> RefusedPods:

@@ -22,6 +22,7 @@ def make_backend(settings: Settings) -> Cluster:
         return SimulatedBackend(
             step_seconds=settings.simulated_step_seconds,
             call_seconds=settings.simulated_call_seconds,
+            cluster_gpus=settings.simulated_cluster_gpus,
         )
     from app.adapters.k8s.backend import KubernetesBackend
 

@@ -1,12 +1,13 @@
 """Optional: read KAI's own numbers from Prometheus instead of computing them.
 
 KAI exports `<prefix>_queue_allocated_gpus` (its queue controller) and
-`<prefix>_queue_fair_share_gpu` (its scheduler), prefix `kai` by default (`runai` in the
-first release). Both carry `queue_name`, but not the same name in it: the queue controller
+`<prefix>_queue_fair_share_gpu` (its scheduler), prefix `kai` by default (`runai` up to
+v0.4.x). Both carry `queue_name`, but not the same name in it: the queue controller
 writes the queue's metadata.name, the scheduler its displayName when it has one. Since
 v0.15/v0.16 both also carry `queue_metadata_name`, which is what the portal matches on;
 `queue_name` only for a KAI that has no such label. When a Prometheus URL is configured
-the gauges use those.
+the gauges use those, and `<prefix>_queue_gpu_usage` (the scheduler's, per queue) is the
+past usage that time-based fairshare weighs into every figure the portal computes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from app.usage.sources import KaiQueueMetrics, MetricsError
 
 ALLOCATED = "queue_allocated_gpus"
 FAIR_SHARE = "queue_fair_share_gpu"
+USAGE = "queue_gpu_usage"  # time-based fairshare's input, as the scheduler used it
 
 
 class PrometheusError(MetricsError):
@@ -58,4 +60,8 @@ class PrometheusSource:
                 "KAI's allocation and fair-share series are labelled differently "
                 "(queue_metadata_name on one only): run one KAI version"
             )
-        return KaiQueueMetrics(allocated, fair, by_metadata_name=a_meta or f_meta)
+        usage, u_meta = self._vector(f"{self.prefix}_{USAGE}")
+        by_metadata = a_meta or f_meta
+        if usage and u_meta != by_metadata:
+            usage = {}  # labelled otherwise than the rest: not matched to the wrong queue
+        return KaiQueueMetrics(allocated, fair, by_metadata_name=by_metadata, usage=usage)

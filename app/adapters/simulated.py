@@ -28,7 +28,7 @@ from app.provisioning.backend import (
     TeamSpec,
 )
 from app.usage import fairshare
-from app.usage.sources import QueueUsage
+from app.usage.sources import ClusterTop, QueueUsage, TopQueue
 
 SIMULATED_NOTICE = "SIMULATED cluster backend: nothing was created in any real cluster."
 
@@ -59,9 +59,18 @@ class SimulatedBackend:
     kind = "simulated"
     simulated = True
 
-    def __init__(self, *, step_seconds: float = 1.5, call_seconds: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        step_seconds: float = 1.5,
+        call_seconds: float = 0.0,
+        cluster_gpus: float | None = None,
+    ) -> None:
         self.step_seconds = step_seconds
         self.call_seconds = call_seconds
+        # The simulated cluster's GPUs (None: as many as the org's pool). KAI divides
+        # these among the top-level queues; the org's pool is its queue's guarantee.
+        self.cluster_gpus = cluster_gpus
         self._objects: dict[tuple[Step, str], _Object] = {}
         self._faults: list[_Fault] = []
         self._pinned: dict[str, tuple[float, float]] = {}
@@ -253,15 +262,14 @@ class SimulatedBackend:
             pinned = dict(self._pinned)
         if not specs:
             return {}
-        pool = max(spec.org_gpu.quota for spec in specs.values())
         demand = {name: _demand(spec, now) for name, spec in specs.items()}
-        allocated = _share(specs, demand, pool)
+        allocated = _share(specs, demand, self._total(specs))
         for name, (held, asked) in pinned.items():
             if name in specs:
                 allocated[name], demand[name] = held, asked
         return {
             name: QueueUsage(
-                # Rounded down so that the sum never exceeds the pool.
+                # Rounded down so that the sum never exceeds what is divided.
                 allocated_gpu=math.floor(allocated[name] * 100 + 1e-6) / 100,
                 requested_gpu=round(demand[name], 2),
                 sampled_at=now,
@@ -269,6 +277,35 @@ class SimulatedBackend:
             for name in queue_names
             if name in specs
         }
+
+    def _specs(self) -> dict[str, TeamSpec]:
+        with self._lock:
+            return {
+                obj.spec.queue_name: obj.spec
+                for (step, _), obj in self._objects.items()
+                if step == Step.QUEUE
+            }
+
+    def _total(self, specs: dict[str, TeamSpec]) -> float:
+        pool = max(spec.org_gpu.quota for spec in specs.values())
+        return pool if self.cluster_gpus is None else self.cluster_gpus
+
+    def cluster_top(self) -> ClusterTop | None:
+        """The simulated cluster: its GPUs and the org's queue, the only top-level one."""
+        specs = self._specs()
+        if not specs:
+            return None
+        spec = next(iter(specs.values()))
+        demand = sum(_demand(s, time.time()) for s in specs.values())
+        org = TopQueue(
+            name=spec.parent_queue,
+            quota=spec.org_gpu.quota,
+            limit=spec.org_gpu.limit,
+            weight=spec.org_gpu.over_quota_weight,
+            priority=100,
+            requested=round(demand, 2),
+        )
+        return ClusterTop(gpus=self._total(specs), queues=(org,))
 
 
 def _demand(spec: TeamSpec, now: float) -> float:
@@ -280,9 +317,9 @@ def _demand(spec: TeamSpec, now: float) -> float:
     return max(0.0, spec.gpu.limit) * 1.2 * wave
 
 
-def _share(specs: dict[str, TeamSpec], demand: dict[str, float], pool: float) -> dict[str, float]:
-    """Each queue's fair share of ``pool`` (KAI's division, in creation order), used up
-    to its limit and its demand."""
+def _share(specs: dict[str, TeamSpec], demand: dict[str, float], total: float) -> dict[str, float]:
+    """Each queue's fair share (KAI's division, in creation order: the cluster's ``total``
+    GPUs to the org's queue, its share to the teams), used up to its limit and demand."""
     queues = [
         fairshare.QueueInput(
             name=name,
@@ -295,7 +332,15 @@ def _share(specs: dict[str, TeamSpec], demand: dict[str, float], pool: float) ->
         )
         for order, (name, spec) in enumerate(specs.items())
     ]
-    fair = fairshare.divide(pool, queues)
+    any_spec = next(iter(specs.values()))
+    org = fairshare.QueueInput(
+        name=any_spec.parent_queue,
+        quota=any_spec.org_gpu.quota,
+        limit=any_spec.org_gpu.limit,
+        weight=any_spec.org_gpu.over_quota_weight,
+        children=tuple(queues),
+    )
+    fair = fairshare.fair_shares(total, [org])
     return {q.name: fairshare.usable(q, fair[q.name]) for q in queues}
 
 

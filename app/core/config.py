@@ -331,6 +331,36 @@ class Settings(BaseSettings):
             "see leases held during a pass."
         ),
     )
+    simulated_cluster_gpus: float | None = Field(
+        default=None,
+        ge=0,
+        le=100_000,
+        description=(
+            "GPUs of the simulated cluster, which KAI divides among its top-level queues "
+            "(the org's pool is the org queue's guarantee there); unset: as many as the "
+            "pool. `make run` simulates 8."
+        ),
+    )
+    org_queue_gpu_limit: Literal["unlimited", "pool"] = Field(
+        default="unlimited",
+        description=(
+            "The org queue's GPU limit: `unlimited` (-1, as the design source writes it: "
+            "the org borrows idle GPUs of the whole cluster beyond its pool, and the "
+            "figures divide the cluster as KAI does) or `pool` (KAI never gives the org "
+            "more than its pool)."
+        ),
+    )
+    kai_k_value: float = Field(
+        default=0.0,
+        ge=0,
+        le=100,
+        description=(
+            "KAI's time-based fairshare: the SchedulingShard's `spec.kValue` where a usage "
+            "database is configured (`usageDBConfig`; KAI's default kValue is 1.0), 0 "
+            "where it is not (past usage then moves nothing). Each queue's usage comes "
+            "from `kai_queue_gpu_usage` through `PORTAL_PROMETHEUS_URL`."
+        ),
+    )
     worker_enabled: bool = Field(
         default=True,
         description=(
@@ -471,13 +501,13 @@ class Settings(BaseSettings):
     kai_queue_label: str = Field(
         default="kai.scheduler/queue",
         description=(
-            "The pod label KAI reads the queue from (`runai/queue` for KAI 0.1.0): used "
+            "The pod label KAI reads the queue from (`runai/queue` up to KAI v0.5.x): used "
             "in the pod specs and the queue-pinning policy."
         ),
     )
     kai_metrics_prefix: str = Field(
         default="kai",
-        description="Namespace of KAI's scheduler metrics (`runai` for KAI 0.1.0).",
+        description="Namespace of KAI's metrics (`runai` up to KAI v0.4.x).",
     )
     prometheus_url: str | None = Field(
         default=None,

@@ -48,10 +48,19 @@ class TeamSpec:
     queue_label: str = DEFAULT_QUEUE_LABEL
 
 
-def spec_for(team: Team, org: Org, *, queue_label: str = DEFAULT_QUEUE_LABEL) -> TeamSpec:
-    """Translate stored values into KAI's units; every resource gets all three fields."""
+def spec_for(
+    team: Team,
+    org: Org,
+    *,
+    queue_label: str = DEFAULT_QUEUE_LABEL,
+    org_limit_is_pool: bool = False,
+) -> TeamSpec:
+    """Translate stored values into KAI's units; every resource gets all three fields.
+    The org queue's GPU limit is unlimited (the org may borrow idle GPUs of the whole
+    cluster) unless ``org_limit_is_pool``."""
     weight = gpus(team.weight_centi)
     unlimited = -1.0
+    pool = gpus(org.gpus_centi)
     return TeamSpec(
         team=team.name,
         namespace=team.namespace,
@@ -62,7 +71,7 @@ def spec_for(team: Team, org: Org, *, queue_label: str = DEFAULT_QUEUE_LABEL) ->
         gpu=ResourceQuota(gpus(team.gpu_quota_centi), gpus(team.gpu_limit_centi), weight),
         cpu=ResourceQuota(float(team.cpu_quota_millicores or 0), unlimited, weight),
         memory=ResourceQuota(float(team.memory_quota_mb or 0), unlimited, weight),
-        org_gpu=ResourceQuota(gpus(org.gpus_centi), unlimited, 1.0),
+        org_gpu=ResourceQuota(pool, pool if org_limit_is_pool else unlimited, 1.0),
         org_cpu=ResourceQuota(float(org.cpu_millicores), unlimited, 1.0),
         org_memory=ResourceQuota(float(org.memory_mb), unlimited, 1.0),
         queue_label=queue_label,

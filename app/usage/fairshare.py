@@ -1,8 +1,9 @@
 """KAI Scheduler's fair share, as its proportion plugin computes it, per resource.
 
-KAI promises a fair-share simulator in its documentation but does not ship one; this is
-one, following `resource_division.go` of KAI v0.13.0 step by step (and checked against
-that code's own answers for 400 cases, ../shared/golden/):
+It follows `resource_division.go` step by step (unchanged from KAI v0.13.0 to v0.17.0),
+and is checked against that code's own answers: 400 cases of v0.13.0 and 418 of v0.17.0
+with time-based fairshare on (../shared/golden/). KAI's own `cmd/fairshare-simulator`
+(since v0.13.0) runs the scheduler's code; this one runs in the portal, per view:
 
 1. Deserved: each queue gets min(quota, requestable), where requestable is its request
    capped by its limit (quota -1 means the whole amount).
@@ -10,7 +11,9 @@ that code's own answers for 400 cases, ../shared/golden/):
    satisfied and has weight > 0 is offered `left x (w / Σw) / Σ(w / Σw)`, the weights
    normalised the way KAI does it. A queue whose remaining request fits takes exactly it;
    otherwise it takes the offer rounded *down to a whole number* and remembers the
-   fraction it was denied. Another round runs only if some queue took less than it was
+   fraction it was denied. With time-based fairshare a queue's normalised weight ``w``
+   becomes ``max(0, w + kValue x (w - usage))``, usage being its past use as a fraction
+   of the cluster. Another round runs only if some queue took less than it was
    offered. A group of one queue is no exception, and a queue of weight 0 gets nothing.
 3. Leftovers, after the rounds of every group: group by group from the highest priority,
    pieces of min(1, left) go to the largest denied fractions first (ties: the older
@@ -40,6 +43,9 @@ class QueueInput:
     priority: int = 100
     demand: float = 0.0
     order: int = 0  # creation order: older queues win ties
+    # Time-based fairshare: the queue's past GPU usage as KAI's usage database hands it to
+    # the proportion plugin (normalised to the cluster's capacity, 0 to 1).
+    usage: float = 0.0
     children: tuple[QueueInput, ...] = field(default=())
 
 
@@ -73,8 +79,9 @@ def requestable(queue: QueueInput) -> float:
     return request if queue.limit == UNLIMITED else min(queue.limit, request)
 
 
-def divide(total: float, queues: list[QueueInput]) -> dict[str, float]:
-    """Fair share of every queue in ``queues`` (one level) out of ``total``."""
+def divide(total: float, queues: list[QueueInput], k_value: float = 0.0) -> dict[str, float]:
+    """Fair share of every queue in ``queues`` (one level) out of ``total``. ``k_value``:
+    the weight of past usage (KAI's time-based fairshare; 0 when it is off)."""
     shares = [
         _Share(q, request_of(q), requestable(q))
         for q in sorted(queues, key=lambda q: (q.order, q.name))
@@ -86,16 +93,16 @@ def divide(total: float, queues: list[QueueInput]) -> dict[str, float]:
         share.fair += amount
         left -= amount
     if left > 0:
-        _over_quota(left, shares)
+        _over_quota(left, shares, k_value)
     return {s.queue.name: s.fair for s in shares}
 
 
-def _over_quota(left: float, shares: list[_Share]) -> float:
+def _over_quota(left: float, shares: list[_Share], k_value: float) -> float:
     priorities = sorted({s.queue.priority for s in shares}, reverse=True)
     denied: dict[int, dict[str, tuple[_Share, float]]] = {}
     for priority in priorities:
         group = [s for s in shares if s.queue.priority == priority]
-        left, denied[priority] = _up_to_fair_share(left, group)
+        left, denied[priority] = _up_to_fair_share(left, group, k_value)
     for priority in priorities:
         if left <= 0:
             break
@@ -118,7 +125,7 @@ def _leftovers(left: float, denied: dict[str, tuple[_Share, float]]) -> float:
 
 
 def _up_to_fair_share(
-    left: float, group: list[_Share]
+    left: float, group: list[_Share], k_value: float
 ) -> tuple[float, dict[str, tuple[_Share, float]]]:
     denied: dict[str, tuple[_Share, float]] = {}
     while True:
@@ -132,10 +139,12 @@ def _up_to_fair_share(
         for share in group:
             if share.satisfied():
                 continue
-            # KAI: max(0, nWeight + kValue * (nWeight - usage)); kValue is 0 unless
-            # time-aware fairness is configured.
+            # KAI: max(0, nWeight + kValue * (nWeight - usage)): a queue that used more
+            # than its normalised weight lately gets less of what is idle, one that used
+            # less gets more (kValue is 0 unless time-based fairshare is configured).
             normalised = share.queue.weight / total_weight
-            weights[share.queue.name] = max(0.0, normalised + 0.0 * normalised)
+            weight = max(0.0, normalised + k_value * (normalised - share.queue.usage))
+            weights[share.queue.name] = weight
             weight_sum += weights[share.queue.name]
         if weight_sum == 0:
             break
@@ -165,12 +174,14 @@ def _up_to_fair_share(
     return left, denied
 
 
-def fair_shares(total: float, top_level: list[QueueInput]) -> dict[str, float]:
+def fair_shares(
+    total: float, top_level: list[QueueInput], k_value: float = 0.0
+) -> dict[str, float]:
     """Fair share of every queue in the tree, level by level."""
-    result = divide(total, top_level)
+    result = divide(total, top_level, k_value)
     for queue in top_level:
         if queue.children:
-            result.update(fair_shares(result[queue.name], list(queue.children)))
+            result.update(fair_shares(result[queue.name], list(queue.children), k_value))
     return result
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from app.core.quantities import gpus
-from app.usage.service import GpuShare, TeamQuota, shares_for
+from app.usage.service import NO_MODEL, GpuShare, Model, TeamQuota, shares_for
 from app.usage.sources import QueueUsage
 
 CHANGE = 0.005  # below half a hundredth of a GPU nobody would notice a difference
@@ -75,6 +75,7 @@ def impact(
     new_pool_centi: int | None = None,
     changes: Mapping[int, TeamQuota] | None = None,
     before: Mapping[int, GpuShare] | None = None,
+    model: Model = NO_MODEL,
 ) -> Impact:
     """Every team's share now and after ``changes`` (quota rows by team id; an id not in
     ``rows`` is a new team) and the pool becoming ``new_pool_centi``. ``before``, when
@@ -86,8 +87,8 @@ def impact(
     after_pool = pool_centi if new_pool_centi is None else new_pool_centi
     data = dict(usage)
     if before is None:
-        before = shares_for(rows, data, pool_centi=pool_centi, parent=parent)
-    after = shares_for(after_rows, data, pool_centi=after_pool, parent=parent)
+        before = shares_for(rows, data, pool_centi=pool_centi, parent=parent, model=model)
+    after = shares_for(after_rows, data, pool_centi=after_pool, parent=parent, model=model)
     subjects = set(changes) | {  # new teams, and existing teams whose quota changed
         row.id for row, old in zip(after_rows, rows, strict=False) if row != old
     }

@@ -4,17 +4,42 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.core import metrics
 from app.core.models import Team
 from app.core.quantities import gpus
 from app.usage.fairshare import UNLIMITED, QueueInput, fair_shares
-from app.usage.sources import KaiMetricsSource, MetricsError, QueueUsage, UsageReader
+from app.usage.sources import (
+    ClusterTop,
+    KaiMetricsSource,
+    MetricsError,
+    QueueUsage,
+    UsageReader,
+)
 
 TEAM_QUEUE_PREFIX = "team-"
+
+
+@dataclass(frozen=True)
+class Model:
+    """What KAI's division depends on beyond the org's own rows: its top level (the
+    cluster's GPUs and every top-level queue; None: unknown, the pool alone is divided)
+    and time-based fairshare (kValue, and each queue's past usage as a fraction of the
+    cluster; kValue 0: off). Every figure (gauges, impact, what-if) uses the same one."""
+
+    top: ClusterTop | None = None
+    k_value: float = 0.0
+    usage: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def cluster_gpus(self) -> float | None:
+        return self.top.gpus if self.top is not None and self.top.gpus > 0 else None
+
+
+NO_MODEL = Model()
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +159,12 @@ class UsageCache:
         *,
         ttl: float = 5.0,
         prometheus: KaiMetricsSource | None = None,
+        k_value: float = 0.0,
     ) -> None:
         self.backend = backend
         self.prometheus = prometheus
+        self.k_value = k_value
+        self.model = Model(k_value=k_value)
         self.fair_override: dict[str, float] | None = None
         self.ttl = ttl
         self._lock = threading.Lock()
@@ -147,7 +175,9 @@ class UsageCache:
         self.error: str | None = None
         self._shares_key: object = None
         self._shares_rows: list[TeamQuota] | None = None
-        self._shares_inputs: tuple[dict[str, QueueUsage], dict[str, float] | None] | None = None
+        self._shares_inputs: tuple[dict[str, QueueUsage], dict[str, float] | None, Model] | None = (
+            None
+        )
         self._rows: tuple[float, tuple[int, str], list[TeamQuota]] | None = None
         self._view: tuple[float, tuple[int, str], OrgView] | None = None
         self._built: tuple[dict[int, GpuShare], OrgView] | None = None  # view per shares
@@ -167,8 +197,15 @@ class UsageCache:
                 except Exception as exc:  # shown on the page, not hidden behind zeros
                     self.error = f"usage could not be read from the cluster: {exc}"
                     self._data = {}
+                top = None
+                try:
+                    top = self.backend.cluster_top()
+                except Exception as exc:  # the pool alone is divided meanwhile; shown
+                    self.error = self.error or f"the cluster's GPUs could not be read: {exc}"
+                past: dict[str, float] = {}
                 if self.prometheus is not None:
-                    self._read_prometheus(names)
+                    past = self._read_prometheus(names)
+                self.model = Model(top=top, k_value=self.k_value, usage=past)
                 self._queues = frozenset(names)
                 self._at = time.monotonic()
                 self.reads += 1
@@ -177,7 +214,7 @@ class UsageCache:
                 metrics.CLUSTER_READS.labels("hit").inc()
             return {name: self._data[name] for name in wanted if name in self._data}
 
-    def _read_prometheus(self, names: list[str]) -> None:
+    def _read_prometheus(self, names: list[str]) -> dict[str, float]:
         """KAI's own allocation and fair share, when Prometheus is configured. Series are
         matched on the queue's metadata.name where KAI exports it (queue_metadata_name);
         an older KAI labels them with the displayName when one is set (the portal sets
@@ -188,7 +225,7 @@ class UsageCache:
         except MetricsError as exc:
             self.error = str(exc)
             self.fair_override = None
-            return
+            return {}
 
         def find(series: dict[str, float], queue: str) -> float | None:
             labels = (queue,) if kai.by_metadata_name else (display_name_of(queue), queue)
@@ -211,6 +248,9 @@ class UsageCache:
                     allocated_gpu=allocated, requested_gpu=requested, created=created
                 )
         self.fair_override = fair
+        # Time-based fairshare: the usage KAI's scheduler used, per queue (every queue it
+        # exports, the top level's too).
+        return dict(kai.usage)
 
     def shares(
         self, teams: list[TeamQuota], *, pool_centi: int, parent: str
@@ -220,7 +260,7 @@ class UsageCache:
         few milliseconds at 10,000 teams; the computation, a few hundred (the refresher
         re-reads both every interval and most intervals nothing moved)."""
         usage = self.get([t.queue_name for t in teams])
-        fair = self.fair_override
+        fair, model = self.fair_override, self.model
         key = (pool_centi, parent)
         with self._lock:
             last_key, last_rows, last_inputs, last = (
@@ -232,16 +272,16 @@ class UsageCache:
         # Compared outside the lock (pages take it); the same list object means the same rows.
         if (
             last_key == key
-            and last_inputs == (usage, fair)
+            and last_inputs == (usage, fair, model)
             and (teams is last_rows or teams == last_rows)
         ):
             return last
         computed = shares_for(
-            teams, usage, pool_centi=pool_centi, parent=parent, fair_override=fair
+            teams, usage, pool_centi=pool_centi, parent=parent, fair_override=fair, model=model
         )
         with self._lock:
             self._shares_key, self._shares_rows, self._shares = key, teams, computed
-            self._shares_inputs = (usage, fair)
+            self._shares_inputs = (usage, fair, model)
         return computed
 
     def org_view(
@@ -339,11 +379,15 @@ def shares_for(
     pool_centi: int,
     parent: str,
     fair_override: dict[str, float] | None = None,
+    model: Model = NO_MODEL,
 ) -> dict[int, GpuShare]:
     """Every team's share with KAI's fair share now and if every team were busy.
 
     ``teams`` are all the teams holding a queue under the org's parent queue: fair share
-    depends on everyone, so it is computed over all of them, never one team alone.
+    depends on everyone, so it is computed over all of them, never one team alone. Where
+    the cluster is known (``model.top``) the division starts where KAI's does: every
+    schedulable GPU of the cluster among every top-level queue, the org's among them
+    (its pool is its guarantee there; with an unlimited limit it may grow past it).
     """
     pool = gpus(pool_centi)
     names = [t.queue_name for t in teams]
@@ -355,6 +399,24 @@ def shares_for(
     # What each ready team's queue reports; teams still provisioning show no usage.
     now_demand = [u.requested_gpu if u is not None and u.reported else 0.0 for u in raws]
     busy_demand = [max(gpus(t.gpu_limit_centi), pool) for t in teams]
+    past = model.usage
+    top = model.top if model.cluster_gpus is not None else None
+    total = top.gpus if top is not None else pool
+    own = next((q for q in top.queues if q.name == parent), None) if top is not None else None
+    others = [
+        QueueInput(
+            q.name,
+            q.quota,
+            q.limit,
+            q.weight,
+            q.priority,
+            q.requested,
+            order=q.created or 0,
+            usage=past.get(q.name, 0.0),
+        )
+        for q in (top.queues if top is not None else ())
+        if q.name != parent
+    ]
 
     def tree(demands: list[float]) -> list[QueueInput]:
         children = tuple(
@@ -366,16 +428,28 @@ def shares_for(
                 t.priority,
                 demand,
                 order,
+                usage=past.get(name, 0.0),
             )
             for t, name, demand, order in zip(teams, names, demands, orders, strict=True)
         )
-        return [QueueInput(parent, pool, UNLIMITED, 1.0, children=children)]
+        org = QueueInput(
+            parent,
+            pool,
+            own.limit if own is not None else UNLIMITED,
+            own.weight if own is not None else 1.0,
+            own.priority if own is not None else 100,
+            order=(own.created or 0) if own is not None else 0,
+            usage=past.get(parent, 0.0),
+            children=children,
+        )
+        return [org, *others]
 
-    fair_now = fair_shares(pool, tree(now_demand)) if teams else {}
+    k_value = model.k_value
+    fair_now = fair_shares(total, tree(now_demand), k_value) if teams else {}
     if fair_override is not None:
         # KAI's own figure from Prometheus, where it has one.
         fair_now = {**fair_now, **fair_override}
-    fair_busy = fair_shares(pool, tree(busy_demand)) if teams else {}
+    fair_busy = fair_shares(total, tree(busy_demand), k_value) if teams else {}
     result = {}
     for i, t in enumerate(teams):
         raw = raws[i]

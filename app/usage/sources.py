@@ -19,10 +19,37 @@ class QueueUsage:
     reported: bool = True  # False: the queue exists but carries no status
 
 
+@dataclass(frozen=True)
+class TopQueue:
+    """A queue at KAI's top level (no parent): the org's, KAI's own default-parent-queue,
+    any other tenant's. In GPUs; -1: unlimited."""
+
+    name: str
+    quota: float
+    limit: float
+    weight: float
+    priority: int
+    requested: float  # what its pods request, its children's included
+    created: int | None = None
+
+
+@dataclass(frozen=True)
+class ClusterTop:
+    """What KAI divides first: every schedulable node's allocatable GPUs among every
+    top-level queue. The org's pool is only its queue's guarantee in that division."""
+
+    gpus: float
+    queues: tuple[TopQueue, ...]
+
+
 class UsageReader(Protocol):
-    """Reads every named queue's usage in one call."""
+    """Reads every named queue's usage in one call, and KAI's top level."""
 
     def usage(self, queue_names: list[str]) -> dict[str, QueueUsage]: ...
+
+    def cluster_top(self) -> ClusterTop | None:
+        """The cluster's GPUs and its top-level queues; None where unknown."""
+        ...
 
 
 class MetricsError(Exception):
@@ -35,6 +62,9 @@ class KaiQueueMetrics:
 
     allocated: dict[str, float]
     fair_share: dict[str, float]
+    # kai_queue_gpu_usage: each queue's past usage as the scheduler used it (time-based
+    # fairshare; 0 or absent without a usage database), by the same key.
+    usage: dict[str, float] = field(default_factory=dict)
     # True: keyed by each queue's metadata.name (KAI's queue_metadata_name label). False:
     # by KAI's queue_name, which is the displayName where the scheduler exports it.
     by_metadata_name: bool = False

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from app.teams.rules import QuotaValues
 from app.usage.impact import Impact, impact
-from app.usage.service import GpuShare, TeamQuota
+from app.usage.service import NO_MODEL, GpuShare, Model, TeamQuota
 from app.usage.sources import QueueUsage
 
 
@@ -40,6 +40,7 @@ def what_if(
     changes: Mapping[int, QuotaValues],
     new_pool_centi: int | None = None,
     before: Mapping[int, GpuShare] | None = None,
+    model: Model = NO_MODEL,
 ) -> Impact:
     """Every team's shares now and with ``changes`` and the pool at ``new_pool_centi``;
     ``before``: today's shares when already computed (the gauges' cache)."""
@@ -51,4 +52,5 @@ def what_if(
         new_pool_centi=None if new_pool_centi == pool_centi else new_pool_centi,
         changes=changed_rows(rows, changes),
         before=before,
+        model=model,
     )

@@ -30,6 +30,9 @@ class FixedUsage(SimulatedBackend):
         self.values = values
         self.reads = 0
 
+    def cluster_top(self) -> None:
+        return None
+
     def usage(self, queue_names: list[str]) -> dict[str, QueueUsage]:
         self.reads += 1
         return {

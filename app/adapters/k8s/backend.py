@@ -28,7 +28,7 @@ from app.adapters.k8s.vcluster import VClusterInstaller
 from app.core.config import Settings
 from app.core.models import Step
 from app.provisioning.backend import DONE, Observation, RefusedPod, TeamSpec
-from app.usage.sources import QueueUsage
+from app.usage.sources import ClusterTop, QueueUsage, TopQueue
 
 __all__ = ["KubernetesBackend"]
 
@@ -161,6 +161,44 @@ class KubernetesBackend:
                 reported=reports,
             )
         return result
+
+    def cluster_top(self) -> ClusterTop | None:
+        """KAI's top level: the allocatable GPUs of every ready node (as KAI's proportion
+        plugin counts them) and every queue without a parent, with its request."""
+        nodes: Any = self.kube.call("listing nodes", lambda: self.kube.core.list_node())
+        total = 0.0
+        for node in getattr(nodes, "items", None) or []:
+            conditions = (node.status.conditions if node.status else None) or []
+            ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+            if not ready or (node.spec is not None and node.spec.unschedulable):
+                continue
+            total += _gpus((node.status.allocatable if node.status else None) or {})
+        listed: Any = self.kube.call(
+            "listing queues",
+            lambda: self.kube.custom.list_cluster_custom_object(
+                m.QUEUE_GROUP, m.QUEUE_VERSION, m.QUEUE_PLURAL
+            ),
+        )
+        queues = []
+        for item in (listed or {}).get("items", []):
+            spec = item.get("spec") or {}
+            if spec.get("parentQueue"):
+                continue
+            gpu = (spec.get("resources") or {}).get("gpu") or {}
+            queues.append(
+                TopQueue(
+                    name=item.get("metadata", {}).get("name", ""),
+                    quota=float(gpu.get("quota") or 0),
+                    limit=float(gpu["limit"]) if gpu.get("limit") is not None else -1.0,
+                    weight=float(gpu["overQuotaWeight"])
+                    if gpu.get("overQuotaWeight") is not None
+                    else 1.0,
+                    priority=int(spec["priority"]) if spec.get("priority") is not None else 100,
+                    requested=_gpus((item.get("status") or {}).get("requested")),
+                    created=_seconds(item.get("metadata", {}).get("creationTimestamp")),
+                )
+            )
+        return ClusterTop(gpus=total, queues=tuple(queues))
 
 
 def _seconds(stamp: object) -> int | None:

@@ -137,6 +137,7 @@ def overview(
         committed_centi=view.committed_centi,
         allocated=view.allocated,
         live_teams=len(view.rows),
+        cluster_gpus=usage.model.cluster_gpus,
     )
     return render(
         request,
@@ -236,6 +237,8 @@ def pool_impact(
             "values": values,
             "error": error,
             "impact_title": "With this pool",
+            "new_pool": new_pool / 100,
+            "cluster_gpus": usage.model.cluster_gpus,
         },
         partial="admin/partials/pool_impact.html",
     )

@@ -58,6 +58,7 @@ def org_impact(
         new_pool_centi=new_pool_centi,
         changes=changes,
         before=shares if usage.fair_override is None else None,
+        model=usage.model,
     )
 
 
@@ -161,5 +162,6 @@ def what_if(
         changes=changes,
         new_pool_centi=pool_centi,
         before=shares if usage.fair_override is None else None,
+        model=usage.model,
     )
     return WhatIf(pool=pool_text, pool_error=pool_error, rows=rows, impact=result)

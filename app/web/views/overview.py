@@ -16,6 +16,14 @@ class PoolSummary:
     committed_centi: int
     allocated: float | None
     live_teams: int
+    cluster_gpus: float | None = None  # the cluster's schedulable GPUs, where known
+
+    @property
+    def beyond_cluster(self) -> float:
+        """GPUs of the pool the cluster does not have (KAI cannot keep those promises)."""
+        if self.cluster_gpus is None:
+            return 0.0
+        return max(0.0, round(gpus(self.org.gpus_centi) - self.cluster_gpus, 2))
 
     @property
     def free_centi(self) -> int:
@@ -29,4 +37,5 @@ class PoolSummary:
     def idle(self) -> float | None:
         if self.allocated is None:
             return None
-        return max(0.0, gpus(self.org.gpus_centi) - self.allocated)
+        usable = gpus(self.org.gpus_centi) - self.beyond_cluster
+        return max(0.0, round(usable - self.allocated, 2))
