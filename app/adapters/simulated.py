@@ -74,6 +74,7 @@ class SimulatedBackend:
         self._objects: dict[tuple[Step, str], _Object] = {}
         self._faults: list[_Fault] = []
         self._pinned: dict[str, tuple[float, float]] = {}
+        self._smallest: dict[str, float] = {}
         self._accounts: dict[str, dict[str, _Account]] = {}
         self._lock = threading.Lock()
         self.calls = 0
@@ -88,11 +89,23 @@ class SimulatedBackend:
         with self._lock:
             self._faults.append(_Fault(step, team, times, text))
 
-    def pin_usage(self, team: str, *, allocated: float, requested: float) -> None:
+    def pin_usage(
+        self,
+        team: str,
+        *,
+        allocated: float,
+        requested: float,
+        smallest_waiting: float | None = None,
+    ) -> None:
         """Hold a team's queue at these figures instead of its wave (for demos and tests:
-        to see a team borrow, wait or go above its fair share on purpose)."""
+        to see a team borrow, wait or go above its fair share on purpose); with the GPUs
+        of its smallest waiting pod, where that matters."""
         with self._lock:
             self._pinned[f"team-{team}"] = (allocated, requested)
+            if smallest_waiting is None:
+                self._smallest.pop(f"team-{team}", None)
+            else:
+                self._smallest[f"team-{team}"] = smallest_waiting
 
     def _maybe_fail(self, step: Step, team: str) -> None:
         for fault in self._faults:
@@ -260,6 +273,7 @@ class SimulatedBackend:
                 if step == Step.QUEUE
             }
             pinned = dict(self._pinned)
+            smallest = dict(self._smallest)
         if not specs:
             return {}
         demand = {name: _demand(spec, now) for name, spec in specs.items()}
@@ -273,6 +287,7 @@ class SimulatedBackend:
                 allocated_gpu=math.floor(allocated[name] * 100 + 1e-6) / 100,
                 requested_gpu=round(demand[name], 2),
                 sampled_at=now,
+                smallest_waiting=smallest.get(name),
             )
             for name in queue_names
             if name in specs

@@ -350,15 +350,15 @@ class Settings(BaseSettings):
             "more than its pool)."
         ),
     )
-    kai_k_value: float = Field(
-        default=0.0,
+    kai_k_value: float | None = Field(
+        default=None,
         ge=0,
         le=100,
         description=(
-            "KAI's time-based fairshare: the SchedulingShard's `spec.kValue` where a usage "
-            "database is configured (`usageDBConfig`; KAI's default kValue is 1.0), 0 "
-            "where it is not (past usage then moves nothing). Each queue's usage comes "
-            "from `kai_queue_gpu_usage` through `PORTAL_PROMETHEUS_URL`."
+            "KAI's time-based fairshare weight (kValue); unset: the cluster's "
+            "SchedulingShard `spec.kValue`, else KAI's default 1.0. It matters only with "
+            "a usage database (`usageDBConfig`): each queue's past usage is read from "
+            "`kai_queue_gpu_usage` through `PORTAL_PROMETHEUS_URL`."
         ),
     )
     worker_enabled: bool = Field(

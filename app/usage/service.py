@@ -33,6 +33,12 @@ class Model:
     top: ClusterTop | None = None
     k_value: float = 0.0
     usage: Mapping[str, float] = field(default_factory=dict)
+    # Time-based fairshare is on in KAI but the portal cannot read the usage it weighs.
+    history_error: str | None = None
+
+    @property
+    def weighs_history(self) -> bool:
+        return self.k_value > 0 and any(v > 0 for v in self.usage.values())
 
     @property
     def cluster_gpus(self) -> float | None:
@@ -54,6 +60,10 @@ class GpuShare:
     fair_now: float | None = None
     usable_now: float | None = None
     if_all_busy: float | None = None
+    # KAI's time-based fairshare: the fair share now without past usage, where usage
+    # moved it (the team page says by how much).
+    fair_without_history: float | None = None
+    smallest_waiting: float | None = None  # GPUs of the smallest waiting pod, if known
     # The cluster has the queue but reports no usage for it (KAI releases before the queue
     # controller wrote status.allocated): shown as "not reported", never as 0.
     unreported: bool = False
@@ -73,6 +83,17 @@ class GpuShare:
         if self.allocated is None or self.requested is None:
             return 0.0
         return max(0.0, self.requested - self.allocated)
+
+    @property
+    def reclaim_stops_at(self) -> float | None:
+        """Where a waiting pod's start by reclaim stops: KAI reclaims for a team only
+        while it stays within its fair share, so the smallest waiting pod must fit in
+        what is left of it. None: it fits (or the size is unknown)."""
+        if self.smallest_waiting is None or self.fair_now is None or self.allocated is None:
+            return None
+        if self.allocated + self.smallest_waiting <= self.fair_now + 0.005:
+            return None
+        return round(max(0.0, self.fair_now - self.allocated), 2)
 
     @property
     def borrowed(self) -> float:
@@ -159,12 +180,12 @@ class UsageCache:
         *,
         ttl: float = 5.0,
         prometheus: KaiMetricsSource | None = None,
-        k_value: float = 0.0,
+        k_value: float | None = None,
     ) -> None:
         self.backend = backend
         self.prometheus = prometheus
-        self.k_value = k_value
-        self.model = Model(k_value=k_value)
+        self.k_value = k_value  # None: the SchedulingShard's, else KAI's default 1.0
+        self.model = Model(k_value=k_value or 0.0)
         self.fair_override: dict[str, float] | None = None
         self.ttl = ttl
         self._lock = threading.Lock()
@@ -205,7 +226,7 @@ class UsageCache:
                 past: dict[str, float] = {}
                 if self.prometheus is not None:
                     past = self._read_prometheus(names)
-                self.model = Model(top=top, k_value=self.k_value, usage=past)
+                self.model = self._model(top, past)
                 self._queues = frozenset(names)
                 self._at = time.monotonic()
                 self.reads += 1
@@ -213,6 +234,24 @@ class UsageCache:
             else:
                 metrics.CLUSTER_READS.labels("hit").inc()
             return {name: self._data[name] for name in wanted if name in self._data}
+
+    def _model(self, top: ClusterTop | None, past: dict[str, float]) -> Model:
+        """kValue: the setting, else the SchedulingShard's, else KAI's default (1.0)."""
+        if self.k_value is not None:
+            k_value = self.k_value
+        elif top is not None and top.k_value is not None:
+            k_value = top.k_value
+        else:
+            k_value = 1.0
+        history_error = None
+        if top is not None and top.usage_db and self.prometheus is None:
+            history_error = (
+                "KAI's time-based fairshare is on (its SchedulingShard sets usageDBConfig), "
+                "but the portal cannot read each queue's past usage: set "
+                "PORTAL_PROMETHEUS_URL (KAI's kai_queue_gpu_usage). Until then the fair "
+                "shares computed here leave past usage out."
+            )
+        return Model(top=top, k_value=k_value, usage=past, history_error=history_error)
 
     def _read_prometheus(self, names: list[str]) -> dict[str, float]:
         """KAI's own allocation and fair share, when Prometheus is configured. Series are
@@ -248,9 +287,15 @@ class UsageCache:
                     allocated_gpu=allocated, requested_gpu=requested, created=created
                 )
         self.fair_override = fair
-        # Time-based fairshare: the usage KAI's scheduler used, per queue (every queue it
-        # exports, the top level's too).
-        return dict(kai.usage)
+        # Time-based fairshare: the usage KAI's scheduler used, per queue: every queue
+        # it exports where series carry the metadata name (the top level's too), else
+        # the portal's queues found as above.
+        past = dict(kai.usage) if kai.by_metadata_name else {}
+        for name in names:
+            used = find(kai.usage, name)
+            if used is not None:
+                past[name] = used
+        return past
 
     def shares(
         self, teams: list[TeamQuota], *, pool_centi: int, parent: str
@@ -372,6 +417,12 @@ def _usable(fair: float, limit: float, demand: float) -> float:
     return max(0.0, min(fair, cap))
 
 
+def _capped(usable: float, top: ClusterTop | None, others_hold: float) -> float:
+    if top is None:
+        return usable
+    return max(0.0, min(usable, top.gpus - others_hold))
+
+
 def shares_for(
     teams: list[TeamQuota],
     usage: dict[str, QueueUsage],
@@ -450,6 +501,13 @@ def shares_for(
         # KAI's own figure from Prometheus, where it has one.
         fair_now = {**fair_now, **fair_override}
     fair_busy = fair_shares(total, tree(busy_demand), k_value) if teams else {}
+    # What past usage moved: the same division without it.
+    plain = fair_shares(total, tree(now_demand), 0.0) if teams and model.weighs_history else {}
+    # KAI's deserved amounts are not capped by what the cluster has (a pool above the
+    # cluster's GPUs is a fair share KAI cannot give): what a team can use now is also
+    # capped by the GPUs the rest of the org does not hold.
+    held = [raw.allocated_gpu if raw is not None and raw.reported else 0.0 for raw in raws]
+    all_held = sum(held)
     result = {}
     for i, t in enumerate(teams):
         raw = raws[i]
@@ -457,6 +515,8 @@ def shares_for(
         limit = gpus(t.gpu_limit_centi)
         fair = fair_now.get(names[i]) if shown else None
         busy = fair_busy.get(names[i])
+        without = plain.get(names[i]) if fair is not None else None
+        moved = without is not None and fair is not None and abs(without - fair) >= 0.005
         result[t.id] = GpuShare(
             guaranteed=gpus(t.gpu_quota_centi),
             limit=limit,
@@ -465,7 +525,11 @@ def shares_for(
             pool=pool,
             unreported=raw is not None and not shown,
             fair_now=None if fair is None else round(fair, 2),
-            usable_now=None if fair is None else round(_usable(fair, limit, now_demand[i]), 2),
+            usable_now=None
+            if fair is None
+            else round(_capped(_usable(fair, limit, now_demand[i]), top, all_held - held[i]), 2),
             if_all_busy=None if busy is None else round(_usable(busy, limit, busy_demand[i]), 2),
+            fair_without_history=round(without, 2) if moved and without is not None else None,
+            smallest_waiting=raw.smallest_waiting if raw is not None and shown else None,
         )
     return result

@@ -17,6 +17,10 @@ class QueueUsage:
     extra: dict[str, float] = field(default_factory=dict)
     created: int | None = None  # the queue's creation time in the cluster, whole seconds
     reported: bool = True  # False: the queue exists but carries no status
+    # GPUs of the queue's smallest waiting pod, where the backend reads pods (KAI
+    # reclaims for a pod only while the queue stays within its fair share: a whole-GPU
+    # pod of a team whose fair share is 0.5 waits for an idle GPU).
+    smallest_waiting: float | None = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,11 @@ class ClusterTop:
 
     gpus: float
     queues: tuple[TopQueue, ...]
+    # KAI's time-based fairshare as its SchedulingShard configures it, where one is read:
+    # spec.kValue (None: KAI's default, 1.0) and whether a usage database is set
+    # (usageDBConfig; without one every queue's usage is 0 and kValue moves nothing).
+    k_value: float | None = None
+    usage_db: bool = False
 
 
 class UsageReader(Protocol):

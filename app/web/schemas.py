@@ -131,6 +131,16 @@ class GpuShareOut(BaseModel):
     if_all_busy: float | None = Field(
         default=None, description="Its share if every team were busy."
     )
+    fair_without_history: float | None = Field(
+        default=None,
+        description="KAI's time-based fairshare: the fair share now without the team's "
+        "past usage, where that usage moved it (else null).",
+    )
+    usage_error: str | None = Field(
+        default=None,
+        description="Why usage or a figure's inputs could not be read (the page shows the "
+        "same), else null.",
+    )
 
 
 class StepOut(BaseModel):

@@ -6,6 +6,7 @@ same metric families it exports, and a real Prometheus scrapes it.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -48,6 +49,17 @@ METRICS = (
     'queue_display_name="a"} 0.5\n'
     'newkai_queue_fair_share_gpu{queue_name="team-a",queue_metadata_name="team-team-a",'
     'queue_display_name="team-a"} 2.5\n'
+    # Time-based fairshare's input, as the scheduler exports it.
+    "# TYPE newkai_queue_gpu_usage gauge\n"
+    'newkai_queue_gpu_usage{queue_name="a",queue_metadata_name="team-a",'
+    'queue_display_name="a"} 0.25\n'
+    'newkai_queue_gpu_usage{queue_name="team-a",queue_metadata_name="team-team-a",'
+    'queue_display_name="team-a"} 0\n'
+    'newkai_queue_gpu_usage{queue_name="org-acme",queue_metadata_name="org-acme",'
+    'queue_display_name="org-acme"} 0.25\n'
+    "# TYPE kai_queue_gpu_usage gauge\n"
+    'kai_queue_gpu_usage{queue_name="nlp"} 0.6\n'
+    'kai_queue_gpu_usage{queue_name="vision"} 0\n'
 )
 
 
@@ -103,8 +115,10 @@ def test_series_are_matched_on_the_queues_metadata_name(prometheus: str) -> None
     assert queues.by_metadata_name
     assert queues.allocated == {"team-a": 1.0, "team-team-a": 3.0}
     assert queues.fair_share == {"team-a": 0.5, "team-team-a": 2.5}
+    assert queues.usage == {"team-a": 0.25, "team-team-a": 0.0, "org-acme": 0.25}
     old = PrometheusSource(prometheus).read()
     assert not old.by_metadata_name
+    assert old.usage == {"nlp": 0.6, "vision": 0.0}
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
@@ -126,6 +140,16 @@ def test_pages_show_prometheus_figures_instead_of_computed_ones(
         share = lead.get("/api/v1/teams/1").json()["gpu_share"]
         assert share["fair_now"] == 0.61
         assert share["allocated"] == 0.7
+        # nlp used 0.6 of the cluster lately, vision nothing: KAI weighs it (kValue 1,
+        # its default), and the page says what the share would be without it.
+        assert portal_of(app).usage_cache.model.usage == {"team-nlp": 0.6, "team-vision": 0.0}
+        assert share["fair_without_history"] is not None
+        # (the simulated demand moves between two reads, so the page's own figure)
+        found = re.search(
+            r"lately (raises|lowers) your fair share from ([0-9.]+) to 0\.61 GPU", page
+        )
+        assert found is not None
+        assert float(found.group(2)) != 0.61
 
 
 def test_prometheus_down_is_reported() -> None:

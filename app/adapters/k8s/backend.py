@@ -27,7 +27,7 @@ from app.adapters.k8s.objects import ClusterObjects
 from app.adapters.k8s.vcluster import VClusterInstaller
 from app.core.config import Settings
 from app.core.models import Step
-from app.provisioning.backend import DONE, Observation, RefusedPod, TeamSpec
+from app.provisioning.backend import DONE, BackendError, Observation, RefusedPod, TeamSpec
 from app.usage.sources import ClusterTop, QueueUsage, TopQueue
 
 __all__ = ["KubernetesBackend"]
@@ -148,6 +148,7 @@ class KubernetesBackend:
         # requested where non-zero); its first release writes none on any queue. A queue
         # without status is idle on the former and unknown on the latter.
         reports = any(item.get("status") for item in items)
+        smallest = self._smallest_waiting(wanted)
         result: dict[str, QueueUsage] = {}
         for item in items:
             name = item.get("metadata", {}).get("name")
@@ -159,8 +160,29 @@ class KubernetesBackend:
                 requested_gpu=_gpus(status.get("requested")),
                 created=_seconds(item.get("metadata", {}).get("creationTimestamp")),
                 reported=reports,
+                smallest_waiting=smallest.get(name),
             )
         return result
+
+    def _smallest_waiting(self, queues: set[str]) -> dict[str, float]:
+        """Per queue, the GPUs of its smallest unscheduled pod that asks for any (one
+        list call: pending pods carrying the queue label, in every namespace)."""
+        label = self.settings.kai_queue_label
+        listed: Any = self.kube.call(
+            "listing waiting pods",
+            lambda: self.kube.core.list_pod_for_all_namespaces(
+                label_selector=label, field_selector="status.phase=Pending"
+            ),
+        )
+        smallest: dict[str, float] = {}
+        for pod in getattr(listed, "items", None) or []:
+            if pod.spec is not None and pod.spec.node_name:
+                continue  # bound (KAI placed it), starting on its node
+            queue = (pod.metadata.labels or {}).get(label)
+            size = pod_gpus(pod)
+            if queue in queues and size > 0:
+                smallest[queue] = min(size, smallest.get(queue, size))
+        return smallest
 
     def cluster_top(self) -> ClusterTop | None:
         """KAI's top level: the allocatable GPUs of every ready node (as KAI's proportion
@@ -198,7 +220,54 @@ class KubernetesBackend:
                     created=_seconds(item.get("metadata", {}).get("creationTimestamp")),
                 )
             )
-        return ClusterTop(gpus=total, queues=tuple(queues))
+        k_value, usage_db = self._fairness()
+        return ClusterTop(gpus=total, queues=tuple(queues), k_value=k_value, usage_db=usage_db)
+
+    def _fairness(self) -> tuple[float | None, bool]:
+        """The default SchedulingShard's kValue and whether it sets a usage database
+        (KAI's operator renders these into the proportion plugin's arguments). A cluster
+        without KAI's operator (or without the right to read shards): unknown."""
+        try:
+            listed: Any = self.kube.call(
+                "listing KAI's scheduling shards",
+                lambda: self.kube.custom.list_cluster_custom_object(
+                    "kai.scheduler", "v1", "schedulingshards"
+                ),
+                missing_ok=True,
+            )
+        except BackendError:
+            return None, False
+        shards = (listed or {}).get("items", [])
+        if not shards:
+            return None, False
+        chosen = next(
+            (s for s in shards if s.get("metadata", {}).get("name") == "default"), shards[0]
+        )
+        spec = chosen.get("spec") or {}
+        k_value = spec.get("kValue")
+        return (float(k_value) if k_value is not None else None), bool(spec.get("usageDBConfig"))
+
+
+def pod_gpus(pod: Any) -> float:
+    """The GPUs a pod asks KAI for: its containers' nvidia.com/gpu, or a fraction
+    (``gpu-fraction`` x ``gpu-fraction-num-devices``)."""
+    annotations = (pod.metadata.annotations if pod.metadata else None) or {}
+    fraction = annotations.get("gpu-fraction")
+    if fraction:
+        try:
+            devices = int(annotations.get("gpu-fraction-num-devices", "1") or 1)
+            return float(fraction) * max(1, devices)
+        except ValueError:
+            return 0.0
+    total = 0.0
+    for container in (pod.spec.containers if pod.spec else None) or []:
+        resources = container.resources
+        if resources is None:
+            continue
+        asked = (resources.limits or {}).get(GPU) or (resources.requests or {}).get(GPU)
+        if asked is not None:
+            total += float(parse_quantity(asked))
+    return total
 
 
 def _seconds(stamp: object) -> int | None:

@@ -42,13 +42,17 @@ def list_teams(session: SessionDep, principal: CurrentPrincipal, usage: UsageDep
     """Teams you lead or belong to (admins: all)."""
     teams = repo.get_teams(session, team_ids=principal.visible_team_ids)
     team_cards = cards(session, teams, usage, repo.get_org(session))
-    return [team_out(t, c.share) for t, c in zip(teams, team_cards, strict=True)]
+    problem = usage.error or usage.model.history_error
+    return [
+        team_out(t, c.share, usage_error=problem) for t, c in zip(teams, team_cards, strict=True)
+    ]
 
 
 @router.get("/teams/{team_id}", response_model=TeamOut)
 def get_team(team: TeamForViewer, session: SessionDep, usage: UsageDep) -> TeamOut:
     card = cards(session, [team], usage, repo.get_org(session))[0]
-    return team_out(team, card.share, list(team.steps))  # loaded with the team
+    problem = usage.error or usage.model.history_error
+    return team_out(team, card.share, list(team.steps), problem)  # steps: loaded with the team
 
 
 @router.post(

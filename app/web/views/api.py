@@ -43,7 +43,10 @@ def quota_out(obj: Team | ClusterRequest | Decision) -> QuotaOut:
 
 
 def team_out(
-    team: Team, share: GpuShare | None = None, steps: list[ProvisioningStep] | None = None
+    team: Team,
+    share: GpuShare | None = None,
+    steps: list[ProvisioningStep] | None = None,
+    usage_error: str | None = None,
 ) -> TeamOut:
     return TeamOut(
         id=team.id,
@@ -71,6 +74,8 @@ def team_out(
             fair_now=share.fair_now,
             usable_now=share.usable_now,
             if_all_busy=share.if_all_busy,
+            fair_without_history=share.fair_without_history,
+            usage_error=usage_error,
         ),
         steps=None
         if steps is None

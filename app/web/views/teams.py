@@ -158,7 +158,7 @@ def team_detail(session: Session, team: Team, usage: UsageCache, settings: Setti
         requests=requests,
         decisions=decisions,
         events=audit.get_team_events(session, team.id, ACTIVITY_SHOWN),
-        usage_error=usage.error,
+        usage_error=usage.error or usage.model.history_error,
         holders=holders,
         pending=pending,
         suggestion=rightsizing.current(team.suggestion, team.gpu_quota_centi)

@@ -1,0 +1,76 @@
+"""The screens with KAI's real top level: a simulated cluster larger (or smaller) than the
+pool, the org queue's limit, and what a waiting whole-GPU pod is told."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.adapters.simulated import SimulatedBackend
+from app.core.models import Step
+from app.runtime import portal_of
+from tests.web.conftest import client_for, portal
+
+
+def _figure(page: str, attribute: str) -> str:
+    found = re.search(rf'{attribute}">([^<]+)<', page)
+    assert found is not None, attribute
+    return found.group(1).strip()
+
+
+def test_a_cluster_larger_than_the_pool_shows_what_kai_gives(db_url: str) -> None:
+    """The demo's cluster of 8 GPUs with the design source's pool of 1: three busy teams
+    (1 GPU asked each, limit 1) each get KAI's fair share of 1, and the Pool page says
+    the cluster has 8."""
+    for app in portal(db_url, simulated_cluster_gpus=8.0):
+        backend = portal_of(app).backend
+        assert isinstance(backend, SimulatedBackend)
+        for team in ("nlp", "vision", "recommender"):
+            backend.pin_usage(team, allocated=1.0, requested=1.0)
+        lead = client_for(app, "lead-nlp@example.org")
+        page = lead.get("/teams/1").text
+        assert _figure(page, 'data-explain="fair') == "1 GPU"
+        assert lead.get("/api/v1/teams/1").json()["gpu_share"]["fair_now"] == 1.0
+        admin = client_for(app, "admin@example.org", admin=True)
+        overview = admin.get("/admin").text
+        assert _figure(overview, 'data-testid="cluster-gpus') == "8"
+        assert 'data-testid="cluster-beyond-pool"' in overview
+        impact = admin.form("/admin/pool/impact", {"gpus": "12"})
+        assert "A pool of 12 is larger than the cluster's 8 schedulable GPUs" in impact.text
+
+
+def test_a_pool_larger_than_the_cluster_is_flagged(db_url: str) -> None:
+    for app in portal(db_url, simulated_cluster_gpus=0.5):
+        admin = client_for(app, "admin@example.org", admin=True)
+        page = admin.get("/admin").text
+        assert "The pool (1) is larger than the cluster's 0.5 schedulable GPUs" in page
+        assert "so 0.5 GPU of the guarantees are promises it cannot keep" in page
+
+
+@pytest.mark.parametrize(("setting", "limit"), [("unlimited", -1.0), ("pool", 1.0)])
+def test_the_org_queue_limit_is_a_setting(db_url: str, setting: str, limit: float) -> None:
+    for app in portal(db_url, org_queue_gpu_limit=setting):
+        backend = portal_of(app).backend
+        assert isinstance(backend, SimulatedBackend)
+        queue = next(o for (step, _), o in backend._objects.items() if step == Step.QUEUE)
+        assert queue.spec.org_gpu.limit == limit
+        top = backend.cluster_top()
+        assert top is not None
+        assert [q.limit for q in top.queues] == [limit]
+
+
+def test_a_whole_gpu_pod_above_the_fair_share_is_told_it_waits(db_url: str) -> None:
+    """nlp's guarantee is 0.33 and nothing of it runs; its waiting pod asks for 1 GPU:
+    KAI reclaims only up to the fair share, so the page does not promise a start."""
+    for app in portal(db_url):
+        backend = portal_of(app).backend
+        assert isinstance(backend, SimulatedBackend)
+        backend.pin_usage("nlp", allocated=0.0, requested=1.0, smallest_waiting=1.0)
+        for team in ("vision", "recommender"):
+            backend.pin_usage(team, allocated=0.5, requested=1.0)
+        page = client_for(app, "lead-nlp@example.org").get("/teams/1").text
+        why = _figure(page, 'data-explain="why')
+        assert "in pods of 1 GPU or more" in why
+        assert "should start soon" not in page
+        assert "ask for a guarantee of at least 1" in " ".join(why.split())
