@@ -7,7 +7,7 @@ a quota change, a new pool, or several changes at once on the what-if page).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 from app.core.quantities import gpus
@@ -76,9 +76,12 @@ def impact(
     changes: Mapping[int, TeamQuota] | None = None,
     before: Mapping[int, GpuShare] | None = None,
     model: Model = NO_MODEL,
+    after_model: Model | None = None,
+    also_changed: Collection[int] = (),
 ) -> Impact:
     """Every team's share now and after ``changes`` (quota rows by team id; an id not in
-    ``rows`` is a new team) and the pool becoming ``new_pool_centi``. ``before``, when
+    ``rows`` is a new team), the pool becoming ``new_pool_centi`` and the model becoming
+    ``after_model`` (past usage to try; ``also_changed``: the teams it is about). ``before``, when
     given, are the shares already computed for ``rows`` (the gauges' cached ones)."""
     changes = dict(changes or {})
     after_rows = [changes.pop(row.id, row) for row in rows]
@@ -88,10 +91,11 @@ def impact(
     data = dict(usage)
     if before is None:
         before = shares_for(rows, data, pool_centi=pool_centi, parent=parent, model=model)
-    after = shares_for(after_rows, data, pool_centi=after_pool, parent=parent, model=model)
-    subjects = set(changes) | {  # new teams, and existing teams whose quota changed
-        row.id for row, old in zip(after_rows, rows, strict=False) if row != old
-    }
+    after = shares_for(
+        after_rows, data, pool_centi=after_pool, parent=parent, model=after_model or model
+    )
+    subjects = set(changes) | set(also_changed)  # new teams, teams whose inputs changed
+    subjects |= {row.id for row, old in zip(after_rows, rows, strict=False) if row != old}
     known = {row.id: row for row in rows}
     result = []
     for row in after_rows:

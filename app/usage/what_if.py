@@ -4,7 +4,7 @@ parses what the admin types; nothing here reads a form or the database)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from app.teams.rules import QuotaValues
@@ -41,6 +41,8 @@ def what_if(
     new_pool_centi: int | None = None,
     before: Mapping[int, GpuShare] | None = None,
     model: Model = NO_MODEL,
+    after_model: Model | None = None,
+    also_changed: Collection[int] = (),
 ) -> Impact:
     """Every team's shares now and with ``changes`` and the pool at ``new_pool_centi``;
     ``before``: today's shares when already computed (the gauges' cache)."""
@@ -53,4 +55,6 @@ def what_if(
         changes=changed_rows(rows, changes),
         before=before,
         model=model,
+        after_model=after_model,
+        also_changed=also_changed,
     )

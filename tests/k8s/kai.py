@@ -170,6 +170,27 @@ class Kai:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     scheduler_metrics: str = ""  # host:port of the scheduler's /metrics
     queue_metrics: str = ""  # host:port of the queue controller's /metrics
+    launched: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)
+
+    def restart_scheduler(self, **config: Any) -> None:
+        """The scheduler again, its configuration with ``config`` added (what the operator
+        renders from a SchedulingShard, e.g. ``usageDBConfig``), on the same addresses."""
+        process = self.processes["scheduler"]
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+        (self.folder / "scheduler-config.yaml").write_text(
+            yaml.safe_dump({**SCHEDULER_CONFIG, **config}, sort_keys=False)
+        )
+        argv, env = self.launched["scheduler"]
+        log = (self.folder / "scheduler.log").open("ab")
+        self.processes["scheduler"] = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env=env
+        )
+        _wait_for_metrics(self)
 
     def log(self, component: str, lines: int = 60) -> str:
         path = self.folder / f"{component}.log"
@@ -269,17 +290,17 @@ def kai_scheduler(plane: ControlPlane) -> Iterator[Kai]:
     try:
         for component, args in arguments.items():
             log = (folder / f"{component}.log").open("wb")
+            argv = [str(tool(f"kai-{component}")), *args]
+            # TMPDIR: where the admission webhook finds its serving certificate.
+            env = {
+                **os.environ,
+                "KUBECONFIG": str(plane.kubeconfig),
+                "GOMAXPROCS": "2",
+                "TMPDIR": str(folder),
+            }
+            kai.launched[component] = (argv, env)
             kai.processes[component] = subprocess.Popen(
-                [str(tool(f"kai-{component}")), *args],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                # TMPDIR: where the admission webhook finds its serving certificate.
-                env={
-                    **os.environ,
-                    "KUBECONFIG": str(plane.kubeconfig),
-                    "GOMAXPROCS": "2",
-                    "TMPDIR": str(folder),
-                },
+                argv, stdout=log, stderr=subprocess.STDOUT, env=env
             )
         _wait_for_metrics(kai)
         _wait_for_port(kai, webhook_port)

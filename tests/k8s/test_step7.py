@@ -466,3 +466,105 @@ def test_on_a_cluster_larger_than_the_pool_the_portal_agrees_with_kai(
             ],
         )
         raise Mismatch(f"the portal says {portal_says}, KAI {kai_says}")
+
+
+def test_with_time_based_fairshare_the_portal_agrees_with_kai(host: Host, portal: FastAPI) -> None:
+    """Last: KAI's scheduler restarted with a Prometheus usage database (what the
+    operator renders from a SchedulingShard's usageDBConfig; kValue KAI's default 1.0),
+    and another tenant's top-level queue guaranteed 6 of the 9 GPUs, so that the org's
+    share (3) is contested by its four teams and past usage weighs in. The portal, given
+    each queue's usage from KAI's own kai_queue_gpu_usage, computes every team's and the
+    org's fair share as KAI does."""
+    from app.adapters.prometheus import PrometheusSource
+    from app.reads.org import org_rows_and_shares
+    from app.teams import repository as teams_repo
+    from app.usage.service import UsageCache, shares_for
+
+    custom = client.CustomObjectsApi(host.api)
+    custom.create_cluster_custom_object(
+        "scheduling.run.ai",
+        "v2",
+        "queues",
+        {
+            "apiVersion": "scheduling.run.ai/v2",
+            "kind": "Queue",
+            "metadata": {"name": "tenant-b"},
+            "spec": {
+                "displayName": "tenant-b",
+                "resources": {
+                    "gpu": {"quota": 6, "limit": -1, "overQuotaWeight": 1},
+                    "cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+                    "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+                },
+            },
+        },
+    )
+    core = client.CoreV1Api(host.api)
+    core.create_namespace({"metadata": {"name": "tenant-b"}})
+    for i in range(6):
+        core.create_namespaced_pod(
+            "tenant-b",
+            {
+                "metadata": {"name": f"train-{i}", "labels": {kai.QUEUE_LABEL: "tenant-b"}},
+                "spec": {
+                    "schedulerName": kai.SCHEDULER,
+                    "containers": [
+                        {
+                            "name": "train",
+                            "image": "registry.local/train:1",
+                            "resources": {"limits": {kai.GPU: "1"}},
+                        }
+                    ],
+                },
+            },
+        )
+    host.scheduler.restart_scheduler(
+        usageDBConfig={
+            "clientType": "prometheus",
+            "connectionString": host.prometheus,
+            "usageParams": {
+                "windowSize": "10m",
+                "fetchInterval": "5s",
+                "stalenessPeriod": "2m",
+                "waitTimeout": "30s",
+                "extraParams": {"gpuCapacityMetric": "vector(9)", "queryResolution": "5s"},
+            },
+        }
+    )
+    teams = ("nlp", "vision", "recommender", "audio")
+
+    def kai_usage() -> dict[str, float] | None:
+        found = httpx.get(
+            f"{host.prometheus}/api/v1/query", params={"query": "kai_queue_gpu_usage"}
+        ).json()["data"]["result"]
+        usage = {r["metric"]["queue_metadata_name"]: float(r["value"][1]) for r in found}
+        return usage if any(usage.get(f"team-{t}", 0) > 0 for t in teams) else None
+
+    wait_for("KAI's usage of each queue, from its usage database", kai_usage, timeout=120)
+    cache = UsageCache(
+        portal_of(portal).backend, ttl=0, prometheus=PrometheusSource(host.prometheus)
+    )
+
+    def compare() -> tuple[dict[str, float | None], dict[str, float | None]]:
+        with portal_of(portal).session_factory() as session:
+            org = teams_repo.get_org(session)
+            rows, _ = org_rows_and_shares(session, cache, org)
+            usage = cache.get([row.queue_name for row in rows])
+            shares = shares_for(
+                rows, usage, pool_centi=org.gpus_centi, parent=org.parent_queue, model=cache.model
+            )
+        ids = {row.name: row.id for row in rows}
+        portal_says = {t: shares[ids[t]].fair_now for t in teams}
+        kai_says = {t: kai_fair_share(host, t) for t in teams}
+        return portal_says, {t: None if v is None else round(v, 2) for t, v in kai_says.items()}
+
+    deadline = time.monotonic() + 90
+    while True:
+        portal_says, kai_says = compare()
+        if portal_says == kai_says or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert cache.model.weighs_history, cache.model  # KAI's usage reached the calculator
+    assert cache.model.k_value == 1.0
+    if portal_says != kai_says:
+        raise Mismatch(f"the portal says {portal_says}, KAI {kai_says} ({cache.model})")

@@ -59,3 +59,25 @@ def test_changes_become_quota_change_requests(admin: Client) -> None:
         for r in pending
     }
     assert asked == {"nlp": ("quota_change", "0.2", "1"), "vision": ("quota_change", "0.33", "0.5")}
+
+
+def test_past_use_can_be_tried_and_moves_how_idle_gpus_are_divided(admin: Client) -> None:
+    """KAI's time-based fairshare (kValue 1, its default): with no guarantees, the one GPU
+    of a busy org goes to the oldest team (nlp) when nobody used any lately; if nlp used
+    90 % of the cluster lately its weight drops to 0 and the GPU goes to another team
+    (vision and recommender tie; the seed creates them in the same second)."""
+    page = admin.get("/admin/what-if").text
+    assert 'name="u_1" value="0.00"' in page
+    base = {"pool": "1", "q_1": "0", "q_2": "0", "q_3": "0"}
+    headers = {"HX-Request": "true", "X-CSRF-Token": admin.csrf}
+    plain = admin.post("/admin/what-if", data=base, headers=headers).text
+    assert (result(plain, "nlp")["busy"], result(plain, "vision")["busy"]) == ("1", "0")
+    tried = admin.post("/admin/what-if", data={**base, "u_1": "0.9"}, headers=headers).text
+    assert result(tried, "nlp")["busy"] == "0"
+    others = sorted(result(tried, t).get("busy", "0") for t in ("vision", "recommender"))
+    assert others == ["0", "1"]
+    assert "past use tried for nlp" in tried
+    bad = admin.post("/admin/what-if", data={**base, "u_1": "2"}, headers=headers).text
+    assert "nlp: past use is a share of the cluster from 0 to 1" in bad
+    sent = admin.form("/admin/what-if/requests", {"u_1": "0.5"}, follow_redirects=False)
+    assert admin.get("/api/v1/requests", params={"status": "submitted"}).json() == [], sent.text

@@ -4,7 +4,7 @@ what-if page show it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session
 
@@ -85,6 +85,11 @@ class WhatIfRow:
     errors: dict[str, str]
     values: QuotaValues | None  # parsed, when changed and valid
     changed: bool
+    # Time-based fairshare: the team's past use (a share of the cluster) to try, and
+    # whether it differs from today's (never sent as a request: it is not a quota).
+    usage_input: str = ""
+    usage_error: str | None = None
+    usage_changed: bool = False
 
 
 @dataclass
@@ -93,6 +98,7 @@ class WhatIf:
     pool_error: str | None
     rows: list[WhatIfRow]
     impact: Impact
+    usage_known: bool = False  # KAI's past usage per queue is read (time-based fairshare)
 
     @property
     def changes(self) -> list[WhatIfRow]:
@@ -100,7 +106,8 @@ class WhatIf:
 
     @property
     def errors(self) -> int:
-        return sum(1 for row in self.rows if row.errors) + (1 if self.pool_error else 0)
+        rows = sum(1 for row in self.rows if row.errors or row.usage_error)
+        return rows + (1 if self.pool_error else 0)
 
 
 def _shown(row: TeamQuota) -> dict[str, str]:
@@ -137,11 +144,27 @@ def what_if(
     keys = {short: key for short, key, _ in WHAT_IF_FIELDS}
     rows: list[WhatIfRow] = []
     changes: dict[int, QuotaValues] = {}
+    model = usage.model
+    tried: dict[str, float] = {}  # queue -> past use to try
+    tried_ids: set[int] = set()
     for row in quota_rows:
         shown = _shown(row)
         inputs = {short: form.get(f"{short}_{row.id}", shown[short]).strip() for short in keys}
+        today_use = f"{model.usage.get(row.queue_name, 0.0):.2f}"
+        use_input = form.get(f"u_{row.id}", today_use).strip()
+        use_error: str | None = None
+        if use_input != today_use:
+            try:
+                use = float(use_input)
+                if not 0 <= use <= 1:
+                    raise ValueError
+                tried[row.queue_name] = use
+                tried_ids.add(row.id)
+            except ValueError:
+                use_error = "past use is a share of the cluster from 0 to 1, e.g. 0.25"
+        use_changed = row.id in tried_ids
         if inputs == shown and pool_centi >= row.gpu_limit_centi:
-            rows.append(WhatIfRow(row, inputs, {}, None, False))
+            rows.append(WhatIfRow(row, inputs, {}, None, False, use_input, use_error, use_changed))
             continue
         errors: dict[str, str] = {}
         values: QuotaValues | None = None
@@ -153,7 +176,9 @@ def what_if(
         changed = values is not None and inputs != shown
         if values is not None and changed:
             changes[row.id] = values
-        rows.append(WhatIfRow(row, inputs, errors, values, changed))
+        rows.append(
+            WhatIfRow(row, inputs, errors, values, changed, use_input, use_error, use_changed)
+        )
     result = usage_what_if(
         quota_rows,
         usage.get([row.queue_name for row in quota_rows]),
@@ -162,6 +187,14 @@ def what_if(
         changes=changes,
         new_pool_centi=pool_centi,
         before=shares if usage.fair_override is None else None,
-        model=usage.model,
+        model=model,
+        after_model=replace(model, usage={**model.usage, **tried}) if tried else None,
+        also_changed=tried_ids,
     )
-    return WhatIf(pool=pool_text, pool_error=pool_error, rows=rows, impact=result)
+    return WhatIf(
+        pool=pool_text,
+        pool_error=pool_error,
+        rows=rows,
+        impact=result,
+        usage_known=bool(model.usage),
+    )
