@@ -261,10 +261,11 @@ class SimulatedBackend:
 
     def usage(self, queue_names: list[str]) -> dict[str, QueueUsage]:
         """Believable, changing usage: each queue's demand follows its own slow wave, and
-        the pool is divided as KAI divides it (the portal's own fair-share calculator,
-        checked against KAI's answers), each queue using its fair share up to its limit
-        and demand: allocations never add up to more than the pool, and the demo shows
-        the numbers the calculator explains."""
+        the simulated cluster (``cluster_gpus``, else the pool) is divided as KAI divides
+        it (the portal's own fair-share calculator, checked against KAI's answers), each
+        queue using its fair share up to its limit and demand: allocations never add up
+        to more than the cluster has, and the demo shows the numbers the calculator
+        explains."""
         now = time.time()
         with self._lock:
             specs = {
