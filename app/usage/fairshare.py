@@ -49,6 +49,27 @@ class QueueInput:
     children: tuple[QueueInput, ...] = field(default=())
 
 
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of the division, as the calculator took it (``trace``): what the page's
+    "why this share" tells, from the same arithmetic, not a second text."""
+
+    level: str  # what was divided: "cluster" at the top, else the parent queue's name
+    kind: str  # "total", "deserved", "round", "leftover", "unassigned"
+    queue: str  # "" for a level's own steps
+    amount: float  # GPUs given (or divided, or left)
+    priority: int = 0
+    round: int = 0
+    offer: float = 0.0  # a round's offer by weight (before rounding down)
+    wanted: float = 0.0  # what the queue could still take
+    fraction: float = 0.0  # the part of an offer rounded away (remembered for leftovers)
+    quota: float = 0.0
+    weight: float = 0.0  # a round's normalised weight (usage included)
+
+
+Trace = list[Step]
+
+
 @dataclass(slots=True)
 class _Share:
     queue: QueueInput
@@ -79,41 +100,71 @@ def requestable(queue: QueueInput) -> float:
     return request if queue.limit == UNLIMITED else min(queue.limit, request)
 
 
-def divide(total: float, queues: list[QueueInput], k_value: float = 0.0) -> dict[str, float]:
+def divide(
+    total: float,
+    queues: list[QueueInput],
+    k_value: float = 0.0,
+    trace: Trace | None = None,
+    level: str = "cluster",
+) -> dict[str, float]:
     """Fair share of every queue in ``queues`` (one level) out of ``total``. ``k_value``:
-    the weight of past usage (KAI's time-based fairshare; 0 when it is off)."""
+    the weight of past usage (KAI's time-based fairshare; 0 when it is off). ``trace``:
+    where to record each step (for the pages' explanation)."""
     shares = [
         _Share(q, request_of(q), requestable(q))
         for q in sorted(queues, key=lambda q: (q.order, q.name))
     ]
+    if trace is not None:
+        trace.append(Step(level, "total", "", total))
     left = total
     for share in shares:
         deserved = total if share.queue.quota == UNLIMITED else share.queue.quota
         amount = min(deserved, share.requestable)
         share.fair += amount
         left -= amount
+        if trace is not None:
+            trace.append(
+                Step(
+                    level,
+                    "deserved",
+                    share.queue.name,
+                    amount,
+                    quota=share.queue.quota,
+                    wanted=share.requestable,
+                )
+            )
     if left > 0:
-        _over_quota(left, shares, k_value)
+        left = _over_quota(left, shares, k_value, trace, level)
+    if trace is not None and left > 0.0005:
+        trace.append(Step(level, "unassigned", "", left))
     return {s.queue.name: s.fair for s in shares}
 
 
-def _over_quota(left: float, shares: list[_Share], k_value: float) -> float:
+def _over_quota(
+    left: float, shares: list[_Share], k_value: float, trace: Trace | None, level: str
+) -> float:
     priorities = sorted({s.queue.priority for s in shares}, reverse=True)
     denied: dict[int, dict[str, tuple[_Share, float]]] = {}
     for priority in priorities:
         group = [s for s in shares if s.queue.priority == priority]
-        left, denied[priority] = _up_to_fair_share(left, group, k_value)
+        left, denied[priority] = _up_to_fair_share(left, group, k_value, trace, level)
     for priority in priorities:
         if left <= 0:
             break
         if denied[priority]:
-            left = _leftovers(left, denied[priority])
+            left = _leftovers(left, denied[priority], trace, level, priority)
     return left
 
 
-def _leftovers(left: float, denied: dict[str, tuple[_Share, float]]) -> float:
+def _leftovers(
+    left: float,
+    denied: dict[str, tuple[_Share, float]],
+    trace: Trace | None = None,
+    level: str = "cluster",
+    priority: int = 0,
+) -> float:
     """Pieces of at most one to the largest denied fractions; the older queue wins ties."""
-    for share, _fraction in sorted(
+    for share, fraction in sorted(
         denied.values(), key=lambda d: (-d[1], d[0].queue.order, d[0].queue.name)
     ):
         if left == 0:
@@ -121,14 +172,26 @@ def _leftovers(left: float, denied: dict[str, tuple[_Share, float]]) -> float:
         piece = min(1.0, left)
         share.fair += piece
         left -= piece
+        if trace is not None:
+            trace.append(
+                Step(
+                    level, "leftover", share.queue.name, piece, priority=priority, fraction=fraction
+                )
+            )
     return left
 
 
 def _up_to_fair_share(
-    left: float, group: list[_Share], k_value: float
+    left: float,
+    group: list[_Share],
+    k_value: float,
+    trace: Trace | None = None,
+    level: str = "cluster",
 ) -> tuple[float, dict[str, tuple[_Share, float]]]:
     denied: dict[str, tuple[_Share, float]] = {}
+    round_no = 0
     while True:
+        round_no += 1
         another_round = False
         to_give = left
         total_weight = sum(s.queue.weight for s in group if s.remaining > 0)
@@ -164,6 +227,21 @@ def _up_to_fair_share(
                 given = max(0.0, float(math.floor(offer)))
                 if offer - given > 0:
                     denied[share.queue.name] = (share, offer - given)
+            if trace is not None:
+                trace.append(
+                    Step(
+                        level,
+                        "round",
+                        share.queue.name,
+                        given,
+                        priority=share.queue.priority,
+                        round=round_no,
+                        offer=offer,
+                        wanted=wanted,
+                        fraction=0.0 if wanted <= offer else offer - given,
+                        weight=weights[share.queue.name] / weight_sum,
+                    )
+                )
             if given == 0:
                 continue
             share.fair += given
@@ -175,13 +253,19 @@ def _up_to_fair_share(
 
 
 def fair_shares(
-    total: float, top_level: list[QueueInput], k_value: float = 0.0
+    total: float,
+    top_level: list[QueueInput],
+    k_value: float = 0.0,
+    trace: Trace | None = None,
+    level: str = "cluster",
 ) -> dict[str, float]:
     """Fair share of every queue in the tree, level by level."""
-    result = divide(total, top_level, k_value)
+    result = divide(total, top_level, k_value, trace, level)
     for queue in top_level:
         if queue.children:
-            result.update(fair_shares(result[queue.name], list(queue.children), k_value))
+            result.update(
+                fair_shares(result[queue.name], list(queue.children), k_value, trace, queue.name)
+            )
     return result
 
 

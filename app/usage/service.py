@@ -11,7 +11,7 @@ from typing import Protocol
 from app.core import metrics
 from app.core.models import Team
 from app.core.quantities import gpus
-from app.usage.fairshare import UNLIMITED, QueueInput, fair_shares
+from app.usage.fairshare import UNLIMITED, QueueInput, Trace, fair_shares
 from app.usage.sources import (
     ClusterTop,
     KaiMetricsSource,
@@ -431,8 +431,10 @@ def shares_for(
     parent: str,
     fair_override: dict[str, float] | None = None,
     model: Model = NO_MODEL,
+    trace: Trace | None = None,
 ) -> dict[int, GpuShare]:
-    """Every team's share with KAI's fair share now and if every team were busy.
+    """Every team's share with KAI's fair share now and if every team were busy
+    (``trace``: where the division of "now" records its steps, for the explanation).
 
     ``teams`` are all the teams holding a queue under the org's parent queue: fair share
     depends on everyone, so it is computed over all of them, never one team alone. Where
@@ -496,7 +498,7 @@ def shares_for(
         return [org, *others]
 
     k_value = model.k_value
-    fair_now = fair_shares(total, tree(now_demand), k_value) if teams else {}
+    fair_now = fair_shares(total, tree(now_demand), k_value, trace) if teams else {}
     if fair_override is not None:
         # KAI's own figure from Prometheus, where it has one.
         fair_now = {**fair_now, **fair_override}

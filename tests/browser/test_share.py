@@ -130,3 +130,43 @@ def test_the_what_if_page_recomputes_as_one_types(portal: str, browser: object) 
     admin.fill("#w-pool", "2")
     expect(admin.locator('[data-whatif="summary"]')).to_contain_text("pool 1 → 2 GPU")
     assert errors == [], errors
+
+
+def test_the_share_is_explained_step_by_step(portal: str, browser: object) -> None:
+    """The design source's case, every team busy on the one GPU: 0.34 / 0.33 / 0.33. The
+    account, opened on recommender's page, tells why from the calculator's own steps:
+    the 0.01 left after the guarantees is offered by weight, a round hands out whole
+    GPUs, and the leftover goes to the oldest queue."""
+    from playwright.sync_api import Page, expect
+
+    admin = _sign_in(browser, portal, admin=True)
+    assert isinstance(admin, Page)
+    wait_ready(admin, portal)
+    for team in ("nlp", "vision", "recommender"):
+        pin_usage(admin, portal, team, "0.33", "1")
+    lead = _sign_in(browser, portal, admin=False, email="lead-recommender@example.org")
+    assert isinstance(lead, Page)
+    lead.goto(portal + "/teams/3")
+    fair = lead.locator('#share [data-gauge="fair"]').inner_text()
+    lead.locator("#why-card summary").click()
+    steps = lead.locator("#why-card [data-why-step]")
+    expect(steps.first).to_be_visible()
+    texts = [" ".join(t.split()) for t in steps.all_inner_texts()]
+    top = "Guarantees first: ml-org gets 1 (its guarantee is 1) — the only queue here at the top."
+    assert texts == [
+        top,
+        "Nothing is left after the guarantees: no share of idle GPUs to divide.",
+        "Guarantees first: recommender gets 0.33 (its guarantee is 0.33); the other 2 queues "
+        "0.66 together.",
+        "Round 1 of priority 100: by weight (33% of the weights of the queues still asking) "
+        "recommender was offered less than 0.01; KAI hands out whole GPUs in a round, so it "
+        "took 0 and less than 0.01 was set aside for the leftovers.",
+        "Leftovers: what the rounds set aside goes in pieces of at most 1 GPU to the largest "
+        "set-aside parts first, ties to the older queue: nlp +0.01. KAI settles this the "
+        "same way in every cycle, so it is not a passing figure.",
+        "recommender's set-aside part was smaller (or its queue younger) than theirs, so it "
+        "got no piece.",
+    ]
+    results = lead.locator("#why-card [data-why-result]").all_inner_texts()
+    assert results == ["1 GPU", f"{fair} GPU"]
+    assert fair == "0.33"

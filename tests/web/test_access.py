@@ -51,6 +51,7 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "POST /teams/{team_id}/kubeconfig/revoke": ({}, (303, 303, 303, 404, 303)),
     "GET /teams/{team_id}/share": (None, (303, 200, 200, 404, 200)),
     "GET /teams/{team_id}/workloads": (None, (303, 200, 200, 404, 200)),
+    "GET /teams/{team_id}/why": (None, (303, 200, 200, 404, 200)),
     "GET /teams/{team_id}/quota": (None, (303, 403, 200, 404, 200)),
     "POST /teams/{team_id}/quota": ({}, (303, 403, 422, 404, 422)),
     # No suggestion for nlp here: told so on the team page (303), not an error page.

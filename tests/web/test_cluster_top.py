@@ -74,3 +74,37 @@ def test_a_whole_gpu_pod_above_the_fair_share_is_told_it_waits(db_url: str) -> N
         assert "in pods of 1 GPU or more" in why
         assert "should start soon" not in page
         assert "ask for a guarantee of at least 1" in " ".join(why.split())
+
+
+def test_the_team_page_explains_the_share_step_by_step(db_url: str) -> None:
+    """The design source's three teams (0.33, limit 1, weight 1) all busy on a pool and
+    cluster of 2 GPUs: KAI gives 1.33 / 0.34 / 0.33, and the account says why — the
+    round hands out whole GPUs, the leftovers go to the oldest queue."""
+    for app in portal(db_url, simulated_cluster_gpus=2.0):
+        admin = client_for(app, "admin@example.org", admin=True)
+        changed = admin.api("PUT", "/api/v1/pool", {"gpus": "2"})
+        assert changed.status_code == 200, changed.text
+        portal_of(app).reconciler.run_once()  # the org queue's guarantee follows the pool
+        backend = portal_of(app).backend
+        assert isinstance(backend, SimulatedBackend)
+        for team in ("nlp", "vision", "recommender"):
+            backend.pin_usage(team, allocated=0.66, requested=1.0)
+        lead = client_for(app, "lead-recommender@example.org")
+        page = lead.get("/teams/3").text
+        assert 'hx-get="/teams/3/why"' in page
+        why = lead.get("/teams/3/why", headers={"HX-Request": "true"}).text
+        steps = [
+            " ".join(s.split()) for s in re.findall(r"<li data-why-step>(.*?)</li>", why, re.S)
+        ]
+        top = (
+            "Guarantees first: ml-org gets 2 (its guarantee is 2) — the only queue here at the top."
+        )
+        assert steps[0] == top
+        assert "Guarantees first: recommender gets 0.33 (its guarantee is 0.33)" in why
+        assert any("so it took 0 and 0.34 was set aside for the leftovers" in s for s in steps)
+        assert any("ties to the older queue: nlp +1, vision +0.01" in s for s in steps)
+        assert re.findall(r"<b>([^<]+)</b> → <span data-why-result>([^<]+)</span>", why) == [
+            ("ml-org", "2 GPU"),
+            ("recommender", "0.33 GPU"),
+        ]
+        assert lead.get("/teams/1/why").status_code == 404

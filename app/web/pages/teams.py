@@ -36,7 +36,7 @@ from app.web.deps import (
     UsageDep,
 )
 from app.web.templating import flash, redirect, render
-from app.web.views.teams import STEP_LABELS, TeamDetail, cards, team_detail
+from app.web.views.teams import STEP_LABELS, TeamDetail, cards, team_detail, why_share
 
 router = APIRouter(include_in_schema=False)
 
@@ -269,6 +269,19 @@ def team_workloads(
     )
     context = {"principal": principal, "team": team, "reading": reading}
     return render(request, "teams/partials/workloads.html", context)
+
+
+@router.get("/teams/{team_id}/why", response_class=HTMLResponse)
+def team_why(
+    request: Request,
+    team: TeamForViewer,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    usage: UsageDep,
+) -> Response:
+    """Why the team's fair share is what it is, step by step (loaded when opened)."""
+    context = {"principal": principal, "team": team, "why": why_share(session, usage, team)}
+    return render(request, "teams/why.html", context, partial="teams/partials/why.html")
 
 
 @router.post("/teams/{team_id}/kubeconfig")

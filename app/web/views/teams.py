@@ -31,7 +31,16 @@ from app.teams import members as team_members
 from app.teams import repository as repo
 from app.teams.repository import TeamRow
 from app.usage import rightsizing
-from app.usage.service import GpuShare, OrgView, UsageCache, share_of
+from app.usage.explain import Level, explain
+from app.usage.fairshare import Trace
+from app.usage.service import (
+    GpuShare,
+    OrgView,
+    UsageCache,
+    display_name_of,
+    share_of,
+    shares_for,
+)
 
 STEP_LABELS = {
     "queue": "KAI queue",
@@ -164,4 +173,39 @@ def team_detail(session: Session, team: Team, usage: UsageCache, settings: Setti
         suggestion=rightsizing.current(team.suggestion, team.gpu_quota_centi)
         if team.status == TeamStatus.READY
         else None,
+    )
+
+
+@dataclass(frozen=True)
+class WhyShare:
+    """The step-by-step account of a team's fair share now."""
+
+    levels: list[Level]
+    computed: float | None  # the calculator's figure the steps add up to
+    shown: float | None  # the page's figure (KAI's own, where Prometheus gives it)
+
+
+def why_share(session: Session, usage: UsageCache, team: Team) -> WhyShare:
+    """Recompute today's division with its steps recorded (one computation, when asked
+    for: the team page loads it only when the account is opened)."""
+    org = repo.get_org(session)
+    view = org_view(session, usage, org)
+    rows = view.rows
+    readings = usage.get([row.queue_name for row in rows])
+    trace: Trace = []
+    computed = shares_for(
+        rows,
+        readings,
+        pool_centi=org.gpus_centi,
+        parent=org.parent_queue,
+        model=usage.model,
+        trace=trace,
+    )
+    mine = computed.get(team.id)
+    shown = view.shares.get(team.id)
+    levels = explain(trace, team.queue_name, name=display_name_of)
+    return WhyShare(
+        levels if mine is not None and mine.fair_now is not None else [],
+        mine.fair_now if mine is not None else None,
+        shown.fair_now if shown is not None else None,
     )
