@@ -527,7 +527,14 @@ def test_with_time_based_fairshare_the_portal_agrees_with_kai(host: Host, portal
                 "fetchInterval": "5s",
                 "stalenessPeriod": "2m",
                 "waitTimeout": "30s",
-                "extraParams": {"gpuCapacityMetric": "vector(9)", "queryResolution": "5s"},
+                # The cluster's capacity as kube-state-metrics would export it (none
+                # runs here): 9 GPUs; CPU and memory are not divided in these tests.
+                "extraParams": {
+                    "gpuCapacityMetric": "vector(9)",
+                    "cpuCapacityMetric": "vector(1)",
+                    "memoryCapacityMetric": "vector(1)",
+                    "queryResolution": "5s",
+                },
             },
         }
     )
@@ -540,7 +547,15 @@ def test_with_time_based_fairshare_the_portal_agrees_with_kai(host: Host, portal
         usage = {r["metric"]["queue_metadata_name"]: float(r["value"][1]) for r in found}
         return usage if any(usage.get(f"team-{t}", 0) > 0 for t in teams) else None
 
-    wait_for("KAI's usage of each queue, from its usage database", kai_usage, timeout=120)
+    try:
+        wait_for("KAI's usage of each queue, from its usage database", kai_usage, timeout=120)
+    except AssertionError as exc:
+        said = [
+            line
+            for line in host.scheduler.log("scheduler", 4000).splitlines()
+            if "sage" in line or "rror" in line
+        ]
+        raise AssertionError(f"{exc}\n" + "\n".join(said[-30:])) from None
     cache = UsageCache(
         portal_of(portal).backend, ttl=0, prometheus=PrometheusSource(host.prometheus)
     )
