@@ -30,6 +30,15 @@ class TeamImpact:
     now_before: float | None  # KAI's fair share with today's demand
     now_after: float | None
     is_subject: bool = False  # the team the decision is about
+    in_use: float | None = None  # GPUs the team's pods hold now, where reported
+
+    @property
+    def reclaimable(self) -> float:
+        """GPUs in use now above the new fair share (and the new guarantee): what KAI
+        may take back when other teams ask for their share."""
+        if self.in_use is None or self.now_after is None:
+            return 0.0
+        return max(0.0, round(self.in_use - max(self.now_after, self.guarantee_after), 2))
 
     @property
     def busy_delta(self) -> float:
@@ -60,6 +69,12 @@ class Impact:
         """Teams whose numbers move, the subject first, then the biggest losers."""
         moved = [t for t in self.teams if t.changed]
         return sorted(moved, key=lambda t: (not t.is_subject, min(t.busy_delta, t.now_delta)))
+
+    @property
+    def reclaims(self) -> list[TeamImpact]:
+        """Teams running more now than the decision leaves them, most first."""
+        found = [t for t in self.teams if t.reclaimable >= CHANGE]
+        return sorted(found, key=lambda t: -t.reclaimable)
 
     @property
     def losers(self) -> list[TeamImpact]:
@@ -112,6 +127,7 @@ def impact(
                 now_before=old.fair_now if old else None,
                 now_after=new.fair_now,
                 is_subject=row.id in subjects,
+                in_use=new.allocated,
             )
         )
     return Impact(pool_before=gpus(pool_centi), pool_after=gpus(after_pool), teams=result)

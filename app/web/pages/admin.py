@@ -239,6 +239,7 @@ def pool_impact(
             "impact_title": "With this pool",
             "new_pool": new_pool / 100,
             "cluster_gpus": usage.model.cluster_gpus,
+            "committed": repo.committed_gpu_centi(session, org.id) / 100,
         },
         partial="admin/partials/pool_impact.html",
     )
