@@ -31,6 +31,17 @@ class TeamImpact:
     now_after: float | None
     is_subject: bool = False  # the team the decision is about
     in_use: float | None = None  # GPUs the team's pods hold now, where reported
+    limit_after: float | None = None  # the team's limit after the decision
+
+    @property
+    def above_limit(self) -> bool:
+        """KAI's fair share can exceed a limit (leftovers are not capped by it); the team
+        can still use only up to its limit."""
+        return (
+            self.limit_after is not None
+            and self.now_after is not None
+            and self.now_after > self.limit_after + 0.005
+        )
 
     @property
     def reclaimable(self) -> float:
@@ -128,6 +139,7 @@ def impact(
                 now_after=new.fair_now,
                 is_subject=row.id in subjects,
                 in_use=new.allocated,
+                limit_after=new.limit,
             )
         )
     return Impact(pool_before=gpus(pool_centi), pool_after=gpus(after_pool), teams=result)

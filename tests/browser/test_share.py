@@ -122,7 +122,10 @@ def test_the_what_if_page_recomputes_as_one_types(portal: str, browser: object) 
     errors: list[str] = []
     admin.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     admin.click("nav >> text=What if")
-    expect(admin.locator("#whatif-results")).to_contain_text("No team's share changes.")
+    # Today's figures on load, every team listed, unchanged ones marked.
+    today = admin.locator('[data-whatif-result="vision"]')
+    expect(today).to_contain_text("(no change)")
+    expect(today.locator('[data-whatif="guarantee"]')).to_have_text("0.33")
     admin.fill('input[aria-label="guarantee of nlp"]', "0.5")
     row = admin.locator('[data-whatif-result="nlp"]')
     expect(row.locator('[data-whatif="guarantee"]')).to_have_text("0.5")

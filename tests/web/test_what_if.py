@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from app.adapters.simulated import SimulatedBackend
+from app.runtime import portal_of
 from tests.web.conftest import Client
 
 
@@ -17,7 +19,10 @@ def test_the_page_starts_from_today(admin: Client) -> None:
     page = admin.get("/admin/what-if").text
     assert 'name="pool" value="1"' in page
     assert 'name="q_1" value="0.33"' in page
-    assert "No team's share changes." in page
+    # Today's figures, every team listed and marked unchanged.
+    for team in ("nlp", "vision", "recommender"):
+        assert result(page, team)["guarantee"] == "0.33"
+    assert page.count("(no change)") == 3
     assert "3 teams keep their numbers." in page
     assert "0 teams changed" in page
 
@@ -79,5 +84,27 @@ def test_past_use_can_be_tried_and_moves_how_idle_gpus_are_divided(admin: Client
     assert "past use tried for nlp" in tried
     bad = admin.post("/admin/what-if", data={**base, "u_1": "2"}, headers=headers).text
     assert "nlp: past use is a share of the cluster from 0 to 1" in bad
+    assert 'class="card stale"' in bad
+    assert "Until these are fixed, the figures below keep today&#39;s values" in bad or (
+        "Until these are fixed, the figures below keep today's values" in bad
+    )
     sent = admin.form("/admin/what-if/requests", {"u_1": "0.5"}, follow_redirects=False)
     assert admin.get("/api/v1/requests", params={"status": "submitted"}).json() == [], sent.text
+
+
+def test_a_fair_share_above_the_limit_is_marked(admin: Client) -> None:
+    """KAI's leftovers are not capped by a limit: the three teams (0.33, limit 1) busy on
+    2 GPUs get 1.33 / 0.34 / 0.33, and nlp's limit is 1; the page says it uses at most 1."""
+    backend = portal_of(admin.app).backend
+    assert isinstance(backend, SimulatedBackend)
+    for team in ("nlp", "vision", "recommender"):
+        backend.pin_usage(team, allocated=0.3, requested=1.0)
+    headers = {"HX-Request": "true", "X-CSRF-Token": admin.csrf}
+    page = admin.post("/admin/what-if", data={"pool": "2"}, headers=headers).text
+    rows = {
+        t: page.split(f'data-whatif-result="{t}"')[1].split("</tr>")[0]
+        for t in ("nlp", "vision", "recommender")
+    }
+    assert result(page, "nlp")["now"] == "1.33"
+    assert "(uses at most 1)" in rows["nlp"]
+    assert "(uses at most" not in rows["recommender"]
