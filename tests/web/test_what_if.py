@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from fastapi import FastAPI
+
 from app.adapters.simulated import SimulatedBackend
 from app.runtime import portal_of
 from tests.web.conftest import Client
@@ -95,7 +97,9 @@ def test_past_use_can_be_tried_and_moves_how_idle_gpus_are_divided(admin: Client
 def test_a_fair_share_above_the_limit_is_marked(admin: Client) -> None:
     """KAI's leftovers are not capped by a limit: the three teams (0.33, limit 1) busy on
     2 GPUs get 1.33 / 0.34 / 0.33, and nlp's limit is 1; the page says it uses at most 1."""
-    backend = portal_of(admin.app).backend
+    application = admin.app
+    assert isinstance(application, FastAPI)
+    backend = portal_of(application).backend
     assert isinstance(backend, SimulatedBackend)
     for team in ("nlp", "vision", "recommender"):
         backend.pin_usage(team, allocated=0.3, requested=1.0)
