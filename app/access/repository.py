@@ -121,8 +121,10 @@ def mark_removed(session: Session, *, team_id: int, keep: set[str], now: datetim
 def get_expiring_untold(
     session: Session, *, now: datetime, within: timedelta
 ) -> list[tuple[Grant, str]]:
-    """Live grants that expire within ``within``, lasted longer than that, and whose
-    holder was not told yet; with the team's name."""
+    """Live grants that last longer than ``within`` (by more than a minute: a 1-day
+    kubeconfig is not announced a moment after its download), expire within ``within``
+    and within a quarter of their lifetime, and whose holder was not told yet; with the
+    team's name."""
     rows = session.execute(
         select(Grant, Team.name)
         .join(Team, Team.id == Grant.team_id)
@@ -135,7 +137,15 @@ def get_expiring_untold(
         )
         .order_by(Grant.id)
     ).all()
-    return [(grant, name) for grant, name in rows if grant.expires_at - grant.issued_at > within]
+    found = []
+    for grant, name in rows:
+        lifetime = grant.expires_at - grant.issued_at
+        if lifetime <= within + timedelta(minutes=1):
+            continue
+        if grant.expires_at - now > min(within, lifetime / 4):
+            continue
+        found.append((grant, name))
+    return found
 
 
 def lock_person(session: Session, user_id: int) -> None:

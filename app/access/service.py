@@ -317,9 +317,9 @@ EXPIRY_NOTICE = timedelta(days=1)
 
 
 def tell_expiring(session: Session, now: datetime | None = None) -> int:
-    """Tell each holder of a long-lived kubeconfig (one that lasted more than a day) that
-    it expires within a day, once. A shorter one is not announced: its holder chose its
-    expiry when downloading it, hours ago."""
+    """Tell each holder of a long-lived kubeconfig (one that lasts more than a day) that
+    it expires soon, once: within a day and within a quarter of its lifetime. A shorter
+    one is not announced: its holder chose its expiry when downloading it."""
     now = now or utcnow()
     told = 0
     for grant, team_name in repo.get_expiring_untold(session, now=now, within=EXPIRY_NOTICE):

@@ -55,6 +55,8 @@ def sign_in_dev(session: Session, *, email: str, name: str, admin: bool) -> User
     if user is None:
         user = User(email=email, display_name=name or email.split("@")[0][:DISPLAY_NAME_MAX])
         session.add(user)
+    elif name:
+        user.display_name = name  # the name typed is the name shown
     user.is_admin = admin
     user.last_sign_in_at = utcnow()
     session.flush()
@@ -62,7 +64,7 @@ def sign_in_dev(session: Session, *, email: str, name: str, admin: bool) -> User
         session,
         actor=user,
         event=Event.SIGNED_IN,
-        summary=f"signed in with the development sign-in as {'admin' if admin else 'team lead'}",
+        summary=f"signed in with the development sign-in{' as admin' if admin else ''}",
         details={"method": "development"},
     )
     return user

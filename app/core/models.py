@@ -273,6 +273,16 @@ class Team(Base):
     suggestion: Mapped[RightsizingSuggestion | None] = relationship(lazy="raise", viewonly=True)
 
     @property
+    def retrying(self) -> bool:
+        """Failed, with the next automatic try still to come: shown as retrying, not as
+        a final failure."""
+        return (
+            self.status == TeamStatus.FAILED
+            and self.next_attempt_at is not None
+            and self.next_attempt_at > utcnow()
+        )
+
+    @property
     def vcluster_name(self) -> str:
         return self.name
 

@@ -4,8 +4,14 @@ lowering a team's quota names the running work KAI may take back."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
+from sqlalchemy import select
+
+from app.access import service as access
 from app.adapters.simulated import SimulatedBackend
+from app.core.db import unit_of_work
+from app.core.models import KubeconfigGrant, Team, TeamStatus, utcnow
 from app.runtime import portal_of
 from tests.web.conftest import client_for, portal
 
@@ -42,3 +48,62 @@ def test_lowering_a_quota_names_what_kai_may_take_back(db_url: str) -> None:
             "may take back 0.6 GPU of its running work when other teams ask for theirs."
         )
         assert 'data-reclaim-team="vision"' not in card
+
+
+def test_a_member_is_called_a_member_by_the_name_typed(db_url: str) -> None:
+    for app in portal(db_url):
+        lead = client_for(app, "lead-nlp@example.org")
+        assert ">Nlp lead · team lead<" in lead.get("/teams/1").text
+        added = lead.api("POST", "/api/v1/teams/1/members", {"email": "ada@example.org"})
+        assert added.status_code == 201, added.text
+        member = client_for(app)
+        member.refresh_csrf()
+        signed = member.post(
+            "/login/dev",
+            data={
+                "csrf_token": member.csrf,
+                "email": "ada@example.org",
+                "name": "Ada Lovelace",
+                "role": "lead",
+            },
+            follow_redirects=False,
+        )
+        assert signed.status_code == 303
+        assert ">Ada Lovelace · member<" in member.get("/teams/1").text
+
+
+def test_a_failure_with_a_retry_coming_shows_as_retrying(db_url: str) -> None:
+    for app in portal(db_url):
+        factory = portal_of(app).session_factory
+        with unit_of_work(factory) as session:
+            team = session.get(Team, 1)
+            assert team is not None
+            team.status = TeamStatus.FAILED
+            team.last_error = "queue: the API server did not answer"
+            team.next_attempt_at = utcnow() + timedelta(seconds=6)
+        lead = client_for(app, "lead-nlp@example.org")
+        page = lead.get("/teams/1").text
+        assert re.search(
+            r'<span id="team-pill"><span class="pill pill-provisioning"[^>]*>retrying<', page
+        )
+        assert "pill-failed" not in page
+        with unit_of_work(factory) as session:
+            team = session.get(Team, 1)
+            assert team is not None
+            team.next_attempt_at = None  # given up: a failure
+        assert "pill pill-failed" in lead.get("/teams/1").text
+
+
+def test_a_one_day_kubeconfig_is_not_announced_as_expiring(db_url: str) -> None:
+    """Its holder chose a day a moment ago; a week-long one is told a day before."""
+    for app in portal(db_url):
+        lead = client_for(app, "lead-nlp@example.org")
+        for ttl in ("1d", "7d"):
+            assert lead.api("POST", f"/api/v1/teams/1/kubeconfig?ttl={ttl}").status_code == 200
+        with unit_of_work(portal_of(app).session_factory) as session:
+            day, week = session.scalars(select(KubeconfigGrant).order_by(KubeconfigGrant.id))
+            soon = utcnow() + timedelta(seconds=18)
+            assert access.tell_expiring(session, now=soon) == 0
+            assert access.tell_expiring(session, now=week.expires_at - timedelta(hours=25)) == 0
+            assert access.tell_expiring(session, now=week.expires_at - timedelta(hours=23)) == 1
+            assert day.expiry_told_at is None
