@@ -8,7 +8,7 @@ sweeper, which also revokes whatever the records show is no longer allowed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
@@ -269,8 +269,11 @@ class Holder:
     email: str
     portal_role: str
     cluster_role: str
-    expires_at: datetime
+    expires_at: datetime  # the newest kubeconfig's
     simulated: bool
+    name: str = ""
+    count: int = 1  # live kubeconfigs the person holds for the team
+    first_expires_at: datetime | None = None  # the earliest of them, when more than one
 
 
 @dataclass(frozen=True)
@@ -288,16 +291,23 @@ def holders(session: Session, team: Team, settings: Settings) -> tuple[list[Hold
     now = utcnow()
     live: list[Holder] = []
     pending: dict[str, Pending] = {}
-    seen: set[int] = set()
+    pending_ids: set[int] = set()
+    seen: dict[int, int] = {}  # user id -> index in live
     for u, g, role in repo.get_team_grants(session, team.id):
         if g.expires_at <= now:
             continue  # expired: nothing to hold or to revoke
         if g.revoked_at is not None:
             pending.setdefault(u.email, Pending(u.email, g.revoked_reason, g.revoked_at))
             continue
+        if u.id in pending_ids:
+            continue  # being revoked: listed once, with the reason
         if u.id in seen:
-            continue  # the newest of the person's kubeconfigs is listed
-        seen.add(u.id)
+            # One line per person (the newest is listed first), saying how many.
+            held = live[seen[u.id]]
+            first = min(held.first_expires_at or held.expires_at, g.expires_at)
+            live[seen[u.id]] = replace(held, count=held.count + 1, first_expires_at=first)
+            continue
+        seen[u.id] = len(live)
         entitled = (
             None
             if team.status in GONE
@@ -305,9 +315,19 @@ def holders(session: Session, team: Team, settings: Settings) -> tuple[list[Hold
         )
         if entitled is not None and entitled[1] == g.cluster_role:
             live.append(
-                Holder(u.id, u.email, g.portal_role, g.cluster_role, g.expires_at, g.simulated)
+                Holder(
+                    u.id,
+                    u.email,
+                    g.portal_role,
+                    g.cluster_role,
+                    g.expires_at,
+                    g.simulated,
+                    name=u.display_name,
+                )
             )
         else:
+            del seen[u.id]
+            pending_ids.add(u.id)
             reason = "no longer allowed" if entitled is None else f"role changed to {entitled[1]}"
             pending[u.email] = Pending(u.email, reason, now)
     return live, list(pending.values())

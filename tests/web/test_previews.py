@@ -107,3 +107,15 @@ def test_a_one_day_kubeconfig_is_not_announced_as_expiring(db_url: str) -> None:
             assert access.tell_expiring(session, now=week.expires_at - timedelta(hours=25)) == 0
             assert access.tell_expiring(session, now=week.expires_at - timedelta(hours=23)) == 1
             assert day.expiry_told_at is None
+
+
+def test_two_kubeconfigs_of_one_person_are_counted_and_named(db_url: str) -> None:
+    for app in portal(db_url):
+        lead = client_for(app, "lead-nlp@example.org")
+        for ttl in ("8h", "2d"):
+            assert lead.api("POST", f"/api/v1/teams/1/kubeconfig?ttl={ttl}").status_code == 200
+        page = lead.get("/teams/1").text
+        row = page.split('data-holder="lead-nlp@example.org"')[1].split("</li>")[0]
+        assert "<b>Nlp lead</b>" in row
+        assert "2 kubeconfigs, the first expires" in row
+        assert ", the last " in row
