@@ -43,6 +43,9 @@ class QueueInput:
     priority: int = 100
     demand: float = 0.0
     order: int = 0  # creation order: older queues win ties
+    # KAI's next tie-break, the queue's uid, where the cluster gives it (creation times
+    # have one-second resolution); else the name.
+    uid: str = ""
     # Time-based fairshare: the queue's past GPU usage as KAI's usage database hands it to
     # the proportion plugin (normalised to the cluster's capacity, 0 to 1).
     usage: float = 0.0
@@ -112,7 +115,7 @@ def divide(
     where to record each step (for the pages' explanation)."""
     shares = [
         _Share(q, request_of(q), requestable(q))
-        for q in sorted(queues, key=lambda q: (q.order, q.name))
+        for q in sorted(queues, key=lambda q: (q.order, q.uid or q.name, q.name))
     ]
     if trace is not None:
         trace.append(Step(level, "total", "", total))
@@ -165,7 +168,8 @@ def _leftovers(
 ) -> float:
     """Pieces of at most one to the largest denied fractions; the older queue wins ties."""
     for share, fraction in sorted(
-        denied.values(), key=lambda d: (-d[1], d[0].queue.order, d[0].queue.name)
+        denied.values(),
+        key=lambda d: (-d[1], d[0].queue.order, d[0].queue.uid or d[0].queue.name, d[0].queue.name),
     ):
         if left == 0:
             break

@@ -449,6 +449,7 @@ def shares_for(
         t.created if u is None or u.created is None else u.created
         for t, u in zip(teams, (usage.get(name) for name in names), strict=True)
     ]
+    uids = [(usage.get(name) or QueueUsage(0, 0)).uid for name in names]
     # What each ready team's queue reports; teams still provisioning show no usage.
     now_demand = [u.requested_gpu if u is not None and u.reported else 0.0 for u in raws]
     busy_demand = [max(gpus(t.gpu_limit_centi), pool) for t in teams]
@@ -466,6 +467,7 @@ def shares_for(
             q.requested,
             order=q.created or 0,
             usage=past.get(q.name, 0.0),
+            uid=q.uid,
         )
         for q in (top.queues if top is not None else ())
         if q.name != parent
@@ -482,8 +484,9 @@ def shares_for(
                 demand,
                 order,
                 usage=past.get(name, 0.0),
+                uid=uid,
             )
-            for t, name, demand, order in zip(teams, names, demands, orders, strict=True)
+            for t, name, demand, order, uid in zip(teams, names, demands, orders, uids, strict=True)
         )
         org = QueueInput(
             parent,
@@ -492,6 +495,7 @@ def shares_for(
             own.weight if own is not None else 1.0,
             own.priority if own is not None else 100,
             order=(own.created or 0) if own is not None else 0,
+            uid=own.uid if own is not None else "",
             usage=past.get(parent, 0.0),
             children=children,
         )

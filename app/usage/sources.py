@@ -17,6 +17,7 @@ class QueueUsage:
     extra: dict[str, float] = field(default_factory=dict)
     created: int | None = None  # the queue's creation time in the cluster, whole seconds
     reported: bool = True  # False: the queue exists but carries no status
+    uid: str = ""  # the queue's metadata.uid: KAI's tie-break after the creation time
     # GPUs of the queue's smallest waiting pod, where the backend reads pods (KAI
     # reclaims for a pod only while the queue stays within its fair share: a whole-GPU
     # pod of a team whose fair share is 0.5 waits for an idle GPU).
@@ -35,6 +36,7 @@ class TopQueue:
     priority: int
     requested: float  # what its pods request, its children's included
     created: int | None = None
+    uid: str = ""
 
 
 @dataclass(frozen=True)

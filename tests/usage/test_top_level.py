@@ -115,3 +115,21 @@ def test_a_pods_gpus_are_its_whole_gpus_or_its_fraction() -> None:
     assert pod_gpus(pod({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2"}, None)) == 1
     assert pod_gpus(pod({}, {"cpu": "1"})) == 0
     assert pod_gpus(SimpleNamespace(metadata=None, spec=None)) == 0
+
+
+def test_a_tie_in_the_same_second_falls_to_the_queues_uid_as_in_kai() -> None:
+    """Two queues created in the same second, with the same set-aside part: KAI gives
+    the leftover to the smaller uid, whatever the names."""
+    teams = [
+        TeamQuota(1, "alpha", 0, 100, 100, 100, created=5),
+        TeamQuota(2, "beta", 0, 100, 100, 100, created=5),
+    ]
+    usage = {
+        "team-alpha": QueueUsage(0, 1, created=5, uid="f0"),
+        "team-beta": QueueUsage(0, 1, created=5, uid="0a"),
+    }
+    shares = shares_for(teams, usage, pool_centi=100, parent=PARENT)
+    assert (shares[1].fair_now, shares[2].fair_now) == (0, 1)
+    by_name = {k: QueueUsage(0, 1, created=5) for k in usage}
+    shares = shares_for(teams, by_name, pool_centi=100, parent=PARENT)
+    assert (shares[1].fair_now, shares[2].fair_now) == (1, 0)

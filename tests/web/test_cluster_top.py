@@ -102,9 +102,14 @@ def test_the_team_page_explains_the_share_step_by_step(db_url: str) -> None:
         assert steps[0] == top
         assert "Guarantees first: recommender gets 0.33 (its guarantee is 0.33)" in why
         assert any("so it took 0 and 0.34 was set aside for the leftovers" in s for s in steps)
-        assert any("ties to the older queue: nlp +1, vision +0.01" in s for s in steps)
-        assert re.findall(r"<b>([^<]+)</b> → <span data-why-result>([^<]+)</span>", why) == [
-            ("ml-org", "2 GPU"),
-            ("recommender", "0.33 GPU"),
-        ]
+        # The 0.01 goes to vision or recommender: the seed creates them in one second,
+        # and such a tie falls to the name (KAI's own to the queue's uid).
+        assert any(
+            "ties to the older queue: nlp +1, vision +0.01" in s
+            or "ties to the older queue: nlp +1, recommender +0.01" in s
+            for s in steps
+        )
+        results = re.findall(r"<b>([^<]+)</b> → <span data-why-result>([^<]+)</span>", why)
+        assert results[0] == ("ml-org", "2 GPU")
+        assert results[1] in (("recommender", "0.33 GPU"), ("recommender", "0.34 GPU"))
         assert lead.get("/teams/1/why").status_code == 404

@@ -119,3 +119,34 @@ def test_two_kubeconfigs_of_one_person_are_counted_and_named(db_url: str) -> Non
         assert "<b>Nlp lead</b>" in row
         assert "2 kubeconfigs, the first expires" in row
         assert ", the last " in row
+
+
+def test_pending_and_rejected_teams_show_what_they_asked_for(db_url: str) -> None:
+    for app in portal(db_url):
+        lead = client_for(app, "lead-nlp@example.org")
+        asked = lead.api(
+            "POST",
+            "/api/v1/requests",
+            {"name": "speech", "gpu_quota": "0.2", "gpu_limit": "0.5", "purpose": "ASR"},
+        )
+        assert asked.status_code == 201, asked.text
+        team_id = asked.json()["team_id"]
+        page = lead.get(f"/teams/{team_id}").text
+        assert "Quota asked for" in page
+        assert re.search(r'data-quota="guarantee">0.2<', page)
+        assert re.search(r'data-quota="limit">0.5<', page)
+        admin = client_for(app, "admin@example.org", admin=True)
+        rejected = admin.api(
+            "POST", f"/api/v1/requests/{asked.json()['id']}/reject", {"reason": "too big"}
+        )
+        assert rejected.status_code == 200, rejected.text
+        page = lead.get(f"/teams/{team_id}").text
+        assert "The request was rejected; these are the values it asked for." in page
+        assert f'href="/teams/new?again={team_id}"' in page
+        form = lead.get(f"/teams/new?again={team_id}").text
+        assert 'value="speech"' in form
+        assert 'value="0.5"' in form
+        assert (
+            "Request again"
+            not in client_for(app, "lead-vision@example.org").get(f"/teams/{team_id}").text
+        )

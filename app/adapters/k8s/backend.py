@@ -160,6 +160,7 @@ class KubernetesBackend:
                 requested_gpu=_gpus(status.get("requested")),
                 created=_seconds(item.get("metadata", {}).get("creationTimestamp")),
                 reported=reports,
+                uid=str(item.get("metadata", {}).get("uid") or ""),
                 smallest_waiting=smallest.get(name),
             )
         return result
@@ -218,6 +219,7 @@ class KubernetesBackend:
                     priority=int(spec["priority"]) if spec.get("priority") is not None else 100,
                     requested=_gpus((item.get("status") or {}).get("requested")),
                     created=_seconds(item.get("metadata", {}).get("creationTimestamp")),
+                    uid=str(item.get("metadata", {}).get("uid") or ""),
                 )
             )
         k_value, usage_db = self._fairness()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from typing import Any
 
@@ -12,7 +13,7 @@ from sqlalchemy.orm import Session
 from app.access import service as access
 from app.auth.principal import Principal
 from app.core.db import discard_changes
-from app.core.errors import Conflict, DomainError, InvalidInput
+from app.core.errors import Conflict, DomainError, InvalidInput, NotFound
 from app.core.models import TeamStatus
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.provisioning.specs import spec_of
@@ -28,6 +29,7 @@ from app.web.deps import (
     FormDep,
     Id,
     MaybePrincipal,
+    OptionalIdQuery,
     PortalDep,
     SessionDep,
     SettingsDep,
@@ -114,7 +116,14 @@ def _new_form(
 
 
 @router.get("/teams/new", response_class=HTMLResponse)
-def new_request(request: Request, session: SessionDep, principal: CurrentPrincipal) -> Response:
+def new_request(
+    request: Request,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    again: OptionalIdQuery = None,
+) -> Response:
+    """The request form; ``again``: a rejected team of the viewer's, whose request it
+    opens on (to change what the admin said and ask again)."""
     # The design source's 0.33, or what is still free: the form opens on a request that fits.
     free = service.preview(session, requested_centi=0).free_centi
     defaults = {
@@ -123,6 +132,21 @@ def new_request(request: Request, session: SessionDep, principal: CurrentPrincip
         "over_quota_weight": "1",
         "priority": "100",
     }
+    earlier = None
+    if again is not None:
+        with contextlib.suppress(NotFound):
+            earlier = repo.get_team(session, again)
+    if earlier is not None and principal.can_view(earlier) and earlier.status == "rejected":
+        asked = next(
+            (r for r in repo.get_requests(session, team_ids=[earlier.id]) if r.kind == "create"),
+            None,
+        )
+        if asked is not None:
+            defaults = {
+                "name": earlier.name,
+                "purpose": asked.purpose,
+                **service.values_of(asked).display(),
+            }
     return _new_form(request, session, principal, defaults, {})
 
 
