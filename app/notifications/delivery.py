@@ -23,9 +23,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -124,39 +123,29 @@ class Deliverer:
                 batch = self._claim()
                 if not batch:
                     return total
-                with self._holding([item.id for item in batch]):
-                    outcomes = list(self._pool.map(self._attempt, batch))
-                    self._record(batch, outcomes)
+                outcomes = self._send_all(batch)
+                self._record(batch, outcomes)
                 total += len(batch)
                 if len(batch) < BATCH:
                     return total
         finally:
             self.mailer.close()  # nothing more due: do not hold the server's slots
 
-    @contextmanager
-    def _holding(self, ids: list[int]) -> Iterator[None]:
-        """Renew the lease on ``ids`` every HEARTBEAT until the block ends."""
-        stop = threading.Event()
-
-        def renew() -> None:
-            while not stop.wait(HEARTBEAT):
-                try:
-                    with unit_of_work(self.session_factory) as session:
-                        repo.extend_leases(
-                            session, owner=self.owner, ids=ids, until=self.now() + LEASE
-                        )
-                except Exception:  # the lease may lapse: at least once, never lost
-                    log.warning(
-                        "could not renew the lease on %d deliveries", len(ids), exc_info=True
-                    )
-
-        thread = threading.Thread(target=renew, name="deliver-lease", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join()
+    def _send_all(self, batch: list[Outbound]) -> list[str | None]:
+        """Send the batch on the pool; while it sends, renew the lease every HEARTBEAT
+        (from this thread: a slow receiver never loses its lease to a second sender)."""
+        futures = [self._pool.submit(self._attempt, item) for item in batch]
+        ids = [item.id for item in batch]
+        while True:
+            _done, pending = wait(futures, timeout=HEARTBEAT)
+            if not pending:
+                break
+            try:
+                with unit_of_work(self.session_factory) as session:
+                    repo.extend_leases(session, owner=self.owner, ids=ids, until=self.now() + LEASE)
+            except Exception:  # the lease may lapse: at least once, never lost
+                log.warning("could not renew the lease on %d deliveries", len(ids), exc_info=True)
+        return [future.result() for future in futures]
 
     def _claim(self) -> list[Outbound]:
         now = self.now()
