@@ -408,11 +408,16 @@ def update_pool(session: Session, *, actor: User, data: Mapping[str, Any]) -> Or
         actor=actor,
         event=Event.POOL_UPDATED,
         summary="pool changed: "
-        + ", ".join(f"{k} {before[k]}→{after[k]}" for k in before if before[k] != after[k]),
+        + ", ".join(
+            f"{POOL_LABELS[k]} {before[k]} → {after[k]}" for k in before if before[k] != after[k]
+        ),
         details={"before": before, "after": after},
     )
     _quotas_changed(session)
     return org
+
+
+POOL_LABELS = {"gpus": "GPUs", "cpu_cores": "CPU cores", "memory_gb": "memory (GB)"}
 
 
 def _quotas_changed(session: Session) -> None:

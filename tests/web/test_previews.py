@@ -150,3 +150,13 @@ def test_pending_and_rejected_teams_show_what_they_asked_for(db_url: str) -> Non
             "Request again"
             not in client_for(app, "lead-vision@example.org").get(f"/teams/{team_id}").text
         )
+
+
+def test_the_pool_change_is_told_in_words(db_url: str) -> None:
+    for app in portal(db_url):
+        admin = client_for(app, "admin@example.org", admin=True)
+        assert admin.api("PUT", "/api/v1/pool", {"gpus": "2"}).status_code == 200
+        changed = admin.api("PUT", "/api/v1/pool", {"gpus": "3", "cpu_cores": "4"})
+        assert changed.status_code == 200
+        summaries = [e["summary"] for e in admin.get("/api/v1/audit").json()]
+        assert "pool changed: GPUs 2 → 3, CPU cores 0 → 4" in summaries
