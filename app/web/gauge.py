@@ -24,8 +24,9 @@ def _x(value: float, scale: float) -> float:
 
 @functools.lru_cache(maxsize=2048)
 def gauge(share: GpuShare, compact: bool = False) -> Markup:
-    """The gauge of ``share``; ``compact`` (a table row, a card) leaves out the fair-share
-    mark, the demand and fair-share figures and the pool size.
+    """The gauge of ``share``; ``compact`` (a table row, a card) keeps every mark the
+    legend describes (the fair share's included) and leaves out the demand and
+    fair-share figures and the pool size.
 
     Kept for the shares seen last (a share is immutable and compares by value): the org
     view, and so every unchanged team's share, lasts until usage or quotas move."""
@@ -58,7 +59,7 @@ def gauge(share: GpuShare, compact: bool = False) -> Markup:
                 f'<rect fill="url(#gauge-hatch)" class="g-borrowed" x="{_x(g, s)}" y="13" '
                 f'width="{_x(a - g, s)}" height="10"></rect>'
             )
-    if share.fair_now is not None and not compact:
+    if share.fair_now is not None:
         bars.append(f'<path class="g-fair" d="M{_x(share.fair_now, s)} 27 l-4 6 h8 z"></path>')
     if share.requested is not None and share.requested > 0:
         bars.append(f'<path class="g-demand" d="M{_x(share.requested, s)} 9 l-4 -7 h8 z"></path>')

@@ -39,7 +39,9 @@ def test_marks_sit_at_their_share_of_the_pool() -> None:
     assert "of 8 GPU pool" in html
 
 
-def test_compact_leaves_out_the_fair_share_and_the_pool() -> None:
+def test_compact_keeps_the_marks_and_leaves_out_the_figures() -> None:
+    """The overview's legend describes the fair-share mark: the compact gauge draws it;
+    the figures and the pool size are left to the team page."""
     html = str(
         gauge(
             GpuShare(guaranteed=1, limit=2, allocated=0.5, requested=None, pool=4, fair_now=1),
@@ -47,7 +49,8 @@ def test_compact_leaves_out_the_fair_share_and_the_pool() -> None:
         )
     )
     assert 'class="gauge gauge-compact"' in html
-    for left_out in ("g-fair", "Fair share now", "GPU pool</span>", "g-borrowed", "g-demand"):
+    assert _attrs(html, "g-fair")["d"].startswith("M75.0 ")
+    for left_out in ("Fair share now", "GPU pool</span>", "g-borrowed", "g-demand"):
         assert left_out not in html
     assert "requested \u2013" in html, "no demand reads as a dash, not 0"
 
