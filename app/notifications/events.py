@@ -17,9 +17,13 @@ from sqlalchemy.orm import Session
 
 from app.audit import service as audit
 from app.core.events import HEARD, Audience, Event
-from app.core.models import AuditEvent, User
+from app.core.models import AuditEvent, User, utcnow
 from app.notifications import messages, service
 from app.notifications import repository as repo
+
+# Notices that ask admins for a decision, and the topics of decisions that settle them.
+ASKING = ("request.submitted", "quota_change.submitted")
+DECISIONS = frozenset({"request.approved", "request.adjusted", "request.rejected"})
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +67,10 @@ def record(
         details=details,
     )
     heard = HEARD.get(event)
+    if heard is not None and heard.topic in DECISIONS and team is not None:
+        # A decision settles the notices that asked for it: no admin's bell keeps
+        # counting a request another admin decided (or the seed decided long ago).
+        repo.mark_read_for_team(session, team.id, ASKING, utcnow())
     if heard is None:
         return row
     try:

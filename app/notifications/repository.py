@@ -66,6 +66,23 @@ def mark_read(session: Session, user_id: int, now: datetime) -> int:
     return int(getattr(result, "rowcount", 0) or 0)
 
 
+def mark_read_for_team(
+    session: Session, team_id: int, events: Collection[str], now: datetime
+) -> int:
+    """Mark every unread notification of ``events`` about ``team_id`` read (settled)."""
+    result = session.execute(
+        update(Notification)
+        .where(
+            Notification.team_id == team_id,
+            Notification.event.in_(events),
+            Notification.read_at.is_(None),
+        )
+        .values(read_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 def muted(session: Session, user_ids: Collection[int], event: str) -> set[tuple[int, str]]:
     """(person, channel) pairs of these people that muted ``event``."""
     if not user_ids:

@@ -160,3 +160,21 @@ def test_the_pool_change_is_told_in_words(db_url: str) -> None:
         assert changed.status_code == 200
         summaries = [e["summary"] for e in admin.get("/api/v1/audit").json()]
         assert "pool changed: GPUs 2 → 3, CPU cores 0 → 4" in summaries
+
+
+def test_a_decision_settles_the_admins_notices_that_asked_for_it(db_url: str) -> None:
+    """The seed's requests were decided long ago: no admin's bell counts them; a new
+    request counts until another admin decides it."""
+    for app in portal(db_url):
+        admin = client_for(app, "admin@example.org", admin=True)
+        other = client_for(app, "admin2@example.org", admin=True)
+        assert admin.get("/api/v1/notifications").json()["unread"] == 0
+        lead = client_for(app, "lead-nlp@example.org")
+        asked = lead.api(
+            "POST", "/api/v1/requests", {"name": "speech", "gpu_quota": "0", "gpu_limit": "0.1"}
+        )
+        assert asked.status_code == 201
+        assert admin.get("/api/v1/notifications").json()["unread"] == 1
+        decided = other.api("POST", f"/api/v1/requests/{asked.json()['id']}/approve", {})
+        assert decided.status_code == 200, decided.text
+        assert admin.get("/api/v1/notifications").json()["unread"] == 0
