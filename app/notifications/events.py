@@ -79,7 +79,7 @@ def record(
             {
                 **details,
                 "team": team.name if team is not None else "",
-                "actor": actor.email if actor is not None else "the portal",
+                "actor": (actor.display_name or actor.email) if actor is not None else "the portal",
             },
         )
     except Exception:

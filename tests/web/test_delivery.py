@@ -161,14 +161,14 @@ def test_each_event_reaches_each_channel_once(app: FastAPI, smtp: SmtpServer) ->
         assert len(subjects) == len(got_mail), "each e-mail once"
         assert (
             "admin@example.org",
-            "lead-nlp@example.org asks to change nlp's quota to guarantee 0.2 GPU, limit 1 GPU, "
+            "Nlp lead asks to change nlp's quota to guarantee 0.2 GPU, limit 1 GPU, "
             "weight 1, priority 100",
         ) in subjects
         assert (
             "lead-nlp@example.org",
             "The quota change for nlp was rejected: pool full",
         ) in subjects
-        assert ("new@example.org", "lead-nlp@example.org made you a member of nlp") in subjects
+        assert ("new@example.org", "Nlp lead made you a member of nlp") in subjects
         assert ("lead-nlp@example.org", "speech is ready: download your kubeconfig") in subjects
         assert (
             "lead-nlp@example.org",
@@ -213,7 +213,7 @@ def test_each_event_reaches_each_channel_once(app: FastAPI, smtp: SmtpServer) ->
         ids = [p.headers["X-Portal-Delivery"] for p in team_json.posts]
         assert len(set(ids)) == len(ids)
         slack = [p.json()["text"] for p in team_slack.posts]
-        assert f"<{PUBLIC}/teams/1|lead-nlp@example.org made you a member of nlp>" in slack
+        assert f"<{PUBLIC}/teams/1|Nlp lead made you a member of nlp>" in slack
         # The org's channel: every team's events (nlp's 4; speech asked, approved, ready;
         # doomed asked, approved, failing; the 3 other digests).
         org_events = Counter(p.json()["text"].split("|")[0] for p in org_slack.posts)
@@ -405,7 +405,7 @@ def test_implicit_tls_smtp(db_url: str, tmp_path: Path, tls: tuple[Path, Path]) 
                 "POST", "/api/v1/teams/1/members", {"email": "t@example.org", "role": "member"}
             )
             deliver(app)
-            assert ("t@example.org", "lead-nlp@example.org made you a member of nlp") in {
+            assert ("t@example.org", "Nlp lead made you a member of nlp") in {
                 (to, s) for to, s, _ in mails(server)
             }
 

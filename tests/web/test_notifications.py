@@ -33,7 +33,7 @@ def test_a_request_its_decision_and_the_ready_cluster_are_told(
     )
     assert asked.status_code == 201, asked.text
     assert titles(admin)[0] == (
-        "lead-nlp@example.org asks for cluster speech: "
+        "Nlp lead asks for cluster speech: "
         "guarantee 0.01 GPU, limit 1 GPU, weight 1, priority 100"
     )
     assert not any("speech" in t for t in titles(lead)), "not to the one who asked"
@@ -63,13 +63,13 @@ def test_a_rejection_a_failure_and_a_new_member_are_told(
         "POST", f"/api/v1/teams/{NLP}/quota-requests", {"gpu_quota": "0.2", "gpu_limit": "1"}
     )
     assert change.status_code == 201
-    assert titles(admin)[0].startswith("lead-nlp@example.org asks to change nlp's quota")
+    assert titles(admin)[0].startswith("Nlp lead asks to change nlp's quota")
     admin.api("POST", f"/api/v1/requests/{change.json()['id']}/reject", {"reason": "pool full"})
     assert titles(lead)[0] == "The quota change for nlp was rejected: pool full"
 
     lead.api("POST", f"/api/v1/teams/{NLP}/members", {"email": "new@example.org", "role": "member"})
     newcomer = client_for(app, "new@example.org")
-    assert titles(newcomer) == ["lead-nlp@example.org made you a member of nlp"]
+    assert titles(newcomer) == ["Nlp lead made you a member of nlp"]
 
     backend = simulated_backend(app)
     asked = lead.api(
