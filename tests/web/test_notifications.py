@@ -33,8 +33,7 @@ def test_a_request_its_decision_and_the_ready_cluster_are_told(
     )
     assert asked.status_code == 201, asked.text
     assert titles(admin)[0] == (
-        "Nlp lead asks for cluster speech: "
-        "guarantee 0.01 GPU, limit 1 GPU, weight 1, priority 100"
+        "Nlp lead asks for cluster speech: guarantee 0.01 GPU, limit 1 GPU, weight 1, priority 100"
     )
     assert not any("speech" in t for t in titles(lead)), "not to the one who asked"
     request_id = asked.json()["id"]
