@@ -178,3 +178,13 @@ def test_a_decision_settles_the_admins_notices_that_asked_for_it(db_url: str) ->
         decided = other.api("POST", f"/api/v1/requests/{asked.json()['id']}/approve", {})
         assert decided.status_code == 200, decided.text
         assert admin.get("/api/v1/notifications").json()["unread"] == 0
+
+
+def test_the_bell_is_drawn_not_an_emoji(db_url: str) -> None:
+    """Without an emoji font the bell drew as a box: it is an SVG in the page's colour."""
+    for app in portal(db_url):
+        admin = client_for(app, "admin@example.org", admin=True)
+        for path in ("/admin", "/notifications/bell"):
+            page = admin.get(path).text
+            assert 'class="bell-icon"' in page
+            assert "\U0001f514" not in page
