@@ -583,3 +583,86 @@ def test_with_time_based_fairshare_the_portal_agrees_with_kai(host: Host, portal
     assert cache.model.k_value == 1.0
     if portal_says != kai_says:
         raise Mismatch(f"the portal says {portal_says}, KAI {kai_says} ({cache.model})")
+
+
+def test_two_queues_whose_names_clash_each_get_their_own_numbers(host: Host) -> None:
+    """Teams `a` and `team-a` (names the portal accepts) have queues team-a and
+    team-team-a, with the team's name as displayName. KAI's scheduler labels its series'
+    queue_name with the displayName and its queue controller with metadata.name, so on
+    queue_name one team's series is the other's; the portal reads queue_metadata_name,
+    and gets from the real KAI each queue's own allocation and fair share."""
+    from app.adapters.prometheus import PrometheusSource
+
+    custom = client.CustomObjectsApi(host.api)
+    core = client.CoreV1Api(host.api)
+    host.nodes.add("gpu-node-4", 4)
+    for team, pods in (("a", 1), ("team-a", 2)):
+        queue = f"team-{team}"
+        custom.create_cluster_custom_object(
+            "scheduling.run.ai",
+            "v2",
+            "queues",
+            {
+                "apiVersion": "scheduling.run.ai/v2",
+                "kind": "Queue",
+                "metadata": {"name": queue},
+                "spec": {
+                    "displayName": team,
+                    "parentQueue": "ml-org",
+                    "resources": {
+                        "gpu": {"quota": 0, "limit": -1, "overQuotaWeight": 1},
+                        "cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+                        "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+                    },
+                },
+            },
+        )
+        namespace = f"clash-{team}"
+        core.create_namespace({"metadata": {"name": namespace}})
+        for i in range(pods):
+            core.create_namespaced_pod(
+                namespace,
+                {
+                    "metadata": {"name": f"job-{i}", "labels": {kai.QUEUE_LABEL: queue}},
+                    "spec": {
+                        "schedulerName": kai.SCHEDULER,
+                        "containers": [
+                            {
+                                "name": "job",
+                                "image": "registry.local/job:1",
+                                "resources": {"limits": {kai.GPU: "1"}},
+                            }
+                        ],
+                    },
+                },
+            )
+
+    def kai_says(metric: str, nonzero: bool = True) -> dict[str, float] | None:
+        found = httpx.get(f"{host.prometheus}/api/v1/query", params={"query": metric}).json()[
+            "data"
+        ]["result"]
+        values = {
+            r["metric"]["queue_metadata_name"]: float(r["value"][1])
+            for r in found
+            if r["metric"].get("queue_metadata_name") in ("team-a", "team-team-a")
+        }
+        complete = len(values) == 2 and (all(values.values()) or not nonzero)
+        return values if complete else None
+
+    # (Both are above their fair share of 0 while tenant-b waits: KAI may not place them.)
+    allocated = wait_for(
+        "KAI's allocation of both", partial(kai_says, "kai_queue_allocated_gpus", nonzero=False)
+    )
+    fair = wait_for(
+        "KAI's fair share of both", partial(kai_says, "kai_queue_fair_share_gpu", nonzero=False)
+    )
+    read = PrometheusSource(host.prometheus).read()
+    assert read.by_metadata_name
+    assert {q: read.allocated[q] for q in ("team-a", "team-team-a")} == allocated
+    assert {q: read.fair_share[q] for q in ("team-a", "team-team-a")} == pytest.approx(fair)
+    # On queue_name alone the scheduler's "team-a" is team-team-a's fair share.
+    by_name = httpx.get(
+        f"{host.prometheus}/api/v1/query",
+        params={"query": 'kai_queue_fair_share_gpu{queue_name="team-a"}'},
+    ).json()["data"]["result"]
+    assert {r["metric"]["queue_metadata_name"] for r in by_name} == {"team-team-a"}
