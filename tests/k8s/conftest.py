@@ -265,7 +265,7 @@ def reconcile_until(app: FastAPI, done: Any, timeout: float = 300.0) -> None:
                 errors = {
                     t.name: t.last_error
                     or "; ".join(f"{s.step}: {s.message}" for s in t.steps if s.status != "done")
-                    for t in repo.get_teams(session)
+                    for t in repo.get_teams(session, with_steps=True)
                 }
             raise AssertionError(f"the reconciler did not get there in time: {errors}")
         with unit_of_work(portal_of(app).session_factory) as session:

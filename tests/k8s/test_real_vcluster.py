@@ -350,7 +350,6 @@ def test_a_stuck_upgrade_stops_the_rollout_until_resumed(
                 {chart_of(admin_api, t) for t in TEAMS} == {"vcluster-0.36.1"}
                 and _rollout(app) == "running"
             ),
-            timeout=180,
         )
         with portal_of(app).session_factory() as session:
             actions = session.scalars(
