@@ -360,28 +360,40 @@ def retry_now(session: Session, *, actor: User, team: Team) -> None:
     request_effect(session, Effect.PROVISIONING_DUE)
 
 
-def update_pool(session: Session, *, actor: User, data: Mapping[str, Any]) -> Org:
-    """Change the pool; never below what is already guaranteed."""
+def update_pool(
+    session: Session, *, actor: User, data: Mapping[str, Any], below_committed: bool = False
+) -> Org:
+    """Change the pool. A field left out (or empty, for CPU and memory) keeps its value.
+    Never below what is already guaranteed unless ``below_committed`` confirms it (GPUs
+    were lost: the guarantees then exceed the pool until team quotas are lowered, and no
+    new guarantee fits)."""
     org = repo.get_org(session)
     org = repo.lock_org(session, org.id)
     errors: dict[str, str] = {}
-    values: dict[str, int] = {}
+    values: dict[str, int] = {
+        "gpus": org.gpus_centi,
+        "cpu_cores": org.cpu_millicores,
+        "memory_gb": org.memory_mb,
+    }
     for key, what, scale in (
         ("gpus", "the pool's GPUs", 1),
         ("cpu_cores", "the pool's CPU cores", 10),
         ("memory_gb", "the pool's memory (GB)", 10),
     ):
+        if data.get(key) is None or (key != "gpus" and str(data.get(key)).strip() == ""):
+            continue
         try:
             values[key] = parse_hundredths(data.get(key), what=what) * scale
         except ValueError as exc:
             errors[key] = str(exc)
-    if "gpus" in values:
-        committed = repo.committed_gpu_centi(session, org.id)
-        if values["gpus"] < committed:
-            errors["gpus"] = (
-                f"{format_hundredths(committed)} GPU are already guaranteed to teams: "
-                f"enter at least {format_hundredths(committed)}, or lower team quotas first"
-            )
+    committed = repo.committed_gpu_centi(session, org.id)
+    short = "gpus" not in errors and values["gpus"] < committed
+    if short and not below_committed:
+        errors["gpus"] = (
+            f"{format_hundredths(committed)} GPU are already guaranteed to teams: enter at "
+            f"least {format_hundredths(committed)}, lower team quotas first, or confirm a pool "
+            "below the guarantees (KAI then cannot give every team its guarantee at once)"
+        )
     if errors:
         raise InvalidInput(errors)
     before = {
@@ -411,7 +423,8 @@ def update_pool(session: Session, *, actor: User, data: Mapping[str, Any]) -> Or
         + ", ".join(
             f"{POOL_LABELS[k]} {before[k]} → {after[k]}" for k in before if before[k] != after[k]
         ),
-        details={"before": before, "after": after},
+        details={"before": before, "after": after}
+        | ({"below_committed": format_hundredths(committed)} if short else {}),
     )
     _quotas_changed(session)
     return org

@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 from app.core.quantities import gpus
+from app.usage.fairshare import Trace
 from app.usage.service import NO_MODEL, GpuShare, Model, TeamQuota, shares_for
 from app.usage.sources import QueueUsage
 
@@ -104,11 +105,14 @@ def impact(
     model: Model = NO_MODEL,
     after_model: Model | None = None,
     also_changed: Collection[int] = (),
+    trace: Trace | None = None,
+    busy_trace: Trace | None = None,
 ) -> Impact:
     """Every team's share now and after ``changes`` (quota rows by team id; an id not in
     ``rows`` is a new team), the pool becoming ``new_pool_centi`` and the model becoming
     ``after_model`` (past usage to try; ``also_changed``: the teams it is about). ``before``, when
-    given, are the shares already computed for ``rows`` (the gauges' cached ones)."""
+    given, are the shares already computed for ``rows`` (the gauges' cached ones);
+    ``trace``/``busy_trace`` record the steps of the divisions after the decision."""
     changes = dict(changes or {})
     after_rows = [changes.pop(row.id, row) for row in rows]
     # A new team has no queue yet: nothing runs in it, it competes only when busy.
@@ -118,7 +122,13 @@ def impact(
     if before is None:
         before = shares_for(rows, data, pool_centi=pool_centi, parent=parent, model=model)
     after = shares_for(
-        after_rows, data, pool_centi=after_pool, parent=parent, model=after_model or model
+        after_rows,
+        data,
+        pool_centi=after_pool,
+        parent=parent,
+        model=after_model or model,
+        trace=trace,
+        busy_trace=busy_trace,
     )
     subjects = set(changes) | set(also_changed)  # new teams, teams whose inputs changed
     subjects |= {row.id for row, old in zip(after_rows, rows, strict=False) if row != old}

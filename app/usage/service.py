@@ -432,9 +432,11 @@ def shares_for(
     fair_override: dict[str, float] | None = None,
     model: Model = NO_MODEL,
     trace: Trace | None = None,
+    busy_trace: Trace | None = None,
 ) -> dict[int, GpuShare]:
     """Every team's share with KAI's fair share now and if every team were busy
-    (``trace``: where the division of "now" records its steps, for the explanation).
+    (``trace``, ``busy_trace``: where the division of "now" and of "if every team were
+    busy" record their steps, for the explanation).
 
     ``teams`` are all the teams holding a queue under the org's parent queue: fair share
     depends on everyone, so it is computed over all of them, never one team alone. Where
@@ -506,7 +508,7 @@ def shares_for(
     if fair_override is not None:
         # KAI's own figure from Prometheus, where it has one.
         fair_now = {**fair_now, **fair_override}
-    fair_busy = fair_shares(total, tree(busy_demand), k_value) if teams else {}
+    fair_busy = fair_shares(total, tree(busy_demand), k_value, busy_trace) if teams else {}
     # What past usage moved: the same division without it.
     plain = fair_shares(total, tree(now_demand), 0.0) if teams and model.weighs_history else {}
     # KAI's deserved amounts are not capped by what the cluster has (a pool above the

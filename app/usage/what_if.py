@@ -8,6 +8,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from app.teams.rules import QuotaValues
+from app.usage.fairshare import Trace
 from app.usage.impact import Impact, impact
 from app.usage.service import NO_MODEL, GpuShare, Model, TeamQuota
 from app.usage.sources import QueueUsage
@@ -43,6 +44,8 @@ def what_if(
     model: Model = NO_MODEL,
     after_model: Model | None = None,
     also_changed: Collection[int] = (),
+    trace: Trace | None = None,
+    busy_trace: Trace | None = None,
 ) -> Impact:
     """Every team's shares now and with ``changes`` and the pool at ``new_pool_centi``;
     ``before``: today's shares when already computed (the gauges' cache)."""
@@ -57,4 +60,6 @@ def what_if(
         model=model,
         after_model=after_model,
         also_changed=also_changed,
+        trace=trace,
+        busy_trace=busy_trace,
     )

@@ -104,8 +104,17 @@ class PoolIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     gpus: Amount
-    cpu_cores: Amount = Decimal(0)
-    memory_gb: Amount = Decimal(0)
+    cpu_cores: Amount | None = Field(
+        default=None, description="left out: the pool keeps its CPU cores"
+    )
+    memory_gb: Amount | None = Field(
+        default=None, description="left out: the pool keeps its memory"
+    )
+    below_committed: bool = Field(
+        default=False,
+        description="confirm a pool below the GPUs already guaranteed to teams (GPUs were "
+        "lost); without it such a pool is refused with 422",
+    )
 
 
 class QuotaOut(BaseModel):

@@ -82,6 +82,9 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "GET /admin/showback.csv": (None, (303, 403, 403, 403, 200)),
     "POST /admin/requests/{request_id}/approve": ({}, (303, 403, 403, 403, 303)),
     "POST /admin/requests/{request_id}/reject": ({}, (303, 403, 403, 403, 303)),
+    # Request 1 is decided: no preview of a decision already made.
+    "POST /admin/requests/{request_id}/preview": ({}, (303, 403, 403, 403, 409)),
+    "GET /admin/requests/{request_id}/why": (None, (303, 403, 403, 403, 409)),
     "POST /admin/simulate/failure": ({}, (303, 403, 403, 403, 303)),
     "POST /admin/simulate/usage": (
         {"team": "nlp", "allocated": "0.5", "requested": "1"},

@@ -223,7 +223,10 @@ def test_admin_adjusts_and_rejects(app: FastAPI, admin: Client) -> None:
     speech_id, audio_id = ids[0], ids[2]
     assert "Does not fit" in pending
     refused = admin.form(f"/admin/requests/{speech_id}/approve", {"mode": "as_asked"})
-    assert "0.01 GPU is free" in toasts(refused.text)[0]
+    assert refused.status_code == 409
+    card = refused.text[refused.text.index(f'id="request-{speech_id}"') :]
+    assert "Not approved:" in card[: card.index("</article>")]
+    assert "0.01 GPU is free" in card[: card.index("</article>")]
     adjusted = admin.form(
         f"/admin/requests/{speech_id}/approve",
         {
@@ -313,11 +316,23 @@ def test_admin_overview_filters_and_sorts(admin: Client) -> None:
     assert re.findall(r'<a href="/teams/\d+"><b>(\w+)</b>', fragment) == ["vision"]
 
 
-def test_pool_change_refuses_to_go_below_guarantees(admin: Client) -> None:
-    refused = admin.form("/admin/pool", {"gpus": "0.5", "cpu_cores": "40", "memory_gb": "160"})
-    assert "enter at least 0.99" in toasts(refused.text)[0]
+def test_pool_change_below_the_guarantees_needs_a_confirmation(admin: Client) -> None:
+    typed = {"gpus": "0.5", "cpu_cores": "40", "memory_gb": "160"}
+    refused = admin.form("/admin/pool", typed)
+    assert refused.status_code == 422
+    form = refused.text[refused.text.index('id="pool-form"') :]
+    assert "Pool not changed: 0.99 GPU are already guaranteed to teams: enter at least 0.99" in form
+    assert 'name="gpus" value="0.5"' in form, "what was typed stays in the form"
+    assert 'name="below_committed" value="confirm"' in form
+    assert "Pool is now" not in refused.text
+    assert admin.get("/api/v1/pool").json()["gpus"] == "1"
+    lost = admin.form("/admin/pool", typed | {"below_committed": "confirm"})
+    assert "Pool is now 0.5 GPU." in toasts(lost.text)
+    assert 'data-testid="pool-overcommitted"' in lost.text
+    assert "0.49 GPU more than the pool" in lost.text
     changed = admin.form("/admin/pool", {"gpus": "8", "cpu_cores": "40", "memory_gb": "160"})
     assert "Pool is now 8 GPU." in toasts(changed.text)
+    assert 'data-testid="pool-overcommitted"' not in changed.text
 
 
 def test_audit_page_shows_leads_only_their_teams(lead: Client, admin: Client) -> None:

@@ -21,10 +21,13 @@ def test_a_pool_below_the_guarantees_is_flagged_in_its_preview(db_url: str) -> N
         admin = client_for(app, "admin@example.org", admin=True)
         preview = admin.form("/admin/pool/impact", {"gpus": "0.5"}).text
         assert (
-            "A pool of 0.5 GPU is below the 0.99 GPU already guaranteed to teams: it cannot "
-            "be saved." in preview
+            "A pool of 0.5 GPU is below the 0.99 GPU already guaranteed to teams: KAI could "
+            "not give every team its guarantee at once." in preview
         )
-        assert "below-committed" not in admin.form("/admin/pool/impact", {"gpus": "2"}).text
+        assert 'name="below_committed" value="confirm"' in preview
+        fits = admin.form("/admin/pool/impact", {"gpus": "2"}).text
+        assert "below-committed" not in fits
+        assert "below_committed" not in fits
 
 
 def test_lowering_a_quota_names_what_kai_may_take_back(db_url: str) -> None:
@@ -156,10 +159,26 @@ def test_the_pool_change_is_told_in_words(db_url: str) -> None:
     for app in portal(db_url):
         admin = client_for(app, "admin@example.org", admin=True)
         assert admin.api("PUT", "/api/v1/pool", {"gpus": "2"}).status_code == 200
+        kept = admin.get("/api/v1/pool").json()
+        assert (kept["cpu_cores"], kept["memory_gb"]) == ("40", "160"), "left out: kept"
         changed = admin.api("PUT", "/api/v1/pool", {"gpus": "3", "cpu_cores": "4"})
         assert changed.status_code == 200
         summaries = [e["summary"] for e in admin.get("/api/v1/audit").json()]
-        assert "pool changed: GPUs 2 → 3, CPU cores 0 → 4" in summaries
+        assert "pool changed: GPUs 2 → 3, CPU cores 40 → 4" in summaries
+
+
+def test_the_api_sets_a_pool_below_the_guarantees_only_when_told_to(db_url: str) -> None:
+    for app in portal(db_url):
+        admin = client_for(app, "admin@example.org", admin=True)
+        refused = admin.api("PUT", "/api/v1/pool", {"gpus": "0.5"})
+        assert refused.status_code == 422
+        assert "below_committed" in refused.text or "confirm a pool below" in refused.text
+        lost = admin.api("PUT", "/api/v1/pool", {"gpus": "0.5", "below_committed": True})
+        assert lost.status_code == 200, lost.text
+        assert (lost.json()["gpus"], lost.json()["committed_gpus"]) == ("0.5", "0.99")
+        assert lost.json()["free_gpus"] == "0"
+        event = admin.get("/api/v1/audit").json()[0]
+        assert event["details"]["below_committed"] == "0.99"
 
 
 def test_a_decision_settles_the_admins_notices_that_asked_for_it(db_url: str) -> None:

@@ -47,8 +47,13 @@ def get_pool_impact(
 
 @router.put("/pool", response_model=PoolOut)
 def put_pool(body: PoolIn, session: SessionDep, principal: AdminPrincipal) -> PoolOut:
-    """Change the pool (admin); never below the guarantees already approved."""
+    """Change the pool (admin). A field left out keeps its value; a pool below the
+    guarantees already approved needs `below_committed: true`."""
+    fields = body.model_dump(exclude={"below_committed"}, exclude_none=True)
     service.update_pool(
-        session, actor=principal.user, data={k: str(v) for k, v in body.model_dump().items()}
+        session,
+        actor=principal.user,
+        data={k: str(v) for k, v in fields.items()},
+        below_committed=body.below_committed,
     )
     return get_pool(session, principal)

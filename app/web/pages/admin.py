@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -13,10 +13,11 @@ from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
+from app.core import labels
 from app.core.db import discard_changes
-from app.core.errors import DomainError, InvalidInput
+from app.core.errors import Conflict, DomainError, InvalidInput, NotFound
 from app.core.events import Event
-from app.core.models import ClusterRequest, RequestKind, RequestStatus, Step, TeamStatus, utcnow
+from app.core.models import ClusterRequest, RequestStatus, Step, TeamStatus, utcnow
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.provisioning import repository as provisioning
 from app.reads.org import org_view
@@ -25,8 +26,7 @@ from app.teams import repository as repo
 from app.teams import service
 from app.teams.rules import parse_quota_fields
 from app.usage import history, rightsizing
-from app.usage.impact import Impact
-from app.usage.service import OrgView
+from app.usage.service import OrgView, UsageCache
 from app.web.deps import (
     AdminPrincipal,
     BackendDep,
@@ -38,8 +38,8 @@ from app.web.deps import (
     UsageDep,
     page_number,
 )
-from app.web.templating import flash, redirect, render
-from app.web.views.impact import org_impact, request_impact, what_if
+from app.web.templating import flash, is_htmx, redirect, render
+from app.web.views.impact import org_impact, review, review_account, what_if
 from app.web.views.overview import PoolSummary
 from app.web.views.teams import cards_from
 
@@ -184,13 +184,18 @@ def rightsizing_page(
 
 @router.post("/pool")
 def update_pool(
-    request: Request, session: SessionDep, principal: AdminPrincipal, data: FormDep
+    request: Request, session: SessionDep, principal: AdminPrincipal, usage: UsageDep, data: FormDep
 ) -> Response:
+    confirmed = data.get("below_committed") == "confirm"
     try:
-        org = service.update_pool(session, actor=principal.user, data=data)
+        org = service.update_pool(
+            session, actor=principal.user, data=data, below_committed=confirmed
+        )
     except InvalidInput as exc:
-        flash(request, "Pool not changed: " + "; ".join(exc.errors.values()), "error")
-        return redirect(request, "/admin")
+        discard_changes(session)
+        # The form again, with what was typed, the reason and the preview: nothing lost.
+        error = "Pool not changed: " + "; ".join(exc.errors.values())
+        return _pool_preview(request, session, principal, usage, data, error, status_code=422)
     flash(request, f"Pool is now {format_hundredths(org.gpus_centi)} GPU.")
     return redirect(request, "/admin")
 
@@ -220,14 +225,28 @@ def pool_impact(
     request: Request, session: SessionDep, principal: AdminPrincipal, usage: UsageDep, data: FormDep
 ) -> Response:
     """What a new pool would do to every team (nothing is saved)."""
+    return _pool_preview(request, session, principal, usage, data, None)
+
+
+def _pool_preview(
+    request: Request,
+    session: Session,
+    principal: Any,
+    usage: UsageCache,
+    data: Mapping[str, str],
+    error: str | None,
+    status_code: int = 200,
+) -> Response:
     org = repo.get_org(session)
     values = {key: data.get(key, "") for key in ("gpus", "cpu_cores", "memory_gb")}
-    error: str | None = None
+    imp = None
+    new_pool = org.gpus_centi
     try:
         new_pool = parse_hundredths(values["gpus"], what="the pool's GPUs")
     except ValueError as exc:
-        error, new_pool = str(exc), org.gpus_centi
-    imp = org_impact(session, usage, org, new_pool_centi=new_pool)
+        error = error or str(exc)
+    else:
+        imp = org_impact(session, usage, org, new_pool_centi=new_pool)
     return render(
         request,
         "admin/pool_impact.html",
@@ -240,8 +259,10 @@ def pool_impact(
             "new_pool": new_pool / 100,
             "cluster_gpus": usage.model.cluster_gpus,
             "committed": repo.committed_gpu_centi(session, org.id) / 100,
+            "confirmed": data.get("below_committed") == "confirm",
         },
         partial="admin/partials/pool_impact.html",
+        status_code=status_code,
     )
 
 
@@ -261,13 +282,23 @@ def what_if_recompute(
 ) -> Response:
     """The same page with the shares for what was typed (HTMX: only the results)."""
     org = repo.get_org(session)
-    scenario = what_if(session, usage, org, data)
+    scenario = what_if(session, usage, org, data, explain_for=_explained(data))
     return render(
         request,
         "admin/what_if.html",
         {"principal": principal, "w": scenario},
         partial="admin/partials/what_if_results.html",
     )
+
+
+def _explained(data: Mapping[str, str]) -> int | None:
+    """The team whose division the what-if tells step by step: the one whose "why?" was
+    pressed, else the one told before (kept across keystrokes)."""
+    for key in ("explain_now", "explain"):
+        value = data.get(key, "")
+        if value.isdigit() and len(value) < 12:
+            return int(value)
+    return None
 
 
 @router.post("/what-if/requests")
@@ -318,41 +349,32 @@ def what_if_to_requests(
 
 
 @dataclass(frozen=True)
-class ReviewRow:
-    """One review card: the asked values beside the current ones, and their effect."""
+class Refused:
+    """An approval the service refused: its card is shown open again, with the values
+    and the note as they were sent and the reason inline."""
 
-    request: ClusterRequest
-    asked: dict[str, str]
-    current: dict[str, str] | None
-    after_centi: int
-    fits: bool
-    free_centi: int
-    impact: Impact
+    id: int
+    mode: str
+    error: str
+    reason: str
 
 
-@router.get("/requests", response_class=HTMLResponse)
-def pending_requests(
-    request: Request, session: SessionDep, principal: AdminPrincipal, usage: UsageDep
+def _requests_page(
+    request: Request,
+    session: Session,
+    principal: Any,
+    usage: UsageCache,
+    *,
+    typed: tuple[int, Mapping[str, str]] | None = None,
+    failed: Refused | None = None,
+    status_code: int = 200,
 ) -> Response:
     org = repo.get_org(session)
     pending = repo.get_requests(session, status=RequestStatus.SUBMITTED)
-    committed = repo.committed_gpu_centi(session, org.id)
-    rows = []
-    for item in pending:
-        others = repo.committed_gpu_centi(session, org.id, exclude_team_id=item.team_id)
-        rows.append(
-            ReviewRow(
-                request=item,
-                asked=service.values_of(item).display(),
-                current=service.values_of(item.team).display()
-                if item.kind == RequestKind.QUOTA_CHANGE
-                else None,
-                after_centi=others + item.gpu_quota_centi,
-                fits=others + item.gpu_quota_centi <= org.gpus_centi,
-                free_centi=max(0, org.gpus_centi - others),
-                impact=request_impact(session, usage, org, item),
-            )
-        )
+    rows = [
+        review(session, usage, org, item, typed[1] if typed and typed[0] == item.id else None)
+        for item in pending
+    ]
     return render(
         request,
         "admin/requests.html",
@@ -360,19 +382,85 @@ def pending_requests(
             "principal": principal,
             "org": org,
             "rows": rows,
-            "committed_centi": committed,
+            "committed_centi": repo.committed_gpu_centi(session, org.id),
             "pending_count": len(pending),
+            "failed": failed,
         },
+        status_code=status_code,
+    )
+
+
+@router.get("/requests", response_class=HTMLResponse)
+def pending_requests(
+    request: Request, session: SessionDep, principal: AdminPrincipal, usage: UsageDep
+) -> Response:
+    return _requests_page(request, session, principal, usage)
+
+
+def _pending(session: Session, request_id: int) -> ClusterRequest:
+    found = repo.get_request(session, request_id)
+    if found.status != RequestStatus.SUBMITTED:
+        raise Conflict(f"request #{request_id} is {found.status}: it was already decided")
+    return found
+
+
+@router.post("/requests/{request_id}/preview", response_class=HTMLResponse)
+def preview_decision(
+    request: Request,
+    request_id: Id,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    usage: UsageDep,
+    data: FormDep,
+) -> Response:
+    """The card's preview for the values typed in "approve with changes" (HTMX: as the
+    admin types; without JavaScript: the whole page with that card open)."""
+    found = _pending(session, request_id)
+    if not is_htmx(request):
+        return _requests_page(request, session, principal, usage, typed=(request_id, data))
+    rv = review(session, usage, repo.get_org(session), found, data)
+    return render(
+        request,
+        "admin/requests.html",
+        {"principal": principal, "rv": rv},
+        partial="admin/partials/review_preview.html",
+    )
+
+
+@router.get("/requests/{request_id}/why", response_class=HTMLResponse)
+def decision_why(
+    request: Request,
+    request_id: Id,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    usage: UsageDep,
+) -> Response:
+    """KAI's division for the requesting team after the decision, step by step (the
+    asked values, the largest guarantee that fits, or the typed ones in the query)."""
+    found = _pending(session, request_id)
+    typed = dict(request.query_params) if request.query_params else None
+    rv, account = review_account(session, usage, repo.get_org(session), found, typed)
+    return render(
+        request,
+        "admin/request_why.html",
+        {"principal": principal, "rv": rv, "account": account},
+        partial="admin/partials/review_why.html",
     )
 
 
 @router.post("/requests/{request_id}/approve")
 def approve(
-    request: Request, request_id: Id, session: SessionDep, principal: AdminPrincipal, data: FormDep
+    request: Request,
+    request_id: Id,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    usage: UsageDep,
+    data: FormDep,
 ) -> Response:
+    mode = "adjusted" if data.get("mode") == "adjusted" else "as_asked"
     try:
         # The admin's values, parsed once here; the service checks them against the pool.
-        adjusted = parse_quota_fields(data) if data.get("mode") == "adjusted" else None
+        adjusted = parse_quota_fields(data) if mode == "adjusted" else None
         decision = service.approve(
             session,
             actor=principal.user,
@@ -382,14 +470,37 @@ def approve(
         )
     except DomainError as exc:
         discard_changes(session)
-        flash(request, f"Request #{request_id} not approved: {exc.message}", "error")
-        return redirect(request, "/admin/requests")
+        try:
+            still_open = repo.get_request(session, request_id, fresh=True).status
+        except NotFound:
+            still_open = None
+        if still_open != RequestStatus.SUBMITTED:
+            flash(request, f"Request #{request_id} not approved: {exc.message}", "error")
+            return redirect(request, "/admin/requests")
+        # Keep the card open with what was sent: nothing the admin typed is lost.
+        refused = Refused(request_id, mode, _in_words(exc), data.get("reason", ""))
+        return _requests_page(
+            request,
+            session,
+            principal,
+            usage,
+            typed=(request_id, data) if mode == "adjusted" else None,
+            failed=refused,
+            status_code=exc.status_code if exc.status_code >= 400 else 400,
+        )
     team = repo.get_request(session, request_id).team
     flash(
         request,
         f"Approved {team.name}" + (" with adjusted values." if decision.changes else " as asked."),
     )
     return redirect(request, "/admin/requests")
+
+
+def _in_words(exc: DomainError) -> str:
+    """A refusal as a person reads it: fields by their labels, not their names."""
+    if isinstance(exc, InvalidInput):
+        return "; ".join(f"{labels.label(k)}: {v}" for k, v in exc.errors.items())
+    return exc.message
 
 
 @router.post("/requests/{request_id}/reject")
