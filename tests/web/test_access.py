@@ -54,6 +54,7 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "GET /teams/{team_id}/why": (None, (303, 200, 200, 404, 200)),
     "GET /teams/{team_id}/quota": (None, (303, 403, 200, 404, 200)),
     "POST /teams/{team_id}/quota": ({}, (303, 403, 422, 404, 422)),
+    "POST /teams/{team_id}/quota/validate": ({}, (303, 403, 200, 404, 200)),
     # No suggestion for nlp here: told so on the team page (303), not an error page.
     "POST /teams/{team_id}/rightsizing": ({}, (303, 403, 303, 404, 303)),
     "POST /teams/{team_id}/decommission": ({"confirm": "nlp"}, (303, 403, 303, 404, 303)),

@@ -160,3 +160,54 @@ def test_the_what_if_tells_a_teams_division_after_the_changes(db_url: str) -> No
         ).text
         assert 'id="whatif-why"' in again
         assert 'id="whatif-why"' not in admin.form("/admin/what-if", {"pool": "2"}).text
+
+
+def test_the_quota_change_form_shows_current_to_new_the_pool_and_what_kai_may_take_back(
+    db_url: str,
+) -> None:
+    for app in portal(db_url):
+        backend = portal_of(app).backend
+        assert isinstance(backend, SimulatedBackend)
+        backend.pin_usage("nlp", allocated=0.9, requested=0.9)
+        for team in ("vision", "recommender"):
+            backend.pin_usage(team, allocated=0.0, requested=0.0)
+        lead = client_for(app, "lead-nlp@example.org")
+        opened = lead.get("/teams/1/quota").text
+        assert "GPU guarantee 0.33 (no change)" in words(opened)
+        typed = {
+            "csrf_token": lead.csrf,
+            "gpu_quota": "0.1",
+            "gpu_limit": "0.3",
+            "over_quota_weight": "1",
+            "priority": "100",
+            "cpu_quota": "",
+            "memory_quota": "",
+        }
+        live = lead.post("/teams/1/quota/validate", data=typed, headers={"HX-Request": "true"})
+        said = words(live.text)
+        assert "<html" not in live.text
+        assert "GPU guarantee 0.33 → 0.1" in said
+        assert "GPU limit 1 → 0.3" in said
+        assert "Queue priority 100 (no change)" in said
+        assert "Fits: 0.24 GPU stays unguaranteed after approval." in said
+        assert (
+            "nlp uses 0.9 GPU now: after this change KAI may take back 0.6 GPU of its running "
+            "work when other teams ask for their share." in said
+        )
+        assert "vision" not in said, "a lead sees no other team's figures"
+        over = lead.post(
+            "/teams/1/quota/validate",
+            data=typed | {"gpu_quota": "0.9", "gpu_limit": "1"},
+            headers={"HX-Request": "true"},
+        )
+        assert "Over the pool by 0.56 GPU: an admin can approve at most 0.34 GPU" in words(
+            over.text
+        )
+        bad = lead.post(
+            "/teams/1/quota/validate",
+            data=typed | {"gpu_limit": "0.05"},
+            headers={"HX-Request": "true"},
+        ).text
+        assert 'id="err-gpu_limit"' in bad
+        assert "cannot be below the guarantee" in bad
+        assert "Fix the values marked in the form" in words(bad)

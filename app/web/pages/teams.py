@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -14,15 +15,16 @@ from app.access import service as access
 from app.auth.principal import Principal
 from app.core.db import discard_changes
 from app.core.errors import Conflict, DomainError, InvalidInput, NotFound
-from app.core.models import TeamStatus
+from app.core.models import Team, TeamStatus
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.provisioning.specs import spec_of
 from app.runtime import Portal
 from app.teams import members, service
 from app.teams import repository as repo
 from app.teams.podspec import example_pods
-from app.teams.rules import parse_quota_fields
+from app.teams.rules import parse_quota, parse_quota_fields
 from app.usage import history, rightsizing
+from app.usage.service import UsageCache
 from app.web.deps import (
     BackendDep,
     CurrentPrincipal,
@@ -38,6 +40,7 @@ from app.web.deps import (
     UsageDep,
 )
 from app.web.templating import flash, redirect, render
+from app.web.views.impact import own_impact
 from app.web.views.teams import STEP_LABELS, TeamDetail, cards, team_detail, why_share
 
 router = APIRouter(include_in_schema=False)
@@ -381,11 +384,27 @@ def propose_rightsizing(
     return redirect(request, "/admin/requests" if principal.is_admin else f"/teams/{team.id}")
 
 
-@router.get("/teams/{team_id}/quota", response_class=HTMLResponse)
-def quota_form(
-    request: Request, team: TeamForLead, session: SessionDep, principal: CurrentPrincipal
+def _quota_form(
+    request: Request,
+    session: Session,
+    principal: Any,
+    usage: UsageCache,
+    team: Team,
+    values: Mapping[str, str],
+    errors: dict[str, str],
+    *,
+    status_code: int = 200,
 ) -> Response:
-    values = service.values_of(team).display()
+    """The quota-change form with the team's current → new values, where the new
+    guarantee leaves the pool, and the team's own shares after (what KAI may take back
+    from its running work when the change lowers them)."""
+    org = repo.get_org(session)
+    parsed = None
+    try:
+        parsed = parse_quota(values, pool=org)
+    except InvalidInput as exc:
+        errors = errors or exc.errors
+    requested = parsed.gpu_quota_centi if parsed is not None else 0
     return render(
         request,
         "teams/quota.html",
@@ -393,10 +412,41 @@ def quota_form(
             "principal": principal,
             "team": team,
             "values": values,
-            "errors": {},
-            "org": repo.get_org(session),
+            "errors": errors,
+            "org": org,
+            "current": service.values_of(team).display(),
+            "new": parsed.display() if parsed is not None else None,
+            "preview": service.preview(session, requested_centi=requested, exclude_team_id=team.id),
+            "own": own_impact(session, usage, org, team, parsed) if parsed is not None else None,
         },
+        partial="teams/partials/quota_feedback.html",
+        status_code=status_code,
     )
+
+
+@router.get("/teams/{team_id}/quota", response_class=HTMLResponse)
+def quota_form(
+    request: Request,
+    team: TeamForLead,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    usage: UsageDep,
+) -> Response:
+    values = service.values_of(team).display()
+    return _quota_form(request, session, principal, usage, team, values, {})
+
+
+@router.post("/teams/{team_id}/quota/validate", response_class=HTMLResponse)
+def validate_quota(
+    request: Request,
+    team: TeamForLead,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    usage: UsageDep,
+    values: FormDep,
+) -> Response:
+    """The form's feedback as the lead types (HTMX; nothing is saved)."""
+    return _quota_form(request, session, principal, usage, team, values, {})
 
 
 @router.post("/teams/{team_id}/quota")
@@ -405,6 +455,7 @@ def submit_quota(
     team: TeamForLead,
     session: SessionDep,
     principal: CurrentPrincipal,
+    usage: UsageDep,
     values: FormDep,
 ) -> Response:
     try:
@@ -416,17 +467,9 @@ def submit_quota(
             purpose=values.get("purpose", ""),
         )
     except InvalidInput as exc:
-        return render(
-            request,
-            "teams/quota.html",
-            {
-                "principal": principal,
-                "team": team,
-                "values": values,
-                "errors": exc.errors,
-                "org": repo.get_org(session),
-            },
-            status_code=422,
+        discard_changes(session)
+        return _quota_form(
+            request, session, principal, usage, team, values, exc.errors, status_code=422
         )
     flash(request, "Quota change sent to the admins.")
     return redirect(request, f"/teams/{team.id}")

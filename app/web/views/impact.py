@@ -23,7 +23,7 @@ from app.teams import service as team_service
 from app.teams.rules import QuotaValues, parse_quota
 from app.usage.explain import Level, explain
 from app.usage.fairshare import Trace
-from app.usage.impact import Impact, impact
+from app.usage.impact import Impact, TeamImpact, impact
 from app.usage.service import TeamQuota, UsageCache, display_name_of
 from app.usage.what_if import what_if as usage_what_if
 
@@ -86,6 +86,16 @@ def request_impact(
     return org_impact(
         session, usage, org, changes={row.id: row}, trace=trace, busy_trace=busy_trace
     )
+
+
+def own_impact(
+    session: Session, usage: UsageCache, org: Org, team: Team, values: QuotaValues
+) -> TeamImpact | None:
+    """The team's own figures before and after a change of its quota (what its lead may
+    see: no other team's numbers)."""
+    row = quota_row(team, values)
+    imp = org_impact(session, usage, org, changes={row.id: row})
+    return next((t for t in imp.teams if t.team_id == team.id), None)
 
 
 @dataclass(frozen=True)
