@@ -57,12 +57,14 @@ def migrate(settings: Settings, revision: str = "head") -> None:
 
 def seed(settings: Settings) -> bool:
     from app.teams.seed import seed_example
+    from app.usage.demo import seed_history
 
     engine = make_engine(settings.database_url)
     try:
         factory = make_session_factory(engine)
         with unit_of_work(factory) as session:
-            return seed_example(session)
+            # The demo's org, with two weeks of history for right-sizing to speak of.
+            return seed_example(session) and seed_history(session) > 0
     finally:
         engine.dispose()
 

@@ -16,6 +16,7 @@ from functools import cached_property
 
 from prometheus_client import CollectorRegistry
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.applications import Starlette
 
@@ -24,6 +25,7 @@ from app.access.sweeper import Sweeper
 from app.adapters.factory import Cluster, make_backend
 from app.adapters.oidc import OidcClient
 from app.adapters.prometheus import PrometheusSource
+from app.adapters.simulated import SimulatedBackend
 from app.audit.lines import EventLines
 from app.core import metrics
 from app.core.config import PROJECT_ROOT, Settings
@@ -34,6 +36,7 @@ from app.notifications import jobs as notification_jobs
 from app.notifications.delivery import Deliverer
 from app.provisioning import jobs as provisioning_jobs
 from app.provisioning.reconciler import Reconciler
+from app.provisioning.restore import restore_from_database
 from app.provisioning.workloads import RefusedPods
 from app.teams import repository as teams_repo
 from app.usage import jobs as usage_jobs
@@ -122,7 +125,18 @@ class Portal:
 
     @cached_property
     def backend(self) -> Cluster:
-        return make_backend(self.settings)
+        backend = make_backend(self.settings)
+        if isinstance(backend, SimulatedBackend):
+            # Its cluster lives in this process's memory: what earlier processes created
+            # is restored from the database, so a restart is not every object "deleted".
+            try:
+                restored = restore_from_database(self.session_factory, backend, self.settings)
+            except SQLAlchemyError as exc:  # not migrated yet: nothing to restore
+                log.warning("simulated cluster not restored from the database: %s", exc)
+            else:
+                if restored:
+                    log.info("simulated cluster: restored %d teams from the database", restored)
+        return backend
 
     @cached_property
     def usage_cache(self) -> UsageCache:

@@ -23,6 +23,7 @@ def make_backend(settings: Settings) -> Cluster:
             step_seconds=settings.simulated_step_seconds,
             call_seconds=settings.simulated_call_seconds,
             cluster_gpus=settings.simulated_cluster_gpus,
+            chart_version=settings.chart_version,
         )
     from app.adapters.k8s.backend import KubernetesBackend
 

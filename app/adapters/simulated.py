@@ -21,6 +21,7 @@ from app.core.models import Step
 from app.provisioning.backend import (
     DONE,
     MISSING,
+    OUTDATED,
     PROGRESSING,
     BackendError,
     Observation,
@@ -37,6 +38,7 @@ SIMULATED_NOTICE = "SIMULATED cluster backend: nothing was created in any real c
 class _Object:
     spec: TeamSpec
     ready_at: float
+    version: str | None = None  # the vCluster's chart version
 
 
 @dataclass
@@ -65,8 +67,12 @@ class SimulatedBackend:
         step_seconds: float = 1.5,
         call_seconds: float = 0.0,
         cluster_gpus: float | None = None,
+        chart_version: str | None = None,
     ) -> None:
         self.step_seconds = step_seconds
+        # The chart a vCluster is installed with; one at another version is outdated (and
+        # upgraded in turn, as the real backend reports it). None: versions not tracked.
+        self.chart_version = chart_version
         self.call_seconds = call_seconds
         # The simulated cluster's GPUs (None: as many as the org's pool). KAI divides
         # these among the top-level queues; the org's pool is its queue's guarantee.
@@ -146,8 +152,15 @@ class SimulatedBackend:
                     MISSING, f"queue {spec.queue_name} differs from the approved quota"
                 )
             if obj.ready_at > time.monotonic():
-                return Observation(PROGRESSING, f"{_describe(step, spec)} is starting")
-            return Observation(DONE, f"{_describe(step, spec)} is ready (simulated)")
+                return Observation(PROGRESSING, f"{_describe(step, spec)} is starting", obj.version)
+            wanted = self.chart_version
+            if step == Step.VCLUSTER and wanted and obj.version and obj.version != wanted:
+                return Observation(
+                    OUTDATED,
+                    f"{_describe(step, spec)} runs chart {obj.version}; {wanted} is configured",
+                    obj.version,
+                )
+            return Observation(DONE, f"{_describe(step, spec)} is ready (simulated)", obj.version)
 
     def apply(self, step: Step, spec: TeamSpec) -> Observation:
         self._slow_call()
@@ -156,13 +169,29 @@ class SimulatedBackend:
             self._maybe_fail(step, spec.team)
             if step != Step.KUBECONFIG:
                 existing = self._objects.get((step, spec.team))
-                ready_at = (
-                    existing.ready_at
-                    if existing is not None and step != Step.QUEUE
-                    else time.monotonic() + self._delay(step)
-                )
-                self._objects[(step, spec.team)] = _Object(spec, ready_at)
+                version = self.chart_version if step == Step.VCLUSTER else None
+                kept = existing is not None and step != Step.QUEUE and existing.version == version
+                # An upgrade restarts the control plane: it takes a step's time again.
+                ready_at = existing.ready_at if kept and existing else time.monotonic()
+                if not kept:
+                    ready_at += self._delay(step)
+                self._objects[(step, spec.team)] = _Object(spec, ready_at, version)
         return self.observe(step, spec)
+
+    @property
+    def empty(self) -> bool:
+        with self._lock:
+            return not self._objects
+
+    def restore(self, spec: TeamSpec, steps: Collection[Step], version: str | None) -> None:
+        """What an earlier process of the portal created, as its database records it
+        (``steps`` done, the vCluster at chart ``version``): the simulated cluster lives
+        in memory, so a restart would otherwise look like every object deleted."""
+        with self._lock:
+            for step in steps:
+                if step != Step.KUBECONFIG:
+                    kept = version if step == Step.VCLUSTER else None
+                    self._objects.setdefault((step, spec.team), _Object(spec, 0.0, kept))
 
     def remove(self, step: Step, spec: TeamSpec) -> Observation:
         self._slow_call()

@@ -48,6 +48,7 @@ class Event(StrEnum):
     VCLUSTER_UPGRADED = "vcluster.upgraded"
     ROLLOUT_STOPPED = "vcluster.rollout_stopped"
     ROLLOUT_RESUMED = "vcluster.rollout_resumed"
+    SIMULATED_RESTARTED = "provisioning.simulated_restarted"  # the in-memory cluster restored
     # Personal kubeconfigs
     KUBECONFIG_ISSUED = "kubeconfig.issued"
     KUBECONFIG_REVOKED = "kubeconfig.revoked"

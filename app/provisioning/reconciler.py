@@ -81,6 +81,7 @@ class Reconciler:
         # Set at shutdown: finish the team in hand, take no other, give every lease back.
         self.stopping = threading.Event()
         self.in_hand: int | None = None  # the team whose pass is running
+        self._version_checked = False  # outdated teams looked at since this start
         self.worker = settings.worker  # its leases, back-off and resync
         self.timing = Timing(
             retry_base_seconds=self.worker.retry_base_seconds,
@@ -104,6 +105,12 @@ class Reconciler:
         handled = 0
         seen: set[int] = set()
         started = time.perf_counter()
+        if not self._version_checked:
+            # A new chart version is configured by a restart: its rollout starts now, not
+            # when the periodic check reaches the first team.
+            with unit_of_work(self.session_factory) as session:
+                repo.nudge_outdated(session, version=self.settings.chart_version, now=utcnow())
+            self._version_checked = True
         try:
             while not self.stopping.is_set():
                 # Each team at most once per pass, however soon it is due again.

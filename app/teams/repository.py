@@ -23,6 +23,7 @@ from app.core.models import (
     RightsizingSuggestion,
     Team,
     TeamMember,
+    TeamStatus,
     User,
 )
 
@@ -366,6 +367,10 @@ def get_team_keys(
 def count_by_status(session: Session) -> dict[str, int]:
     rows = session.execute(select(Team.status, func.count()).group_by(Team.status)).all()
     return {str(status): int(count) for status, count in rows}
+
+
+def count_ready(session: Session) -> int:
+    return int(session.scalar(select(func.count()).where(Team.status == TeamStatus.READY)) or 0)
 
 
 def get_team_names(session: Session, team_ids: Sequence[int]) -> dict[int, str]:

@@ -145,13 +145,17 @@ class RightsizingRun:
         self.settings = settings
         self.every = every
         self._last = -math.inf
+        self._ready: int | None = None  # ready teams at the last run
 
     def maybe_run(self) -> int | None:
-        if time.monotonic() - self._last < self.every:
-            return None
-        self._last = time.monotonic()
+        """Once per ``every`` seconds, and whenever a team became ready or stopped being
+        (only ready teams are judged: a new one need not wait an hour)."""
         try:
             with unit_of_work(self.session_factory) as session:
+                ready = teams.count_ready(session)
+                if time.monotonic() - self._last < self.every and ready == self._ready:
+                    return None
+                self._last, self._ready = time.monotonic(), ready
                 return rightsizing.recompute(session, self.settings)
         except IntegrityError:
             return None  # another process replaced them at the same moment

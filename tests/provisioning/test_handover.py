@@ -44,7 +44,9 @@ def _replica(tmp_path: Path, name: str, db: str) -> tuple[subprocess.Popen[bytes
         "PORTAL_DEVELOPMENT": "true",
         "PORTAL_DATABASE_URL": db,
         "PORTAL_SIMULATED_STEP_SECONDS": "0",
-        "PORTAL_SIMULATED_CALL_SECONDS": "0.4",
+        # Slow calls keep A busy with its teams (leases held) while B starts on a loaded
+        # machine.
+        "PORTAL_SIMULATED_CALL_SECONDS": "0.8",
         "PORTAL_WORKER_LEASE_SECONDS": str(LEASE_SECONDS),
         "PORTAL_WORKER_INTERVAL_SECONDS": "0.2",
         "PORTAL_USAGE_COLLECTOR_ENABLED": "false",

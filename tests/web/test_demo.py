@@ -1,0 +1,117 @@
+"""The demo as a person sees it across restarts: the simulated cluster lives in the
+process's memory, so a restart restores it from the database and says so once (no drift
+alarm per team); its vClusters carry chart versions, so a new version rolls out one team
+at a time with the rollout card; and the seeded org comes with history to right-size."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from fastapi import FastAPI
+from sqlalchemy import select, update
+
+from app.adapters.simulated import SimulatedBackend
+from app.cli import seed
+from app.core.db import unit_of_work
+from app.core.models import AuditEvent, Step, Team, utcnow
+from app.runtime import portal_of
+from app.usage.history import RightsizingRun
+from tests.conftest import settings_for
+from tests.web.conftest import client_for, portal
+from tests.web.test_review import words
+
+
+def _actions(app: FastAPI) -> list[str]:
+    with portal_of(app).session_factory() as session:
+        return list(session.scalars(select(AuditEvent.action).order_by(AuditEvent.id)))
+
+
+def _versions(app: FastAPI) -> dict[str, str | None]:
+    with portal_of(app).session_factory() as session:
+        return dict(session.execute(select(Team.name, Team.vcluster_version)).all())
+
+
+def test_a_restart_restores_the_simulated_cluster_and_says_so_once(db_url: str) -> None:
+    for app in portal(db_url, vcluster_chart_version="0.36.0"):
+        for _ in range(3):
+            portal_of(app).reconciler.run_once()
+        lead = client_for(app, "lead-nlp@example.org")
+        assert lead.get("/api/v1/teams/1").json()["status"] == "ready"
+    for app in portal(db_url, vcluster_chart_version="0.36.0"):
+        for _ in range(3):
+            portal_of(app).reconciler.run_once()
+        actions = _actions(app)
+        assert "provisioning.drift_repaired" not in actions
+        assert actions.count("provisioning.simulated_restarted") == 1
+        admin = client_for(app, "admin@example.org", admin=True)
+        assert "Repaired in the cluster" not in admin.get("/admin").text
+        audit = admin.get("/audit").text
+        assert (
+            "the simulated cluster started empty in this process: the objects of 3 teams were "
+            "re-created from the database (nothing real exists)" in audit
+        )
+        lead = client_for(app, "lead-nlp@example.org")
+        assert lead.get("/api/v1/teams/1").json()["status"] == "ready"
+        issued = lead.form("/teams/1/kubeconfig")
+        assert issued.status_code == 200, "the restored vCluster hands out kubeconfigs"
+        # An object deleted by hand after the restart is still drift, and repaired.
+        backend = portal_of(app).backend
+        assert isinstance(backend, SimulatedBackend)
+        backend.delete_object(Step.NAMESPACE, "vision")
+        with unit_of_work(portal_of(app).session_factory) as session:
+            session.execute(update(Team).values(next_attempt_at=utcnow()))
+        portal_of(app).reconciler.run_once()
+        assert "provisioning.drift_repaired" in _actions(app)
+
+
+def test_a_new_chart_version_rolls_over_the_simulated_teams_one_at_a_time(db_url: str) -> None:
+    for app in portal(db_url, vcluster_chart_version="0.36.0"):
+        for _ in range(3):
+            portal_of(app).reconciler.run_once()
+    for app in portal(db_url, vcluster_chart_version="0.36.1", simulated_step_seconds=0.2):
+        admin = client_for(app, "admin@example.org", admin=True)
+        portal_of(app).reconciler.run_once()
+        card = admin.get("/admin").text
+        assert "vCluster upgrade to 0.36.1" in card
+        counts = re.findall(r"data-rollout-count>(\d+) of (\d+) teams<", card)
+        assert counts == [("0", "3")]
+        upgraded: set[int] = set()
+        for _ in range(200):
+            portal_of(app).reconciler.run_once()
+            versions = _versions(app)
+            upgraded.add(sum(1 for v in versions.values() if v == "0.36.1"))
+            if set(versions.values()) == {"0.36.1"}:
+                break
+            time.sleep(0.05)
+        assert set(versions.values()) == {"0.36.1"}, versions
+        assert upgraded >= {1, 2, 3}, "one team at a time"
+        assert _actions(app).count("vcluster.upgraded") == 3
+        assert "vCluster upgrade to" not in admin.get("/admin").text, "done: the card goes"
+
+
+def test_the_demo_seed_gives_right_sizing_an_idle_and_a_starved_team(db_url: str) -> None:
+    settings = settings_for(db_url)
+    assert seed(settings), "an empty database is seeded"
+    assert not seed(settings), "and only once"
+    for app in portal(db_url):
+        for _ in range(3):
+            portal_of(app).reconciler.run_once()
+        run = RightsizingRun(portal_of(app).session_factory, settings)
+        assert run.maybe_run() == 2
+        admin = client_for(app, "admin@example.org", admin=True)
+        page = admin.get("/admin/rightsizing").text
+        rows = {
+            name: words(row)
+            for name, row in re.findall(
+                r"<tr[^>]*>\s*<t[dh][^>]*>(?:<[^>]+>)*(\w+)(.*?)</tr>", page, re.S
+            )
+        }
+        assert rows["vision"].startswith("idle"), rows
+        assert "Propose 0.05 GPU" in rows["vision"]
+        assert rows["recommender"].startswith("starved"), rows
+        assert "100 %" in rows["recommender"]
+        assert "Propose 1 GPU" in rows["recommender"]
+        assert "nlp" not in rows, "busy around its guarantee: nothing to say"
+        sparkline = admin.get("/teams/2").text
+        assert 'data-spark="peak">0.04<' in sparkline, "a week of history in vision's sparkline"
