@@ -459,6 +459,11 @@ def shares_for(
     top = model.top if model.cluster_gpus is not None else None
     total = top.gpus if top is not None else pool
     own = next((q for q in top.queues if q.name == parent), None) if top is not None else None
+    # The portal writes the org's queue: its limit is unlimited or its pool
+    # (PORTAL_ORG_QUEUE_GPU_LIMIT). Capped at the pool, it follows a pool being tried.
+    own_limit = UNLIMITED if own is None else own.limit
+    if own is not None and own.limit >= 0 and abs(own.limit - own.quota) < 0.005:
+        own_limit = pool
     others = [
         QueueInput(
             q.name,
@@ -493,7 +498,7 @@ def shares_for(
         org = QueueInput(
             parent,
             pool,
-            own.limit if own is not None else UNLIMITED,
+            own_limit,
             own.weight if own is not None else 1.0,
             own.priority if own is not None else 100,
             order=(own.created or 0) if own is not None else 0,

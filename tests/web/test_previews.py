@@ -207,3 +207,19 @@ def test_the_bell_is_drawn_not_an_emoji(db_url: str) -> None:
             page = admin.get(path).text
             assert 'class="bell-icon"' in page
             assert "\U0001f514" not in page
+
+
+def test_an_org_queue_capped_at_its_pool_follows_the_pool_being_tried(db_url: str) -> None:
+    """With PORTAL_ORG_QUEUE_GPU_LIMIT=pool the org's queue may use only its pool: a
+    smaller pool tried in a preview is fewer GPUs for its teams (the limit follows it)."""
+    for app in portal(db_url, org_queue_gpu_limit="pool", simulated_cluster_gpus=4):
+        backend = portal_of(app).backend
+        assert isinstance(backend, SimulatedBackend)
+        for team in ("nlp", "vision", "recommender"):
+            backend.pin_usage(team, allocated=0.3, requested=1.0)
+        admin = client_for(app, "admin@example.org", admin=True)
+        imp = admin.get("/api/v1/pool/impact", params={"gpus": "3"}).json()
+        after = sum(t["fair_now_after"] or 0 for t in imp["teams"])
+        before = sum(t["fair_now_before"] or 0 for t in imp["teams"])
+        assert round(before, 2) == 1.0, "today: the org holds its pool of 1"
+        assert round(after, 2) == 3.0, "a pool of 3 tried: the org's limit is 3 too"
