@@ -7,7 +7,7 @@ are also KAI's units.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -107,6 +107,10 @@ class MemberSource(StrEnum):
 class Outcome(StrEnum):
     APPROVED = "approved"
     REJECTED = "rejected"
+
+
+# How long past its time a scheduled retry still counts as coming (a worker's pass).
+RETRY_DUE_GRACE = timedelta(seconds=60)
 
 
 class Step(StrEnum):
@@ -274,12 +278,13 @@ class Team(Base):
 
     @property
     def retrying(self) -> bool:
-        """Failed, with the next automatic try still to come: shown as retrying, not as
-        a final failure."""
+        """Failed, with the next automatic try to come (or due this minute, the worker
+        about to take it): shown as retrying, not as a final failure. A try overdue by
+        longer means nobody is retrying (no worker runs): a failure."""
         return (
             self.status == TeamStatus.FAILED
             and self.next_attempt_at is not None
-            and self.next_attempt_at > utcnow()
+            and self.next_attempt_at > utcnow() - RETRY_DUE_GRACE
         )
 
     @property

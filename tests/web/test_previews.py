@@ -93,6 +93,16 @@ def test_a_failure_with_a_retry_coming_shows_as_retrying(db_url: str) -> None:
         with unit_of_work(factory) as session:
             team = session.get(Team, 1)
             assert team is not None
+            team.next_attempt_at = utcnow() - timedelta(seconds=10)  # due: being taken
+        assert "pill-failed" not in lead.get("/teams/1").text
+        with unit_of_work(factory) as session:
+            team = session.get(Team, 1)
+            assert team is not None
+            team.next_attempt_at = utcnow() - timedelta(minutes=2)  # nobody is retrying
+        assert "pill pill-failed" in lead.get("/teams/1").text
+        with unit_of_work(factory) as session:
+            team = session.get(Team, 1)
+            assert team is not None
             team.next_attempt_at = None  # given up: a failure
         assert "pill pill-failed" in lead.get("/teams/1").text
 
