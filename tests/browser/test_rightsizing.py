@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import delete
 
 from app.core.config import Settings
 from app.core.db import make_engine, make_session_factory, unit_of_work
-from app.core.models import utcnow
+from app.core.models import UsageSample, utcnow
 from app.usage import rightsizing
 from tests.browser.conftest import seeded_portal, sign_in, wait_ready
 from tests.factories import write_history
@@ -26,6 +27,8 @@ def generated_history(database: Path) -> None:
     engine = make_engine(f"sqlite:///{database}")
     try:
         factory = make_session_factory(engine)
+        with unit_of_work(factory) as session:  # instead of the demo seed's own history
+            session.execute(delete(UsageSample))
         # Off the collector's whole minutes, so its own samples never collide with these.
         now = utcnow().replace(second=30, microsecond=0)
         write_history(factory, 1, lambda h: 0.05 if h % 10 == 0 else 0.02, now=now, guarantee=0.33)
