@@ -120,17 +120,35 @@ def get_teams(
     statuses: Sequence[str] | None = None,
     with_steps: bool = False,
     name_contains: str = "",
+    limit: int | None = None,
+    offset: int = 0,
 ) -> list[Team]:
-    query = select(Team).order_by(Team.name, Team.id)
+    """Teams by name (then id: a stable order to page in)."""
+    query = _teams_where(select(Team), team_ids, statuses, name_contains)
+    query = query.order_by(Team.name, Team.id).offset(offset or None).limit(limit)
+    if with_steps:
+        query = query.options(selectinload(Team.steps))
+    return list(session.scalars(query))
+
+
+def count_teams(session: Session, *, team_ids: Sequence[int] | None = None) -> int:
+    query = _teams_where(select(func.count()).select_from(Team), team_ids, None, "")
+    return int(session.scalar(query) or 0)
+
+
+def _teams_where(
+    query: Select[Any],
+    team_ids: Sequence[int] | None,
+    statuses: Sequence[str] | None,
+    name_contains: str,
+) -> Select[Any]:
     if team_ids is not None:
         query = query.where(Team.id.in_(team_ids))
     if statuses is not None:
         query = query.where(Team.status.in_(statuses))
     if name_contains:
         query = query.where(Team.name.contains(name_contains.lower(), autoescape=True))
-    if with_steps:
-        query = query.options(selectinload(Team.steps))
-    return list(session.scalars(query))
+    return query
 
 
 def get_steps(session: Session, team_id: int) -> list[ProvisioningStep]:
@@ -154,19 +172,35 @@ def get_requests(
     *,
     status: str | None = None,
     team_ids: Sequence[int] | None = None,
-    limit: int = 200,
+    limit: int | None = 200,
+    offset: int = 0,
 ) -> list[ClusterRequest]:
+    """Oldest first (then by id: a stable order to page in)."""
     query = (
-        select(ClusterRequest)
+        _requests_where(select(ClusterRequest), status, team_ids)
         .options(selectinload(ClusterRequest.team))
         .order_by(ClusterRequest.created_at, ClusterRequest.id)
+        .offset(offset or None)
         .limit(limit)
     )
+    return list(session.scalars(query))
+
+
+def count_requests(
+    session: Session, *, status: str | None = None, team_ids: Sequence[int] | None = None
+) -> int:
+    query = _requests_where(select(func.count()).select_from(ClusterRequest), status, team_ids)
+    return int(session.scalar(query) or 0)
+
+
+def _requests_where(
+    query: Select[Any], status: str | None, team_ids: Sequence[int] | None
+) -> Select[Any]:
     if status is not None:
         query = query.where(ClusterRequest.status == status)
     if team_ids is not None:
         query = query.where(ClusterRequest.team_id.in_(team_ids))
-    return list(session.scalars(query))
+    return query
 
 
 # The team page's statements are built once (building one costs about as much CPU as

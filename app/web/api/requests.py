@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 
 from app.core.errors import NotFound
 from app.core.models import RequestStatus
 from app.teams import repository as repo
 from app.teams import service
 from app.web.deps import AdminPrincipal, CurrentPrincipal, Id, SessionDep, UsageDep
+from app.web.paging import PAGED, WindowDep, announce
 from app.web.schemas import (
     PROBLEMS,
     ClusterRequestIn,
@@ -34,12 +35,22 @@ def create_request(
     return request_out(created)
 
 
-@router.get("/requests", response_model=list[RequestOut])
+@router.get("/requests", response_model=list[RequestOut], responses=PAGED)
 def list_requests(
-    session: SessionDep, principal: CurrentPrincipal, status: RequestStatus | None = None
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    window: WindowDep,
+    status: RequestStatus | None = None,
 ) -> list[RequestOut]:
-    """Requests of your teams (admins: all), oldest first."""
-    rows = repo.get_requests(session, status=status, team_ids=principal.visible_team_ids)
+    """Requests of your teams (admins: all), oldest first; paged (`limit`, `offset`)."""
+    visible = principal.visible_team_ids
+    rows = repo.get_requests(
+        session, status=status, team_ids=visible, limit=window.limit, offset=window.offset
+    )
+    total = repo.count_requests(session, status=status, team_ids=visible)
+    announce(request, response, window, returned=len(rows), total=total)
     decisions = repo.get_decisions(session, [r.id for r in rows])
     return [request_out(r, decisions.get(r.id)) for r in rows]
 

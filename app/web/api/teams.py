@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from app.access import service as access
@@ -20,6 +20,7 @@ from app.web.deps import (
     TeamForViewer,
     UsageDep,
 )
+from app.web.paging import PAGED, WindowDep, announce
 from app.web.schemas import (
     PROBLEMS,
     HolderOut,
@@ -37,10 +38,20 @@ from app.web.views.teams import cards
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["teams"])
 
 
-@router.get("/teams", response_model=list[TeamOut])
-def list_teams(session: SessionDep, principal: CurrentPrincipal, usage: UsageDep) -> list[TeamOut]:
-    """Teams you lead or belong to (admins: all)."""
-    teams = repo.get_teams(session, team_ids=principal.visible_team_ids)
+@router.get("/teams", response_model=list[TeamOut], responses=PAGED)
+def list_teams(
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    usage: UsageDep,
+    window: WindowDep,
+) -> list[TeamOut]:
+    """Teams you lead or belong to (admins: all), by name; paged (`limit`, `offset`)."""
+    visible = principal.visible_team_ids
+    teams = repo.get_teams(session, team_ids=visible, limit=window.limit, offset=window.offset)
+    total = repo.count_teams(session, team_ids=visible)
+    announce(request, response, window, returned=len(teams), total=total)
     team_cards = cards(session, teams, usage, repo.get_org(session))
     problem = usage.error or usage.model.history_error
     return [
@@ -94,12 +105,19 @@ def issue_kubeconfig(
     return PlainTextResponse(download.text, media_type="application/yaml", headers=headers)
 
 
-@router.get("/teams/{team_id}/kubeconfigs", response_model=list[HolderOut])
+@router.get("/teams/{team_id}/kubeconfigs", response_model=list[HolderOut], responses=PAGED)
 def list_kubeconfig_holders(
-    team: TeamForViewer, session: SessionDep, settings: SettingsDep
+    request: Request,
+    response: Response,
+    team: TeamForViewer,
+    session: SessionDep,
+    settings: SettingsDep,
+    window: WindowDep,
 ) -> list[HolderOut]:
-    """People holding a working kubeconfig for the team, with its expiry."""
-    live, _pending = access.holders(session, team, settings)
+    """People holding a working kubeconfig for the team, with its expiry; paged."""
+    everyone, _pending = access.holders(session, team, settings)
+    live = window.of(everyone)
+    announce(request, response, window, returned=len(live), total=len(everyone))
     return [
         HolderOut(
             user_id=h.user_id,
@@ -154,9 +172,19 @@ def retry_team(team_id: Id, session: SessionDep, principal: AdminPrincipal) -> T
     return team_out(team)
 
 
-@router.get("/teams/{team_id}/members", response_model=list[MemberOut])
-def list_members(team: TeamForViewer, session: SessionDep) -> list[MemberOut]:
-    return [member_out(u, m) for u, m in members.get_all(session, team)]
+@router.get("/teams/{team_id}/members", response_model=list[MemberOut], responses=PAGED)
+def list_members(
+    request: Request,
+    response: Response,
+    team: TeamForViewer,
+    session: SessionDep,
+    window: WindowDep,
+) -> list[MemberOut]:
+    """The team's people; paged (`limit`, `offset`)."""
+    everyone = members.get_all(session, team)
+    shown = window.of(everyone)
+    announce(request, response, window, returned=len(shown), total=len(everyone))
+    return [member_out(u, m) for u, m in shown]
 
 
 @router.post("/teams/{team_id}/members", response_model=MemberOut, status_code=201)

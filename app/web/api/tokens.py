@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 
 from app.auth import tokens
 from app.web.deps import CurrentPrincipal, Id, SessionDep, SettingsDep
+from app.web.paging import PAGED, WindowDep, announce
 from app.web.schemas import PROBLEMS, NewTokenOut, TokenIn, TokenOut
 from app.web.views.api import token_out
 
 router = APIRouter(prefix="/api/v1", tags=["tokens"], responses=PROBLEMS)
 
 
-@router.get("/tokens", response_model=list[TokenOut])
-def list_tokens(session: SessionDep, principal: CurrentPrincipal) -> list[TokenOut]:
-    """Your API tokens (never their secrets)."""
-    return [token_out(t) for t in tokens.get_all(session, user=principal.user)]
+@router.get("/tokens", response_model=list[TokenOut], responses=PAGED)
+def list_tokens(
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    window: WindowDep,
+) -> list[TokenOut]:
+    """Your API tokens (never their secrets); paged (`limit`, `offset`)."""
+    everyone = tokens.get_all(session, user=principal.user)
+    shown = window.of(everyone)
+    announce(request, response, window, returned=len(shown), total=len(everyone))
+    return [token_out(t) for t in shown]
 
 
 @router.post("/tokens", response_model=NewTokenOut, status_code=201)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 
 from app.core.quantities import gpus
 from app.usage import history, rightsizing
 from app.web.deps import AdminPrincipal, CurrentPrincipal, SessionDep, TeamForLead, TeamForViewer
+from app.web.paging import PAGED, WindowDep, announce
 from app.web.schemas import (
     PROBLEMS,
     RequestOut,
@@ -20,21 +21,40 @@ from app.web.views.api import request_out
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["usage"])
 
 
-@router.get("/teams/{team_id}/history", response_model=list[UsagePointOut])
-def team_history(team: TeamForViewer, session: SessionDep, days: int = 7) -> list[UsagePointOut]:
-    """Hourly GPU use of the team over the last `days` days (at most 400)."""
+@router.get("/teams/{team_id}/history", response_model=list[UsagePointOut], responses=PAGED)
+def team_history(
+    request: Request,
+    response: Response,
+    team: TeamForViewer,
+    session: SessionDep,
+    window: WindowDep,
+    days: int = 7,
+) -> list[UsagePointOut]:
+    """Hourly GPU use of the team over the last `days` days (at most 400), oldest first;
+    paged (`limit`, `offset`)."""
     points = history.last_days(session, team.id, days=max(1, min(days, 400)))
+    shown = window.of(points)
+    announce(request, response, window, returned=len(shown), total=len(points))
     return [
         UsagePointOut(at=p.at, allocated=p.allocated, requested=p.requested, quota=p.quota)
-        for p in points
+        for p in shown
     ]
 
 
-@router.get("/showback", response_model=list[ShowbackOut])
+@router.get("/showback", response_model=list[ShowbackOut], responses=PAGED)
 def get_showback(
-    session: SessionDep, principal: AdminPrincipal, month: str | None = None
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    window: WindowDep,
+    month: str | None = None,
 ) -> list[ShowbackOut]:
-    """GPU-hours per team and month, within the guarantee and borrowed (admin)."""
+    """GPU-hours per team and month, within the guarantee and borrowed (admin), by month
+    and team; paged (`limit`, `offset`)."""
+    rows = history.showback(session, month=month)
+    shown = window.of(rows)
+    announce(request, response, window, returned=len(shown), total=len(rows))
     return [
         ShowbackOut(
             team=r.team,
@@ -42,7 +62,7 @@ def get_showback(
             guaranteed_gpu_hours=r.guaranteed_gpu_hours,
             borrowed_gpu_hours=r.borrowed_gpu_hours,
         )
-        for r in history.showback(session, month=month)
+        for r in shown
     ]
 
 
