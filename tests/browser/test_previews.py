@@ -7,6 +7,7 @@ form's current → new. axe-core finds nothing serious on any of them at either 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -186,6 +187,14 @@ def test_the_what_if_tells_one_teams_division_and_keeps_telling_it(
     ).not_to_have_count(0)
     figure = admin.locator('[data-whatif-result="nlp"] [data-whatif="now"]').inner_text()
     expect(panel.locator("[data-why-result]").nth(1)).to_have_text(figure + " GPU")
+    # KAI's fair share above the limit is marked with what the team can use.
+    expect(row.locator('[data-whatif="capped"]')).to_contain_text("(uses at most 1)")
+    # An invalid input marks the figures stale until it is fixed.
+    admin.fill('input[aria-label="limit of recommender"]', "lots")
+    expect(admin.locator('[data-whatif="stale"]')).to_be_visible()
+    expect(admin.locator("#whatif-results")).to_have_class(re.compile(r"\bstale\b"))
+    admin.fill('input[aria-label="limit of recommender"]', "1")
+    expect(admin.locator('[data-whatif="stale"]')).to_have_count(0)
     # The next keystroke recomputes; the account stays and follows it.
     admin.fill('input[aria-label="weight of vision"]', "3")
     expect(admin.locator('[data-whatif="summary"]')).to_contain_text("1 team changed")
