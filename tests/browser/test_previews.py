@@ -27,8 +27,10 @@ def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         tmp_path_factory.mktemp("portal-previews"),
         PORTAL_SIMULATED_STEP_SECONDS="0.1",
         PORTAL_WORKER_INTERVAL_SECONDS="0.3",
-        # The org's queue capped at the pool: a smaller pool is fewer GPUs for its teams.
+        # The org's queue capped at its pool on a larger cluster: a pool tried is that many
+        # GPUs for its teams.
         PORTAL_ORG_QUEUE_GPU_LIMIT="pool",
+        PORTAL_SIMULATED_CLUSTER_GPUS="4",
     ) as url:
         yield url
 
@@ -134,18 +136,34 @@ def test_the_pool_preview_is_readable_and_a_pool_below_the_guarantees_needs_a_ye
 
     admin = sign_in(browser, portal, "admin@example.org", admin=True, viewport=DESKTOP)
     wait_ready(admin, portal)
+    for team in ("nlp", "vision", "recommender"):  # every team busy: a pool moves them all
+        pin_usage(admin, portal, team, "0.33", "1")
     admin.goto(portal + "/admin")
     admin.click("summary:has-text('Change the pool')")
-    admin.fill("#p-gpus", "0.5")
+    admin.fill("#p-gpus", "2")
     preview = admin.locator("#pool-impact")
+    expect(preview.locator("h3")).to_have_text("With this pool (pool 1 → 2 GPU)")
+    # KAI's whole-GPU rounds move the oldest team most (past 1 GPU; others by leftovers,
+    # if at all): every figure of every row on screen, none scrolled away.
+    rows = preview.locator("[data-impact-team]")
+    expect(rows.first).to_be_visible()
+    assert rows.count() >= 1
+    oldest = preview.locator('[data-impact-team="nlp"] [data-impact="now"]')
+    expect(oldest).to_be_visible()
+    assert float(oldest.inner_text()) > 1, "the oldest team takes the whole GPUs"
+    for i in range(rows.count()):
+        row = rows.nth(i)
+        expect(row.locator('[data-impact="guarantee"]')).to_have_text("0.33")
+        expect(row.locator('[data-impact="busy"]')).to_be_in_viewport()
+        expect(row.locator('[data-impact="now"]')).to_be_in_viewport()
+    _checked_at_both_widths(admin, "#pool-impact .table-scroll")
+
+    admin.fill("#p-gpus", "0.5")
     expect(preview.locator('[data-impact="below-committed"]')).to_contain_text(
         "A pool of 0.5 GPU is below the"
     )
-    row = preview.locator('[data-impact-team="nlp"]')
-    expect(row.locator('[data-impact="guarantee"]')).to_have_text("0.33")
-    expect(row.locator('[data-impact="busy"]')).to_be_visible()
-    expect(row.locator('[data-impact="now"]')).to_be_in_viewport()
-    _checked_at_both_widths(admin, "#pool-impact .table-scroll")
+    expect(preview.locator('input[name="below_committed"]')).not_to_be_checked()
+    _checked_at_both_widths(admin, "#pool-impact")
 
     admin.click("button:has-text('Save pool')")
     refused = admin.locator('[data-pool="error"]')
