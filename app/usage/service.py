@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from app.core import metrics
 from app.core.models import Team
 from app.core.quantities import gpus
-from app.usage.fairshare import UNLIMITED, QueueInput, Trace, fair_shares
+from app.usage.division import Division, OrgInputs, divide_org
+from app.usage.fairshare import Trace
+
+# Re-exported: the pages and adapters read them from here.
+from app.usage.model import NO_MODEL as NO_MODEL
+from app.usage.model import TEAM_QUEUE_PREFIX as TEAM_QUEUE_PREFIX
+from app.usage.model import Model as Model
+from app.usage.model import TeamQuota as TeamQuota
 from app.usage.sources import (
     ClusterTop,
     KaiMetricsSource,
@@ -19,33 +27,6 @@ from app.usage.sources import (
     QueueUsage,
     UsageReader,
 )
-
-TEAM_QUEUE_PREFIX = "team-"
-
-
-@dataclass(frozen=True)
-class Model:
-    """What KAI's division depends on beyond the org's own rows: its top level (the
-    cluster's GPUs and every top-level queue; None: unknown, the pool alone is divided)
-    and time-based fairshare (kValue, and each queue's past usage as a fraction of the
-    cluster; kValue 0: off). Every figure (gauges, impact, what-if) uses the same one."""
-
-    top: ClusterTop | None = None
-    k_value: float = 0.0
-    usage: Mapping[str, float] = field(default_factory=dict)
-    # Time-based fairshare is on in KAI but the portal cannot read the usage it weighs.
-    history_error: str | None = None
-
-    @property
-    def weighs_history(self) -> bool:
-        return self.k_value > 0 and any(v > 0 for v in self.usage.values())
-
-    @property
-    def cluster_gpus(self) -> float | None:
-        return self.top.gpus if self.top is not None and self.top.gpus > 0 else None
-
-
-NO_MODEL = Model()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,27 +87,6 @@ class GpuShare:
         """The gauge's full width: the pool, or more if a value exceeds it."""
         values = [self.pool, self.limit, self.allocated or 0.0, self.requested or 0.0]
         return max(max(values), 0.01)
-
-
-@dataclass(frozen=True, slots=True)
-class TeamQuota:
-    """The part of a team that fair share depends on."""
-
-    id: int
-    name: str
-    gpu_quota_centi: int
-    gpu_limit_centi: int
-    weight_centi: int
-    priority: int
-    # When the team was created, in whole seconds: KAI breaks ties by its queue's creation
-    # time (one-second resolution); the cluster's own timestamp wins where it is known.
-    created: int = 0
-    # Only a ready team runs work: the others show their quota, not usage.
-    ready: bool = True
-
-    @property
-    def queue_name(self) -> str:
-        return f"{TEAM_QUEUE_PREFIX}{self.name}"
 
 
 def display_name_of(queue: str) -> str:
@@ -411,18 +371,6 @@ def share_of(
     )
 
 
-def _usable(fair: float, limit: float, demand: float) -> float:
-    """What a queue can use of its fair share: never above its limit or its demand."""
-    cap = demand if limit == UNLIMITED else min(limit, demand)
-    return max(0.0, min(fair, cap))
-
-
-def _capped(usable: float, top: ClusterTop | None, others_hold: float) -> float:
-    if top is None:
-        return usable
-    return max(0.0, min(usable, top.gpus - others_hold))
-
-
 def shares_for(
     teams: list[TeamQuota],
     usage: dict[str, QueueUsage],
@@ -444,105 +392,44 @@ def shares_for(
     schedulable GPU of the cluster among every top-level queue, the org's among them
     (its pool is its guarantee there; with an unlimited limit it may grow past it).
     """
-    pool = gpus(pool_centi)
-    names = [t.queue_name for t in teams]
-    raws = [usage.get(name) if t.ready else None for t, name in zip(teams, names, strict=True)]
-    orders = [
-        t.created if u is None or u.created is None else u.created
-        for t, u in zip(teams, (usage.get(name) for name in names), strict=True)
-    ]
-    uids = [(usage.get(name) or QueueUsage(0, 0)).uid for name in names]
-    # What each ready team's queue reports; teams still provisioning show no usage.
-    now_demand = [u.requested_gpu if u is not None and u.reported else 0.0 for u in raws]
-    busy_demand = [max(gpus(t.gpu_limit_centi), pool) for t in teams]
-    past = model.usage
-    top = model.top if model.cluster_gpus is not None else None
-    total = top.gpus if top is not None else pool
-    own = next((q for q in top.queues if q.name == parent), None) if top is not None else None
-    # The portal writes the org's queue: its limit is unlimited or its pool
-    # (PORTAL_ORG_QUEUE_GPU_LIMIT). Capped at the pool, it follows a pool being tried.
-    own_limit = UNLIMITED if own is None else own.limit
-    if own is not None and own.limit >= 0 and abs(own.limit - own.quota) < 0.005:
-        own_limit = pool
-    others = [
-        QueueInput(
-            q.name,
-            q.quota,
-            q.limit,
-            q.weight,
-            q.priority,
-            q.requested,
-            order=q.created or 0,
-            usage=past.get(q.name, 0.0),
-            uid=q.uid,
-        )
-        for q in (top.queues if top is not None else ())
-        if q.name != parent
-    ]
+    division = divide_org(
+        OrgInputs.of(teams, usage),
+        pool_centi=pool_centi,
+        parent=parent,
+        model=model,
+        fair_override=fair_override,
+        trace=trace,
+        busy_trace=busy_trace,
+    )
+    return shares_of(division)
 
-    def tree(demands: list[float]) -> list[QueueInput]:
-        children = tuple(
-            QueueInput(
-                name,
-                gpus(t.gpu_quota_centi),
-                gpus(t.gpu_limit_centi),
-                gpus(t.weight_centi),
-                t.priority,
-                demand,
-                order,
-                usage=past.get(name, 0.0),
-                uid=uid,
-            )
-            for t, name, demand, order, uid in zip(teams, names, demands, orders, uids, strict=True)
-        )
-        org = QueueInput(
-            parent,
-            pool,
-            own_limit,
-            own.weight if own is not None else 1.0,
-            own.priority if own is not None else 100,
-            order=(own.created or 0) if own is not None else 0,
-            uid=own.uid if own is not None else "",
-            usage=past.get(parent, 0.0),
-            children=children,
-        )
-        return [org, *others]
 
-    k_value = model.k_value
-    fair_now = fair_shares(total, tree(now_demand), k_value, trace) if teams else {}
-    if fair_override is not None:
-        # KAI's own figure from Prometheus, where it has one.
-        fair_now = {**fair_now, **fair_override}
-    fair_busy = fair_shares(total, tree(busy_demand), k_value, busy_trace) if teams else {}
-    # What past usage moved: the same division without it.
-    plain = fair_shares(total, tree(now_demand), 0.0) if teams and model.weighs_history else {}
-    # KAI's deserved amounts are not capped by what the cluster has (a pool above the
-    # cluster's GPUs is a fair share KAI cannot give): what a team can use now is also
-    # capped by the GPUs the rest of the org does not hold.
-    held = [raw.allocated_gpu if raw is not None and raw.reported else 0.0 for raw in raws]
-    all_held = sum(held)
+def shares_of(division: Division) -> dict[int, GpuShare]:
+    """Every team's share as the gauges draw it, from one division."""
+    inputs = division.inputs
+    fair_now = division.fair_now.tolist()
+    busy = division.if_all_busy.tolist()
+    usable = division.usable_now.tolist()
+    without = division.without_history.tolist()
+    quota, limit = inputs.quota.tolist(), inputs.limit.tolist()
+    allocated, requested = inputs.allocated.tolist(), inputs.requested.tolist()
+    shown, unreported = inputs.shown.tolist(), inputs.unreported.tolist()
+    pool = division.pool
     result = {}
-    for i, t in enumerate(teams):
-        raw = raws[i]
-        shown = raw is not None and raw.reported
-        limit = gpus(t.gpu_limit_centi)
-        fair = fair_now.get(names[i]) if shown else None
-        busy = fair_busy.get(names[i])
-        without = plain.get(names[i]) if fair is not None else None
-        moved = without is not None and fair is not None and abs(without - fair) >= 0.005
-        result[t.id] = GpuShare(
-            guaranteed=gpus(t.gpu_quota_centi),
-            limit=limit,
-            allocated=raw.allocated_gpu if raw is not None and shown else None,
-            requested=raw.requested_gpu if raw is not None and shown else None,
+    for i, team_id in enumerate(inputs.ids):
+        seen = shown[i]
+        fair = fair_now[i]
+        result[team_id] = GpuShare(
+            guaranteed=quota[i],
+            limit=limit[i],
+            allocated=allocated[i] if seen else None,
+            requested=requested[i] if seen else None,
             pool=pool,
-            unreported=raw is not None and not shown,
-            fair_now=None if fair is None else round(fair, 2),
-            usable_now=None
-            if fair is None
-            else round(_capped(_usable(fair, limit, now_demand[i]), top, all_held - held[i]), 2),
-            if_all_busy=None if busy is None else round(_usable(busy, limit, busy_demand[i]), 2),
-            fair_without_history=round(without, 2) if moved and without is not None else None,
-            smallest_waiting=raw.smallest_waiting if raw is not None and shown else None,
+            unreported=unreported[i],
+            fair_now=round(fair, 2) if seen else None,
+            usable_now=round(usable[i], 2) if seen else None,
+            if_all_busy=round(busy[i], 2),
+            fair_without_history=None if math.isnan(without[i]) else round(without[i], 2),
+            smallest_waiting=inputs.smallest_waiting[i] if seen else None,
         )
     return result

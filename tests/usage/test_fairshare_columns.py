@@ -1,0 +1,82 @@
+"""The division over columns (an org of thousands of teams, divided with array
+arithmetic) is the queue-by-queue division bit for bit: on every golden case of KAI's own
+code and on random orgs shaped to reach every branch (priorities, limits, unlimited
+quotas, weight 0, past usage, rounds that run out exactly)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from app.usage.fairshare import QueueInput, columns_of, divide, divide_columns
+from tests.usage import test_golden, test_golden_time_based
+
+
+def _by_columns(total: float, queues: list[QueueInput], k_value: float) -> dict[str, float]:
+    names, level = columns_of(queues)
+    return dict(zip(names, (float(v) for v in divide_columns(total, level, k_value)), strict=True))
+
+
+def _same_bits(got: dict[str, float], want: dict[str, float]) -> bool:
+    return got.keys() == want.keys() and all(got[k].hex() == want[k].hex() for k in want)
+
+
+def test_every_golden_case_alike_and_as_kai() -> None:
+    compared = 0
+    for case, pool, queues, expected in test_golden.CASES:
+        got = _by_columns(pool, queues, 0.0)
+        assert _same_bits(got, divide(pool, queues)), case
+        assert got == pytest.approx(expected, abs=1e-6), case
+        compared += 1
+    for case, pool, k_value, queues, expected in test_golden_time_based.CASES:
+        got = _by_columns(pool, queues, k_value)
+        assert _same_bits(got, divide(pool, queues, k_value)), case
+        assert got == pytest.approx(expected, abs=1e-6), case
+        compared += 1
+    assert compared == 818
+
+
+def _random_org(rng: random.Random, teams: int) -> tuple[float, list[QueueInput], float]:
+    queues = []
+    for i in range(teams):
+        quota = rng.choice([0.0, 0.0, 0.25, 0.5, 1.0, 2.0, float(rng.randint(0, 8)), -1.0])
+        limit = rng.choice([-1.0, -1.0, max(quota, 0.0) + rng.choice([0.0, 0.5, 1.0, 4.0])])
+        queues.append(
+            QueueInput(
+                name=f"team-{i:05d}",
+                quota=quota if rng.random() > 0.01 else -1.0,
+                limit=limit,
+                weight=rng.choice([0.0, 0.5, 1.0, 1.0, 2.0, 3.0]),
+                priority=rng.choice([50, 100, 100, 100, 200]),
+                demand=rng.choice([0.0, 0.0, 0.5, 1.0, 2.5, float(rng.randint(0, 12))]),
+                order=rng.randint(0, teams // 3),
+                usage=rng.choice([0.0, 0.0, rng.random() / 10]),
+            )
+        )
+    total = float(rng.choice([teams // 4, teams // 2, teams, teams * 2, rng.randint(1, teams)]))
+    return total + rng.choice([0.0, 0.5, 0.37]), queues, rng.choice([0.0, 0.0, 1.0, 0.3])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_orgs_alike_bit_for_bit(seed: int) -> None:
+    rng = random.Random(seed)
+    total, queues, k_value = _random_org(rng, rng.choice([3, 12, 60, 400, 2500]))
+    assert _same_bits(_by_columns(total, queues, k_value), divide(total, queues, k_value))
+
+
+def test_a_round_that_runs_out_exactly_stops_where_the_loop_does() -> None:
+    # 3 GPUs over quota for three queues wanting 1 each, then nothing left: the fourth
+    # (priority below) gets nothing, and no fraction is remembered for it.
+    queues = [QueueInput(f"q{i}", 0.0, -1.0, 1.0, 100, 1.0, order=i) for i in range(3)]
+    queues.append(QueueInput("late", 0.0, -1.0, 1.0, 50, 5.0, order=9))
+    assert (
+        _by_columns(3.0, queues, 0.0)
+        == divide(3.0, queues)
+        == {
+            "q0": 1.0,
+            "q1": 1.0,
+            "q2": 1.0,
+            "late": 0.0,
+        }
+    )
