@@ -8,14 +8,16 @@
   // HTMX sends the CSRF token on every request as a header.
   document.addEventListener("htmx:configRequest", function (evt) {
     evt.detail.headers["X-CSRF-Token"] = token();
-    // Forms marked data-changed-only (the what-if page: four fields per team) send only
-    // the fields that differ from what the page was rendered with; the server reads a
-    // missing field as unchanged. A keystroke then carries a few fields, not thousands.
+    // Forms marked data-changed-only (the what-if page: five fields per team) send only
+    // the fields that differ from today's value (data-today, else what the page was
+    // rendered with); the server reads a missing field as unchanged. A keystroke then
+    // carries the changed teams' fields, not every team's.
     var form = evt.detail.elt && evt.detail.elt.closest && evt.detail.elt.closest("form[data-changed-only]");
     var params = evt.detail.parameters;
     if (form && params && typeof params.delete === "function") {
       form.querySelectorAll("input[name]").forEach(function (input) {
-        if (input.type !== "hidden" && input.value === input.defaultValue) { params.delete(input.name); }
+        var today = input.hasAttribute("data-today") ? input.getAttribute("data-today") : input.defaultValue;
+        if (input.type !== "hidden" && input.value === today) { params.delete(input.name); }
       });
     }
   });

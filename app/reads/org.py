@@ -9,7 +9,7 @@ from app.core.models import (
     Org,
 )
 from app.usage import repository as usage_repo
-from app.usage.service import GpuShare, OrgView, TeamQuota, UsageCache
+from app.usage.service import OrgView, UsageCache
 
 
 def org_view(session: Session, usage: UsageCache, org: Org) -> OrgView:
@@ -18,10 +18,3 @@ def org_view(session: Session, usage: UsageCache, org: Org) -> OrgView:
         pool_centi=org.gpus_centi,
         parent=org.parent_queue,
     )
-
-
-def org_rows_and_shares(
-    session: Session, usage: UsageCache, org: Org
-) -> tuple[list[TeamQuota], dict[int, GpuShare]]:
-    view = org_view(session, usage, org)
-    return view.rows, view.shares

@@ -44,6 +44,7 @@ class OrgInputs:
 
     ids: list[int]
     names: list[str]  # queue names
+    teams: list[str]  # team names
     quota: Floats
     limit: Floats
     weight: Floats
@@ -69,6 +70,7 @@ class OrgInputs:
         return cls(
             ids=[row.id for row in rows],
             names=names,
+            teams=[row.name for row in rows],
             quota=np.array([row.gpu_quota_centi for row in rows], dtype=np.float64) / 100,
             limit=np.array([row.gpu_limit_centi for row in rows], dtype=np.float64) / 100,
             weight=np.array([row.weight_centi for row in rows], dtype=np.float64) / 100,
@@ -131,6 +133,7 @@ class OrgInputs:
             OrgInputs(
                 ids=self.ids + [row.id for row in new],
                 names=self.names + [row.queue_name for row in new],
+                teams=self.teams + [row.name for row in new],
                 quota=np.concatenate((quota, [row.gpu_quota_centi / 100 for row in new])),
                 limit=np.concatenate((limit, [row.gpu_limit_centi / 100 for row in new])),
                 weight=np.concatenate((weight, [row.weight_centi / 100 for row in new])),

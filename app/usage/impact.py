@@ -8,11 +8,15 @@ a quota change, a new pool, or several changes at once on the what-if page).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from app.core.quantities import gpus
+from app.usage.division import Division, OrgInputs, divide_org
 from app.usage.fairshare import Trace
-from app.usage.service import NO_MODEL, GpuShare, Model, TeamQuota, shares_for
+from app.usage.model import NO_MODEL, Model, TeamQuota
 from app.usage.sources import QueueUsage
 
 CHANGE = 0.005  # below half a hundredth of a GPU nobody would notice a difference
@@ -72,15 +76,24 @@ class TeamImpact:
 
 @dataclass(frozen=True)
 class Impact:
+    """A decision's effect. ``teams``: the teams whose numbers could move, the subjects
+    and those running above what they keep (every team only where asked for, as the
+    API's list): the rest keep their numbers and are only counted (``total``)."""
+
     pool_before: float
     pool_after: float
     teams: list[TeamImpact]
+    total: int = 0  # teams in the org after the decision
 
     @property
     def changed(self) -> list[TeamImpact]:
         """Teams whose numbers move, the subject first, then the biggest losers."""
         moved = [t for t in self.teams if t.changed]
         return sorted(moved, key=lambda t: (not t.is_subject, min(t.busy_delta, t.now_delta)))
+
+    @property
+    def unchanged(self) -> int:
+        return self.total - len(self.changed)
 
     @property
     def reclaims(self) -> list[TeamImpact]:
@@ -101,58 +114,100 @@ def impact(
     parent: str,
     new_pool_centi: int | None = None,
     changes: Mapping[int, TeamQuota] | None = None,
-    before: Mapping[int, GpuShare] | None = None,
+    before: Division | None = None,
     model: Model = NO_MODEL,
     after_model: Model | None = None,
     also_changed: Collection[int] = (),
     trace: Trace | None = None,
     busy_trace: Trace | None = None,
+    every_team: bool = False,
+    fill: int = 0,
 ) -> Impact:
     """Every team's share now and after ``changes`` (quota rows by team id; an id not in
     ``rows`` is a new team), the pool becoming ``new_pool_centi`` and the model becoming
-    ``after_model`` (past usage to try; ``also_changed``: the teams it is about). ``before``, when
-    given, are the shares already computed for ``rows`` (the gauges' cached ones);
-    ``trace``/``busy_trace`` record the steps of the divisions after the decision."""
-    changes = dict(changes or {})
-    after_rows = [changes.pop(row.id, row) for row in rows]
-    # A new team has no queue yet: nothing runs in it, it competes only when busy.
-    after_rows += [replace(row, ready=False) for row in changes.values()]
-    after_pool = pool_centi if new_pool_centi is None else new_pool_centi
-    data = dict(usage)
+    ``after_model`` (past usage to try; ``also_changed``: the teams it is about).
+    ``before``, when given, is the division already computed for ``rows`` (the ready
+    view's): the decision's changes are patched into its columns, one division is
+    computed after them, and only the teams whose numbers may move are built (all of
+    them with ``every_team``; ``fill``: and the first teams that keep their numbers, up to
+    that many in all, to show beside them). ``trace``/``busy_trace`` record the steps."""
     if before is None:
-        before = shares_for(rows, data, pool_centi=pool_centi, parent=parent, model=model)
-    after = shares_for(
-        after_rows,
-        data,
+        inputs = OrgInputs.of(rows, usage)
+        before = divide_org(inputs, pool_centi=pool_centi, parent=parent, model=model)
+    inputs = before.inputs
+    after_inputs, touched = inputs.changed(dict(changes or {}), usage)
+    after_pool = pool_centi if new_pool_centi is None else new_pool_centi
+    after = divide_org(
+        after_inputs,
         pool_centi=after_pool,
         parent=parent,
         model=after_model or model,
         trace=trace,
         busy_trace=busy_trace,
     )
-    subjects = set(changes) | set(also_changed)  # new teams, teams whose inputs changed
-    subjects |= {row.id for row, old in zip(after_rows, rows, strict=False) if row != old}
-    known = {row.id: row for row in rows}
-    result = []
-    for row in after_rows:
-        old = before.get(row.id)
-        new = after[row.id]
-        result.append(
-            TeamImpact(
-                team_id=row.id,
-                name=row.name,
-                guarantee_before=gpus(known[row.id].gpu_quota_centi) if row.id in known else 0.0,
-                guarantee_after=gpus(row.gpu_quota_centi),
-                busy_before=old.if_all_busy if old else None,
-                busy_after=new.if_all_busy,
-                now_before=old.fair_now if old else None,
-                now_after=new.fair_now,
-                is_subject=row.id in subjects,
-                in_use=new.allocated,
-                limit_after=new.limit,
-            )
-        )
-    return Impact(pool_before=gpus(pool_centi), pool_after=gpus(after_pool), teams=result)
+    existing = len(inputs)
+    also = set(also_changed)
+    subjects = set(touched) | {i for i, team_id in enumerate(inputs.ids) if team_id in also}
+    if every_team:
+        built = list(range(len(after_inputs)))
+    else:
+        chosen = subjects | set(_may_move(before, after, existing).tolist())
+        for i in range(existing):  # the first teams in row order, to fill the list shown
+            if len(chosen) >= fill:
+                break
+            chosen.add(i)
+        built = sorted(chosen)
+    result = [_team(i, before, after, existing, i in subjects) for i in built]
+    return Impact(
+        pool_before=gpus(pool_centi),
+        pool_after=gpus(after_pool),
+        teams=result,
+        total=len(after_inputs),
+    )
+
+
+def _may_move(before: Division, after: Division, existing: int) -> npt.NDArray[np.intp]:
+    """The existing teams whose shown figures may differ (a superset: each is then judged
+    exactly, as the page rounds), and those that may run above what they keep."""
+    moves = _rounded_may_differ(before.if_all_busy, after.if_all_busy[:existing])
+    moves |= _rounded_may_differ(before.fair_now, after.fair_now[:existing])
+    kept = np.maximum(np.nan_to_num(after.fair_now[:existing]), after.inputs.quota[:existing])
+    running = after.inputs.shown[:existing] & (after.inputs.allocated[:existing] >= kept - 1e-9)
+    return np.flatnonzero(moves | running)
+
+
+def _rounded_may_differ(
+    a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]
+) -> npt.NDArray[np.bool_]:
+    """Where two figures may show differently to two decimals (a missing one shows as
+    0): numpy's rounding agrees with Python's except within a hair of a half, kept too."""
+    a, b = np.nan_to_num(a), np.nan_to_num(b)
+
+    def near_half(x: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+        scaled = np.abs(x * 100)
+        return np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+
+    differ: npt.NDArray[np.bool_] = (np.round(a, 2) != np.round(b, 2)) | near_half(a)
+    return differ | near_half(b)
+
+
+def _team(i: int, before: Division, after: Division, existing: int, subject: bool) -> TeamImpact:
+    inputs, old = after.inputs, before.inputs
+    shown = bool(inputs.shown[i])
+    known = i < existing
+    return TeamImpact(
+        team_id=inputs.ids[i],
+        name=inputs.teams[i],
+        guarantee_before=float(old.quota[i]) if known else 0.0,
+        guarantee_after=float(inputs.quota[i]),
+        busy_before=round(float(before.if_all_busy[i]), 2) if known else None,
+        busy_after=round(float(after.if_all_busy[i]), 2),
+        now_before=round(float(before.fair_now[i]), 2) if known and shown else None,
+        now_after=round(float(after.fair_now[i]), 2) if shown else None,
+        is_subject=subject,
+        in_use=float(inputs.allocated[i]) if shown else None,
+        limit_after=float(inputs.limit[i]),
+    )
 
 
 def _delta(before: float | None, after: float | None) -> float:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar, cast
 
 from app.core import metrics
 from app.core.models import Team
@@ -112,15 +113,30 @@ class OrgView:
     borrowers: list[tuple[str, float]]  # (team, GPUs above its guarantee), most first
     allocated: float | None  # GPUs in use across the org, when reported
     committed_centi: int = 0  # guarantees held in the pool (every row is a committed team)
+    division: Division | None = None  # the division the shares come from (for previews)
+    # Ready orderings for the overview: every team of the view by GPUs in use (most
+    # first, then by name), and the borrowing and waiting teams.
+    by_usage: tuple[int, ...] = ()
+    borrowing: frozenset[int] = frozenset()
+    waiting: frozenset[int] = frozenset()
+    by_id: dict[int, TeamQuota] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, rows: list[TeamQuota], shares: dict[int, GpuShare]) -> OrgView:
+    def of(
+        cls,
+        rows: list[TeamQuota],
+        shares: dict[int, GpuShare],
+        division: Division | None = None,
+    ) -> OrgView:
         names = {row.id: row.name for row in rows}
         borrowers = sorted(
             ((names[tid], s.borrowed) for tid, s in shares.items() if s.borrowed > 0.005),
             key=lambda b: -b[1],
         )
         used = [s.allocated for s in shares.values() if s.allocated is not None]
+        by_usage = sorted(
+            shares, key=lambda tid: (-(shares[tid].allocated or 0.0), names.get(tid, ""))
+        )
         return cls(
             rows,
             shares,
@@ -128,7 +144,16 @@ class OrgView:
             borrowers,
             round(sum(used), 2) if used else None,
             sum(row.gpu_quota_centi for row in rows),
+            division,
+            tuple(by_usage),
+            frozenset(tid for tid, s in shares.items() if s.borrowed > 0),
+            frozenset(tid for tid, s in shares.items() if s.pending > 0.005),
+            {row.id: row for row in rows},
         )
+
+
+T = TypeVar("T")
+MEMO_SIZE = 256
 
 
 class UsageCache:
@@ -165,6 +190,8 @@ class UsageCache:
         self._compute = threading.Lock()  # one org-wide computation at a time
         self.refresher_running = False
         self._shares: dict[int, GpuShare] = {}
+        self._division: Division | None = None
+        self._memo: OrderedDict[Hashable, object] = OrderedDict()
 
     def get(self, queue_names: list[str]) -> dict[str, QueueUsage]:
         wanted = frozenset(queue_names)
@@ -281,13 +308,38 @@ class UsageCache:
             and (teams is last_rows or teams == last_rows)
         ):
             return last
-        computed = shares_for(
-            teams, usage, pool_centi=pool_centi, parent=parent, fair_override=fair, model=model
+        division = divide_org(
+            OrgInputs.of(teams, usage),
+            pool_centi=pool_centi,
+            parent=parent,
+            model=model,
+            fair_override=fair,
         )
+        computed = shares_of(division)
         with self._lock:
             self._shares_key, self._shares_rows, self._shares = key, teams, computed
             self._shares_inputs = (usage, fair, model)
+            self._division = division
         return computed
+
+    def division(self) -> Division | None:
+        """The division behind the last shares (the ready view's)."""
+        with self._lock:
+            return self._division
+
+    def remembered(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """What a decision input gives, computed once (per ready view: the key names it)
+        and kept for the next views and the next viewers, the newest few hundred."""
+        with self._lock:
+            if key in self._memo:
+                self._memo.move_to_end(key)
+                return cast(T, self._memo[key])
+        value = compute()
+        with self._lock:
+            self._memo[key] = value
+            while len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+        return value
 
     def org_view(
         self, load: Callable[[], list[TeamQuota]], *, pool_centi: int, parent: str
@@ -324,7 +376,11 @@ class UsageCache:
         with self._lock:
             built = self._built
         # Nothing it shows moved (the same shares object means the same rows and usage).
-        view = built[1] if built is not None and built[0] is shares else OrgView.of(rows, shares)
+        view = (
+            built[1]
+            if built is not None and built[0] is shares
+            else OrgView.of(rows, shares, self.division())
+        )
         with self._lock:
             self._built = (shares, view)
             self._rows = (time.monotonic(), wanted, rows)

@@ -8,9 +8,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from app.teams.rules import QuotaValues
+from app.usage.division import Division
 from app.usage.fairshare import Trace
 from app.usage.impact import Impact, impact
-from app.usage.service import NO_MODEL, GpuShare, Model, TeamQuota
+from app.usage.model import NO_MODEL, Model, TeamQuota
 from app.usage.sources import QueueUsage
 
 
@@ -40,15 +41,16 @@ def what_if(
     parent: str,
     changes: Mapping[int, QuotaValues],
     new_pool_centi: int | None = None,
-    before: Mapping[int, GpuShare] | None = None,
+    before: Division | None = None,
     model: Model = NO_MODEL,
     after_model: Model | None = None,
     also_changed: Collection[int] = (),
     trace: Trace | None = None,
     busy_trace: Trace | None = None,
+    fill: int = 0,
 ) -> Impact:
     """Every team's shares now and with ``changes`` and the pool at ``new_pool_centi``;
-    ``before``: today's shares when already computed (the gauges' cache)."""
+    ``before``: today's division when already computed (the ready view's)."""
     return impact(
         rows,
         readings,
@@ -62,4 +64,5 @@ def what_if(
         also_changed=also_changed,
         trace=trace,
         busy_trace=busy_trace,
+        fill=fill,
     )

@@ -476,7 +476,7 @@ def test_with_time_based_fairshare_the_portal_agrees_with_kai(host: Host, portal
     each queue's usage from KAI's own kai_queue_gpu_usage, computes every team's and the
     org's fair share as KAI does."""
     from app.adapters.prometheus import PrometheusSource
-    from app.reads.org import org_rows_and_shares
+    from app.reads.org import org_view
     from app.teams import repository as teams_repo
     from app.usage.service import UsageCache, shares_for
 
@@ -563,7 +563,7 @@ def test_with_time_based_fairshare_the_portal_agrees_with_kai(host: Host, portal
     def compare() -> tuple[dict[str, float | None], dict[str, float | None]]:
         with portal_of(portal).session_factory() as session:
             org = teams_repo.get_org(session)
-            rows, _ = org_rows_and_shares(session, cache, org)
+            rows = org_view(session, cache, org).rows
             usage = cache.get([row.queue_name for row in rows])
             shares = shares_for(
                 rows, usage, pool_centi=org.gpus_centi, parent=org.parent_queue, model=cache.model

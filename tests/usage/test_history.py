@@ -15,7 +15,7 @@ from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
 from app.core.models import Team, TeamStatus, UsageSample
 from app.teams.seed import seed_example
-from app.usage import history, service
+from app.usage import division, history, service
 from app.usage.service import TeamQuota, UsageCache
 from app.usage.sources import QueueUsage
 
@@ -262,14 +262,14 @@ def test_the_view_is_computed_again_only_when_what_it_shows_moved(
     """The refresher re-reads quotas and usage every interval; at 10,000 teams computing
     the shares costs far more than comparing what they depend on, and mostly nothing moved."""
     computed = 0
-    compute = service.shares_for
+    compute = division.divide_org
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         nonlocal computed
         computed += 1
         return compute(*args, **kwargs)
 
-    monkeypatch.setattr(service, "shares_for", counting)
+    monkeypatch.setattr(service, "divide_org", counting)
     backend = FixedUsage({"team-a": (0.5, 0.5), "team-b": (0.0, 0.0)})
     cache = UsageCache(backend, ttl=0)  # every refresh reads usage again
     quota = {"a": 50, "b": 30}

@@ -75,7 +75,9 @@ def test_a_new_chart_version_rolls_over_the_simulated_teams_one_at_a_time(db_url
         card = admin.get("/admin").text
         assert "vCluster upgrade to 0.36.1" in card
         counts = re.findall(r"data-rollout-count>(\d+) of (\d+) teams<", card)
-        assert counts == [("0", "3")]
+        # One team at a time: the first may already be through on a loaded machine (each
+        # simulated step takes 0.2 s), never more.
+        assert counts in ([("0", "3")], [("1", "3")])
         upgraded: set[int] = set()
         for _ in range(200):
             portal_of(app).reconciler.run_once()

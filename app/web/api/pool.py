@@ -42,7 +42,7 @@ def get_pool_impact(
         new_pool = parse_hundredths(str(gpus), what="gpus")
     except ValueError as exc:
         raise InvalidInput({"gpus": str(exc)}) from None
-    return impact_out(org_impact(session, usage, org, new_pool_centi=new_pool))
+    return impact_out(org_impact(session, usage, org, new_pool_centi=new_pool, every_team=True))
 
 
 @router.put("/pool", response_model=PoolOut)

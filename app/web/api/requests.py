@@ -70,7 +70,7 @@ def get_request_impact(
     """Every team's guarantee and fair share now and if the request is approved as asked
     (admin): the same calculator as the gauges, over the whole org."""
     found = repo.get_request(session, request_id)
-    return impact_out(request_impact(session, usage, repo.get_org(session), found))
+    return impact_out(request_impact(session, usage, repo.get_org(session), found, every_team=True))
 
 
 @router.post("/requests/{request_id}/approve", response_model=RequestOut)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import heapq
 import io
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -17,7 +18,14 @@ from app.core import labels
 from app.core.db import discard_changes
 from app.core.errors import Conflict, DomainError, InvalidInput, NotFound
 from app.core.events import Event
-from app.core.models import ClusterRequest, RequestStatus, Step, TeamStatus, utcnow
+from app.core.models import (
+    COMMITTED_STATUSES,
+    ClusterRequest,
+    RequestStatus,
+    Step,
+    TeamStatus,
+    utcnow,
+)
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.provisioning import repository as provisioning
 from app.reads.org import org_view
@@ -66,20 +74,40 @@ def _page_by_usage(
     sort: str,
     page: int,
 ) -> tuple[int, int, list[repo.TeamRow]]:
-    """Filters and orders that need live usage: the matching teams' (id, name) ordered by
-    the ready org view, then only the page's rows loaded. (total, page, rows)."""
-    keys = repo.get_team_keys(session, statuses=statuses, name_contains=q)
-    if status == "borrowing":
-        keys = [k for k in keys if k[0] in view.shares and view.shares[k[0]].borrowed > 0]
-    elif status == "waiting":
-        keys = [k for k in keys if k[0] in view.shares and view.shares[k[0]].pending > 0.005]
-    if sort == "usage":
+    """Filters and orders that need live usage, from the ready view's orderings (the
+    refresher keeps them with the shares): the borrowing or waiting teams, or every team
+    by GPUs in use; only the page's rows are loaded. (total, page, rows)."""
+    needle = q.lower()
+
+    def named(team_id: int) -> bool:
+        return needle in view.names.get(team_id, "").lower()
+
+    keys: list[tuple[int, str]]
+    if status in ("borrowing", "waiting"):
+        found = view.borrowing if status == "borrowing" else view.waiting
+        ids = [i for i in view.by_usage if i in found and named(i)]  # by usage already
+        if sort in SORTS:  # status or guarantee of the (few) borrowing or waiting teams
+            ids = [r.id for r in sorted(repo.get_team_rows(session, ids=ids), key=SORTS[sort])]
+        elif sort != "usage":
+            ids.sort(key=lambda i: view.names[i])
+        keys = [(i, view.names[i]) for i in ids]
+    elif statuses is None or set(COMMITTED_STATUSES) <= set(statuses):
+        # Every team the view holds, by usage; the others (not holding a guarantee: none
+        # of their pods run) use nothing and join the idle ones by name.
+        ordered = [i for i in view.by_usage if not needle or named(i)]
+        busy = [i for i in ordered if _allocated(view, i) > 0]
+        idle = [(view.names[i], i) for i in ordered[len(busy) :]]
+        others = repo.get_team_keys(
+            session,
+            statuses=[s for s in (statuses or list(TeamStatus)) if s not in COMMITTED_STATUSES],
+            name_contains=q,
+        )
+        keys = [(i, view.names[i]) for i in busy] + [
+            (i, name) for name, i in heapq.merge(idle, sorted((n, i) for i, n in others))
+        ]
+    else:  # a status the view does not tell apart: its (few) teams, ordered here
+        keys = repo.get_team_keys(session, statuses=statuses, name_contains=q)
         keys.sort(key=lambda k: (-_allocated(view, k[0]), k[1]))
-    elif sort in SORTS:  # status or guarantee of the (few) borrowing or waiting teams
-        matching = repo.get_team_rows(session, ids=[k[0] for k in keys])
-        keys = [(r.id, r.name) for r in sorted(matching, key=SORTS[sort])]
-    else:
-        keys.sort(key=lambda k: k[1])
     page = min(page, max(1, -(-len(keys) // PAGE_SIZE)))
     shown_ids = [k[0] for k in keys[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]]
     by_id = {r.id: r for r in repo.get_team_rows(session, ids=shown_ids)}
@@ -359,6 +387,9 @@ class Refused:
     reason: str
 
 
+REQUESTS_PAGE = 20
+
+
 def _requests_page(
     request: Request,
     session: Session,
@@ -368,13 +399,29 @@ def _requests_page(
     typed: tuple[int, Mapping[str, str]] | None = None,
     failed: Refused | None = None,
     status_code: int = 200,
+    page: int = 1,
 ) -> Response:
+    """The pending requests, oldest first, a page of review cards at a time (each card's
+    impact computed once per decision input and ready view, whoever looks)."""
     org = repo.get_org(session)
-    pending = repo.get_requests(session, status=RequestStatus.SUBMITTED)
+    count = repo.count_requests(session, status=RequestStatus.SUBMITTED)
+    pages = max(1, -(-count // REQUESTS_PAGE))
+    page = min(page_number(page), pages)
+    pending = repo.get_requests(
+        session,
+        status=RequestStatus.SUBMITTED,
+        limit=REQUESTS_PAGE,
+        offset=(page - 1) * REQUESTS_PAGE,
+    )
+    # The card being decided stays on screen, whichever page it was on.
+    kept = typed[0] if typed else failed.id if failed else None
+    if kept is not None and all(item.id != kept for item in pending):
+        pending.insert(0, _pending(session, kept))
     rows = [
         review(session, usage, org, item, typed[1] if typed and typed[0] == item.id else None)
         for item in pending
     ]
+    view = org_view(session, usage, org)
     return render(
         request,
         "admin/requests.html",
@@ -382,9 +429,11 @@ def _requests_page(
             "principal": principal,
             "org": org,
             "rows": rows,
-            "committed_centi": repo.committed_gpu_centi(session, org.id),
-            "pending_count": len(pending),
+            "committed_centi": view.committed_centi,
+            "pending_count": count,
             "failed": failed,
+            "page": page,
+            "pages": pages,
         },
         status_code=status_code,
     )
@@ -392,9 +441,13 @@ def _requests_page(
 
 @router.get("/requests", response_class=HTMLResponse)
 def pending_requests(
-    request: Request, session: SessionDep, principal: AdminPrincipal, usage: UsageDep
+    request: Request,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    usage: UsageDep,
+    page: int = 1,
 ) -> Response:
-    return _requests_page(request, session, principal, usage)
+    return _requests_page(request, session, principal, usage, page=page)
 
 
 def _pending(session: Session, request_id: int) -> ClusterRequest:

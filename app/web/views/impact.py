@@ -3,6 +3,7 @@ what-if page show it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -17,8 +18,7 @@ from app.core.models import (
     TeamStatus,
 )
 from app.core.quantities import format_hundredths, parse_hundredths
-from app.reads.org import org_rows_and_shares
-from app.teams import repository as team_repo
+from app.reads.org import org_view
 from app.teams import service as team_service
 from app.teams.rules import QuotaValues, parse_quota
 from app.usage.explain import Level, explain
@@ -51,23 +51,49 @@ def org_impact(
     new_pool_centi: int | None = None,
     trace: Trace | None = None,
     busy_trace: Trace | None = None,
+    every_team: bool = False,
 ) -> Impact:
-    """Every team's share now and after the changes, over the whole org. "Now" comes from
-    the gauges' cache (one computation per usage read), unless KAI's own figures from
-    Prometheus replace the computed ones there: then both sides are computed alike."""
-    rows, shares = org_rows_and_shares(session, usage, org)
-    return impact(
-        rows,
-        usage.get([row.queue_name for row in rows]),
-        pool_centi=org.gpus_centi,
-        parent=org.parent_queue,
-        new_pool_centi=new_pool_centi,
-        changes=changes,
-        before=shares if usage.fair_override is None else None,
-        model=usage.model,
-        trace=trace,
-        busy_trace=busy_trace,
+    """Every team's share now and after the changes, over the whole org, from the ready
+    view: "now" is its division (unless KAI's own figures from Prometheus replace the
+    computed ones there: then both sides are computed alike), "after" one division with
+    the changes patched in. Computed once per decision input and ready view, whoever
+    asks (a review card seen by three admins, or again at the next view, costs nothing);
+    a traced computation (the step-by-step account) is never taken from the memo."""
+    view = org_view(session, usage, org)
+    before = view.division if usage.fair_override is None else None
+    names = [row.queue_name for row in (changes or {}).values()] if before is not None else None
+
+    def compute() -> Impact:
+        readings = usage.get(names if names is not None else [r.queue_name for r in view.rows])
+        return impact(
+            view.rows,
+            readings,
+            pool_centi=org.gpus_centi,
+            parent=org.parent_queue,
+            new_pool_centi=new_pool_centi,
+            changes=changes,
+            before=before,
+            model=usage.model,
+            trace=trace,
+            busy_trace=busy_trace,
+            every_team=every_team,
+        )
+
+    if trace is not None or busy_trace is not None:
+        return compute()
+    key = (
+        "impact",
+        id(view),
+        org.gpus_centi,
+        org.parent_queue,
+        tuple(sorted((changes or {}).items())),
+        new_pool_centi,
+        every_team,
+        before is not None,
     )
+    seen, result = usage.remembered(key, lambda: (view, compute()))
+    assert seen is view  # the key's id() is the view's: the memo holds it alive
+    return result
 
 
 def request_impact(
@@ -79,12 +105,19 @@ def request_impact(
     *,
     trace: Trace | None = None,
     busy_trace: Trace | None = None,
+    every_team: bool = False,
 ) -> Impact:
     """What approving ``request`` with ``values`` (as asked, unless given) would do to
     every team; ``trace``/``busy_trace`` record the divisions after it."""
     row = quota_row(request.team, values or team_service.values_of(request))
     return org_impact(
-        session, usage, org, changes={row.id: row}, trace=trace, busy_trace=busy_trace
+        session,
+        usage,
+        org,
+        changes={row.id: row},
+        trace=trace,
+        busy_trace=busy_trace,
+        every_team=every_team,
     )
 
 
@@ -133,7 +166,11 @@ def review(
 ) -> Review:
     """A review card's preview: ``typed`` (the "approve with changes" fields) when given,
     else the asked values, or the largest guarantee that fits when they do not."""
-    others = team_repo.committed_gpu_centi(session, org.id, exclude_team_id=request.team_id)
+    # The guarantees held by the other teams, from the ready view (a decision refreshes
+    # it at once; the approval itself checks the database under its lock).
+    view = org_view(session, usage, org)
+    held = view.by_id.get(request.team_id)
+    others = view.committed_centi - (held.gpu_quota_centi if held is not None else 0)
     free = max(0, org.gpus_centi - others)
     asked = team_service.values_of(request)
     current = (
@@ -241,17 +278,24 @@ class WhatIfRow:
     usage_input: str = ""
     usage_error: str | None = None
     usage_changed: bool = False
+    today: dict[str, str] = field(default_factory=dict)  # today's values, as the form shows them
+    today_use: str = ""
 
 
 @dataclass
 class WhatIf:
     pool: str
     pool_error: str | None
-    rows: list[WhatIfRow]
+    rows: list[WhatIfRow]  # the rows shown: the changed ones first, then the page's
     impact: Impact
     usage_known: bool = False  # KAI's past usage per queue is read (time-based fairshare)
     account: Account | None = None  # the division for the team asked about
     account_id: int | None = None
+    find: str = ""  # the name searched for
+    page: int = 1
+    pages: int = 1
+    matching: int = 0  # teams whose name matches ``find``
+    teams: int = 0  # teams in the org
 
     @property
     def changes(self) -> list[WhatIfRow]:
@@ -263,6 +307,10 @@ class WhatIf:
         return rows + (1 if self.pool_error else 0)
 
 
+WHAT_IF_PAGE = 50
+_FIELD = re.compile(r"^([qlwpu])_(\d{1,12})$")
+
+
 def _shown(row: TeamQuota) -> dict[str, str]:
     return {
         "q": format_hundredths(row.gpu_quota_centi),
@@ -272,6 +320,11 @@ def _shown(row: TeamQuota) -> dict[str, str]:
     }
 
 
+def _page_number(form: Mapping[str, str]) -> int:
+    value = str(form.get("page", "1"))
+    return int(value) if value.isdigit() and len(value) < 7 else 1
+
+
 def what_if(
     session: Session,
     usage: UsageCache,
@@ -279,13 +332,15 @@ def what_if(
     form: Mapping[str, str] | None,
     explain_for: int | None = None,
 ) -> WhatIf:
-    """Every live team's quota as the admin typed it (parsed here, at the edge), and every
-    team's shares after (``app.usage.what_if``). Only rows whose fields differ from
-    today's values are parsed: a keystroke on a page of 1,000 teams costs one parse, and
-    one fair-share computation for "after"; ``explain_for``: the team whose division after
-    the changes is told step by step (its steps recorded in that same computation)."""
+    """The teams the admin changed (parsed here, at the edge) and every team's shares
+    after them (``app.usage.what_if``), from the ready view. Only the teams named in the
+    form are read (a browser sends the fields that differ from today's; without
+    JavaScript, the page's fields): a keystroke at 10,000 teams costs its own rows'
+    parse and one division after the changes, never a form of every team. The rows
+    shown are the changed ones, then a page of the teams whose name matches ``find``.
+    ``explain_for``: the team whose division after the changes is told step by step."""
     form = form or {}
-    pool_text = form.get("pool", format_hundredths(org.gpus_centi))
+    pool_text = str(form.get("pool", format_hundredths(org.gpus_centi)))
     pool_error: str | None = None
     try:
         pool_centi = parse_hundredths(pool_text, what="the pool")
@@ -298,18 +353,23 @@ def what_if(
         cpu_millicores=0,  # CPU and memory are not edited here
         memory_mb=0,
     )
-    quota_rows, shares = org_rows_and_shares(session, usage, org)
+    view = org_view(session, usage, org)
+    by_id = view.by_id
     keys = {short: key for short, key, _ in WHAT_IF_FIELDS}
-    rows: list[WhatIfRow] = []
-    changes: dict[int, QuotaValues] = {}
     model = usage.model
+    named = {int(m[2]) for k in form if (m := _FIELD.match(k)) is not None}
+    # A smaller pool may leave a team's limit above it: those rows are judged too.
+    if pool_centi < org.gpus_centi:
+        named |= {row.id for row in view.rows if row.gpu_limit_centi > pool_centi}
     tried: dict[str, float] = {}  # queue -> past use to try
     tried_ids: set[int] = set()
-    for row in quota_rows:
+    changes: dict[int, QuotaValues] = {}
+
+    def row_of(row: TeamQuota) -> WhatIfRow:
         shown = _shown(row)
-        inputs = {short: form.get(f"{short}_{row.id}", shown[short]).strip() for short in keys}
+        inputs = {s: str(form.get(f"{s}_{row.id}", shown[s])).strip() for s in keys}
         today_use = f"{model.usage.get(row.queue_name, 0.0):.2f}"
-        use_input = form.get(f"u_{row.id}", today_use).strip()
+        use_input = str(form.get(f"u_{row.id}", today_use)).strip()
         use_error: str | None = None
         if use_input != today_use:
             try:
@@ -322,8 +382,9 @@ def what_if(
                 use_error = "past use is a share of the cluster from 0 to 1, e.g. 0.25"
         use_changed = row.id in tried_ids
         if inputs == shown and pool_centi >= row.gpu_limit_centi:
-            rows.append(WhatIfRow(row, inputs, {}, None, False, use_input, use_error, use_changed))
-            continue
+            return WhatIfRow(
+                row, inputs, {}, None, False, use_input, use_error, use_changed, shown, today_use
+            )
         errors: dict[str, str] = {}
         values: QuotaValues | None = None
         try:
@@ -334,26 +395,52 @@ def what_if(
         changed = values is not None and inputs != shown
         if values is not None and changed:
             changes[row.id] = values
-        rows.append(
-            WhatIfRow(row, inputs, errors, values, changed, use_input, use_error, use_changed)
+        return WhatIfRow(
+            row,
+            inputs,
+            errors,
+            values,
+            changed,
+            use_input,
+            use_error,
+            use_changed,
+            shown,
+            today_use,
         )
+
+    judged = [row_of(by_id[i]) for i in sorted(named) if i in by_id]
+    first = [r for r in judged if r.changed or r.errors or r.usage_error or r.usage_changed]
+    find = str(form.get("find", "")).strip()[:100]
+    matching = [row for row in view.rows if find.lower() in row.name.lower()] if find else None
+    count = len(view.rows) if matching is None else len(matching)
+    pages = max(1, -(-count // WHAT_IF_PAGE))
+    page = min(_page_number(form), pages)
+    window = (view.rows if matching is None else matching)[
+        (page - 1) * WHAT_IF_PAGE : page * WHAT_IF_PAGE
+    ]
+    on_top = {r.team.id for r in first}
+    rows = first + [row_of(row) for row in window if row.id not in on_top]
     now: Trace | None = [] if explain_for is not None else None
     busy: Trace | None = [] if explain_for is not None else None
+    after_model = replace(model, usage={**model.usage, **tried}) if tried else None
+    before = view.division if usage.fair_override is None else None
     result = usage_what_if(
-        quota_rows,
-        usage.get([row.queue_name for row in quota_rows]),
+        view.rows,
+        # Readings: in the ready division already, unless both sides are computed here.
+        usage.get([] if before is not None else [row.queue_name for row in view.rows]),
         pool_centi=org.gpus_centi,
         parent=org.parent_queue,
         changes=changes,
         new_pool_centi=pool_centi,
-        before=shares if usage.fair_override is None else None,
+        before=before,
         model=model,
-        after_model=replace(model, usage={**model.usage, **tried}) if tried else None,
+        after_model=after_model,
         also_changed=tried_ids,
         trace=now,
         busy_trace=busy,
+        fill=WHAT_IF_PAGE,
     )
-    subject = next((row for row in quota_rows if row.id == explain_for), None)
+    subject = by_id.get(explain_for) if explain_for is not None else None
     account = (
         account_of(subject.queue_name, subject.name, now, busy, subject.ready)
         if subject is not None and now is not None and busy is not None
@@ -367,4 +454,9 @@ def what_if(
         usage_known=bool(model.usage),
         account=account,
         account_id=subject.id if account is not None and subject is not None else None,
+        find=find,
+        page=page,
+        pages=pages,
+        matching=count,
+        teams=len(view.rows),
     )

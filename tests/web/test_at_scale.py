@@ -1,0 +1,165 @@
+"""An admin's pages with more teams than fit on one screen: the what-if page lists the
+changed teams first and then a page of teams (search, next page) and keeps every change
+across them, a keystroke sends only the changed teams; the requests page shows twenty
+cards a page; a review card's impact is computed once per decision input and ready view,
+however often it is looked at."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import insert, select
+
+from app.core.db import unit_of_work
+from app.core.models import Org, Team, TeamStatus, User, utcnow
+from app.runtime import portal_of
+from app.teams import repository as repo
+from app.teams import service
+from app.teams.rules import QuotaValues
+from app.usage import division
+from app.usage import impact as usage_impact
+from tests.web.conftest import Client
+
+EXTRA = 117  # with the example org's three: 120 teams, three pages of what-if rows
+
+
+@pytest.fixture
+def crowded(app: FastAPI) -> FastAPI:
+    now = utcnow()
+    portal = portal_of(app)
+    with unit_of_work(portal.session_factory) as session:
+        org_id = session.scalar(select(Org.id))
+        admin_id = session.scalar(select(User.id).where(User.is_admin.is_(True)))
+        session.execute(
+            insert(Team),
+            [
+                {
+                    "org_id": org_id,
+                    "name": f"crowd-{i:03d}",
+                    "status": TeamStatus.READY,
+                    "purpose": "many teams",
+                    "gpu_quota_centi": 0,
+                    "gpu_limit_centi": 100,
+                    "weight_centi": 100,
+                    "priority": 100,
+                    "created_by_id": admin_id,
+                    "created_at": now,
+                    "updated_at": now,
+                    "desired_generation": 1,
+                    "observed_generation": 1,
+                    "attempts": 0,
+                }
+                for i in range(EXTRA)
+            ],
+        )
+    portal.usage_cache.forget_quotas()
+    return app
+
+
+def _team_id(app: FastAPI, name: str) -> int:
+    with unit_of_work(portal_of(app).session_factory) as session:
+        found = session.scalar(select(Team.id).where(Team.name == name))
+        assert found is not None
+        return int(found)
+
+
+def _input_rows(page: str) -> list[str]:
+    return re.findall(r'aria-label="guarantee of ([\w-]+)"', page)
+
+
+def test_the_what_if_page_lists_a_page_of_teams_and_finds_any(
+    crowded: FastAPI, admin: Client
+) -> None:
+    page = admin.get("/admin/what-if").text
+    assert len(_input_rows(page)) == 50
+    assert "120 teams, page 1 of 3" in page
+    third = admin.form("/admin/what-if", {"page": "3"}).text
+    assert _input_rows(third)[-1] == "crowd-116"
+    assert len(_input_rows(third)) == 20
+    found = admin.form("/admin/what-if", {"find": "crowd-05", "page": "1"}).text
+    assert _input_rows(found) == [f"crowd-05{i}" for i in range(10)]
+    assert "10 of 120 teams match “crowd-05”" in found
+    nothing = admin.form("/admin/what-if", {"find": "no-such-team"}).text
+    assert "No team's name matches “no-such-team”" in nothing
+
+
+def test_a_change_on_another_page_is_kept_first_and_counted(
+    crowded: FastAPI, admin: Client
+) -> None:
+    far = _team_id(crowded, "crowd-110")
+    form = {"pool": "2", f"q_{far}": "0.5", "page": "1"}
+    page = admin.form("/admin/what-if", form).text
+    rows = _input_rows(page)
+    assert rows[0] == "crowd-110", "the changed team comes first, on any page"
+    assert rows.count("crowd-110") == 1
+    assert f'name="q_{far}" value="0.5" data-today="0"' in page
+    assert "1 team changed" in page
+    assert "pool 1 → 2 GPU" in page
+    moved = page.split('data-whatif-result="crowd-110"')[1].split("</tr>")[0]
+    assert re.search(r'data-whatif="guarantee">0.5<', moved), moved
+    # A keystroke (HTMX) carries only the changed fields: the same answer.
+    htmx = admin.post(
+        "/admin/what-if",
+        data={"pool": "2", f"q_{far}": "0.5"},
+        headers={"HX-Request": "true", "X-CSRF-Token": admin.csrf},
+    )
+    assert htmx.status_code == 200
+    assert "1 team changed" in htmx.text
+    assert re.search(r"(\d+) teams keep their numbers", htmx.text)
+
+
+def test_the_requests_page_shows_twenty_cards_a_page(crowded: FastAPI, admin: Client) -> None:
+    with unit_of_work(portal_of(crowded).session_factory) as session:
+        actor = session.scalar(select(User).where(User.is_admin.is_(True)))
+        assert actor is not None
+        for i in range(25):
+            team = repo.get_team(session, _team_id(crowded, f"crowd-{i:03d}"))
+            service.submit_quota_change(
+                session,
+                actor=actor,
+                team=team,
+                values=QuotaValues(1, 100, 100, 100, None, None),
+                purpose=f"more for {i}",
+            )
+    first = admin.get("/admin/requests").text
+    assert first.count('class="card request"') == 20
+    assert "25 requests waiting · page 1 of 2, oldest first" in first
+    second = admin.get("/admin/requests?page=2").text
+    assert second.count('class="card request"') == 5
+    assert "crowd-024" in second
+    assert "crowd-024" not in first
+
+
+def test_a_review_cards_impact_is_computed_once_per_decision_input(
+    crowded: FastAPI, admin: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with unit_of_work(portal_of(crowded).session_factory) as session:
+        actor = session.scalar(select(User).where(User.is_admin.is_(True)))
+        assert actor is not None
+        for i in range(3):
+            team = repo.get_team(session, _team_id(crowded, f"crowd-{i:03d}"))
+            service.submit_quota_change(
+                session, actor=actor, team=team, values=QuotaValues(1, 100, 100, 100, None, None)
+            )
+    calls = 0
+    divide: Callable[..., Any] = division.divide_org
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return divide(*args, **kwargs)
+
+    monkeypatch.setattr(usage_impact, "divide_org", counting)
+    portal_of(crowded).usage_cache.refresher_running = True  # hold the ready view
+    first = admin.get("/admin/requests").text
+    assert first.count('class="card request"') == 3
+    assert calls == 3, "one division after each card's decision"
+    again = admin.get("/admin/requests").text
+    assert calls == 3, "the next view reads the same three"
+    assert again.count('data-impact-team="crowd-000"') == first.count(
+        'data-impact-team="crowd-000"'
+    )
