@@ -51,7 +51,7 @@ def main() -> None:
             admins = [sign_in(base, "admin@example.org", True) for _ in range(args.concurrency)]
             form_page = admins[0].get("/admin/what-if").text
             fields = dict(re.findall(r'name="([qlwp]_\d+|pool)" value="([^"]*)"', form_page))
-            assert len(fields) == 4 * args.teams + 1, len(fields)
+            assert len(fields) == 4 * min(args.teams, 50) + 1, len(fields)  # a page of teams
             htmx = {"HX-Request": "true"}
 
             def review(worker: int) -> Callable[[], httpx.Response]:

@@ -156,6 +156,15 @@ def getter(client: httpx.Client, path: str) -> Callable[[int], Callable[[], http
 CEILING_REQUESTS = 8
 
 FLOORS = {"no-op": "/healthz", "signed-in no-op": "/api/v1/me"}
+ADMIN_ROWS = (
+    "requests page",
+    "what-if page",
+    "what-if keystroke",
+    "API teams (admin)",
+    "overview by usage",
+    "overview borrowing",
+    "overview later page",
+)
 
 
 def run_size(
@@ -211,6 +220,38 @@ def run_size(
                         slot = figures.setdefault(f"{name}|{who}", {})
                         for key, value in got.items():
                             slot.setdefault(key, []).append(value)
+        # Every other page and API call an admin uses, with five quota changes waiting.
+        for i in range(1, 6):
+            asker = sign_in(base, f"lead-{i}@example.org", False)
+            mine = int(asker.get("/api/v1/teams").json()[0]["id"])
+            asked = asker.post(
+                f"/api/v1/teams/{mine}/quota-requests", json={"gpu_quota": "1", "gpu_limit": "3"}
+            )
+            assert asked.status_code == 201, asked.text
+        htmx = {"HX-Request": "true"}
+        keystroke = {f"q_{team_id}": "1.5"}  # as the page's script sends one
+        admin_rows: dict[str, Callable[[int], Callable[[], httpx.Response]]] = {
+            "requests page": getter(admin, "/admin/requests"),
+            "what-if page": getter(admin, "/admin/what-if"),
+            "what-if keystroke": lambda _w: (
+                lambda: admin.post("/admin/what-if", data=keystroke, headers=htmx)
+            ),
+            "API teams (admin)": getter(admin, "/api/v1/teams"),
+            "overview by usage": getter(admin, "/admin?sort=usage"),
+            "overview borrowing": getter(admin, "/admin?status=borrowing"),
+            "overview later page": getter(admin, f"/admin?page={max(1, teams // 100)}"),
+        }
+        for name, call in admin_rows.items():
+            load(f"{name}, {teams} (warm-up)", call, pid, 10)
+        body_sizes: dict[str, int] = {}
+        for _ in range(rounds):
+            for name, call in admin_rows.items():
+                got = load(f"{name}, {teams}", call, pid, max(20, requests // 4))
+                slot = figures.setdefault(f"{name}|portal", {})
+                for key, value in got.items():
+                    slot.setdefault(key, []).append(value)
+        for name, call in admin_rows.items():
+            body_sizes[name] = len(call(0)().content)
         # The portal's own floor: what any request costs before a page does anything
         # (the middleware stack; then also the session, user and memberships lookup).
         for _ in range(rounds):
@@ -223,7 +264,7 @@ def run_size(
     medians = {
         key: {k: statistics.median(v) for k, v in values.items()} for key, values in figures.items()
     }
-    return {"medians": medians, "memory": memory}
+    return {"medians": medians, "memory": memory, "sizes": body_sizes}
 
 
 def main() -> None:
@@ -281,7 +322,31 @@ def main() -> None:
             )
         print(f"{teams:>6} | peak memory {result['memory']:.0f} MB")
     small, large = min(results), max(results)
+    print()
+    print(f"every admin row | p50 / p99 ms, CPU ms per request, KiB | {large}/{small} p50")
     checks = []
+    for row in ADMIN_ROWS:
+        cells: list[str] = []
+        for teams, result in results.items():
+            medians, shown = result["medians"], result["sizes"]
+            assert isinstance(medians, dict)
+            assert isinstance(shown, dict)
+            got = medians[f"{row}|portal"]
+            cells.append(
+                f"{teams}: {got['p50_ms']:.0f} / {got['p99_ms']:.0f}, {got['cpu_ms']:.1f}, "
+                f"{shown[row] / 1024:.0f}"
+            )
+        first = results[small]["medians"]
+        last = results[large]["medians"]
+        assert isinstance(first, dict)
+        assert isinstance(last, dict)
+        ratio = last[f"{row}|portal"]["p50_ms"] / first[f"{row}|portal"]["p50_ms"]
+        tail = last[f"{row}|portal"]["p99_ms"] / last[f"{row}|portal"]["p50_ms"]
+        print(f"{row:<20} | {' | '.join(cells)} | {ratio:.2f}x")
+        checks += [
+            (f"{row}: p50 at {large} = {ratio:.2f}x the {small}-team p50 (<= 1.5x)", ratio <= 1.5),
+            (f"{row}: p99 = {tail:.1f}x p50 at {large} teams (< 4x)", tail < 4),
+        ]
     for page, target, growth in (("team page", 25, 1.2), ("admin overview", 15, 1.5)):
         first = results[small]["medians"]
         last = results[large]["medians"]
