@@ -20,6 +20,7 @@ from app.usage.model import NO_MODEL, Model, TeamQuota
 from app.usage.sources import QueueUsage
 
 CHANGE = 0.005  # below half a hundredth of a GPU nobody would notice a difference
+RECLAIMS_BUILT = 24  # the pages name at most 6 teams whose running work KAI may take back
 
 
 @dataclass(frozen=True)
@@ -171,24 +172,34 @@ def _may_move(before: Division, after: Division, existing: int) -> npt.NDArray[n
     exactly, as the page rounds), and those that may run above what they keep."""
     moves = _rounded_may_differ(before.if_all_busy, after.if_all_busy[:existing])
     moves |= _rounded_may_differ(before.fair_now, after.fair_now[:existing])
-    kept = np.maximum(np.nan_to_num(after.fair_now[:existing]), after.inputs.quota[:existing])
-    running = after.inputs.shown[:existing] & (after.inputs.allocated[:existing] >= kept - 1e-9)
-    return np.flatnonzero(moves | running)
+    fair = np.nan_to_num(after.fair_now[:existing])
+    kept = np.maximum(np.round(fair, 2), after.inputs.quota[:existing])
+    above = after.inputs.allocated[:existing] - kept
+    reclaims = (np.round(above, 2) >= CHANGE) | _near_half(fair) | _near_half(above)
+    found = np.flatnonzero(after.inputs.shown[:existing] & reclaims)
+    # The pages name the teams KAI may take the most from: the largest, with a margin
+    # for the exact rounding (``Impact.reclaims`` sorts what is built).
+    largest = found[np.argsort(-above[found], kind="stable")[:RECLAIMS_BUILT]]
+    return np.union1d(np.flatnonzero(moves), largest)
+
+
+def _near_half(x: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+    """Where numpy's rounding to two decimals may differ from Python's: within a hair
+    of a half hundredth (elsewhere the two agree)."""
+    scaled = np.abs(x * 100)
+    near: npt.NDArray[np.bool_] = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+    return near
 
 
 def _rounded_may_differ(
     a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.bool_]:
     """Where two figures may show differently to two decimals (a missing one shows as
-    0): numpy's rounding agrees with Python's except within a hair of a half, kept too."""
+    0); equal doubles never do."""
     a, b = np.nan_to_num(a), np.nan_to_num(b)
-
-    def near_half(x: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
-        scaled = np.abs(x * 100)
-        return np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
-
-    differ: npt.NDArray[np.bool_] = (np.round(a, 2) != np.round(b, 2)) | near_half(a)
-    return differ | near_half(b)
+    differ: npt.NDArray[np.bool_] = (np.round(a, 2) != np.round(b, 2)) | _near_half(a)
+    moved: npt.NDArray[np.bool_] = (a != b) & (differ | _near_half(b))
+    return moved
 
 
 def _team(i: int, before: Division, after: Division, existing: int, subject: bool) -> TeamImpact:
