@@ -192,6 +192,7 @@ class UsageCache:
         self._shares: dict[int, GpuShare] = {}
         self._division: Division | None = None
         self._memo: OrderedDict[Hashable, object] = OrderedDict()
+        self._memo_view: object = None
 
     def get(self, queue_names: list[str]) -> dict[str, QueueUsage]:
         wanted = frozenset(queue_names)
@@ -327,18 +328,23 @@ class UsageCache:
         with self._lock:
             return self._division
 
-    def remembered(self, key: Hashable, compute: Callable[[], T]) -> T:
-        """What a decision input gives, computed once (per ready view: the key names it)
-        and kept for the next views and the next viewers, the newest few hundred."""
+    def remembered(self, view: object, key: Hashable, compute: Callable[[], T]) -> T:
+        """What a decision input gives over ``view`` (the ready org view), computed once
+        and kept for the next views and viewers, the newest few hundred. Only the current
+        view's are kept: a new view drops the older ones (and never keeps them alive)."""
         with self._lock:
+            if self._memo_view is not view:
+                self._memo.clear()
+                self._memo_view = view
             if key in self._memo:
                 self._memo.move_to_end(key)
                 return cast(T, self._memo[key])
         value = compute()
         with self._lock:
-            self._memo[key] = value
-            while len(self._memo) > MEMO_SIZE:
-                self._memo.popitem(last=False)
+            if self._memo_view is view:
+                self._memo[key] = value
+                while len(self._memo) > MEMO_SIZE:
+                    self._memo.popitem(last=False)
         return value
 
     def org_view(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -318,3 +320,29 @@ def test_the_refresher_keeps_the_view_ready(seeded: sessionmaker[Session]) -> No
     assert view.names[1] == "nlp"
     assert view.shares[1].allocated == 0.8
     assert view.allocated == 0.8, "the org's GPUs in use, summed once per refresh"
+
+
+def test_a_decision_input_is_computed_once_per_view_and_old_views_are_let_go() -> None:
+    cache = UsageCache(FixedUsage({}), ttl=0)
+    computed: list[str] = []
+
+    def compute(what: str) -> Callable[[], str]:
+        def run() -> str:
+            computed.append(what)
+            return what
+
+        return run
+
+    class View:  # a stand-in for the ready org view: only its identity matters
+        pass
+
+    first, second = View(), View()
+    assert cache.remembered(first, "a", compute("a")) == "a"
+    assert cache.remembered(first, "a", compute("a")) == "a"
+    assert cache.remembered(first, "b", compute("b")) == "b"
+    assert computed == ["a", "b"], "once per decision input over the same view"
+    assert cache.remembered(second, "a", compute("a")) == "a"
+    assert computed == ["a", "b", "a"], "a new view computes again"
+    held = weakref.ref(first)
+    del first
+    assert held() is None, "the memo keeps no older view alive"

@@ -83,7 +83,6 @@ def org_impact(
         return compute()
     key = (
         "impact",
-        id(view),
         org.gpus_centi,
         org.parent_queue,
         tuple(sorted((changes or {}).items())),
@@ -91,8 +90,7 @@ def org_impact(
         every_team,
         before is not None,
     )
-    seen, result = usage.remembered(key, lambda: (view, compute()))
-    assert seen is view  # the key's id() is the view's: the memo holds it alive
+    result = usage.remembered(view, key, compute)
     return result
 
 
