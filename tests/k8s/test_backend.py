@@ -195,7 +195,11 @@ def test_usage_is_read_from_queue_status(kube_app: FastAPI, admin_api: Any) -> N
             }
         },
     )
+    kube = portal_of(kube_app).backend.kube  # type: ignore[attr-defined]
+    lists = kube.calls["list"]
     share = lead.get("/api/v1/teams/1").json()["gpu_share"]
+    # One read of usage and KAI's top level: queues (once), waiting pods, nodes, shards.
+    assert kube.calls["list"] - lists == 4
     assert share["allocated"] == 0.5
     assert share["requested"] == 1.5
     assert share["borrowed"] == 0.17

@@ -9,6 +9,7 @@ personal credentials issued inside each vCluster (``access``).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Collection, Mapping
 from datetime import datetime
@@ -40,6 +41,10 @@ DEEP_CHECKS_OF = {
 GPU = "nvidia.com/gpu"
 
 
+# usage() hands its listing of every queue to the cluster_top() that follows it (once).
+QUEUES_REUSED_SECONDS = 2.0
+
+
 class KubernetesBackend:
     kind = "kubernetes"
     simulated = False
@@ -50,6 +55,7 @@ class KubernetesBackend:
         self.vclusters = VClusterInstaller(self.kube)
         self.kubeconfigs = Kubeconfigs(self.kube)
         self.access = Access(self.kube, self.kubeconfigs)
+        self._queues_read: tuple[float, Any] | None = None
 
     @property
     def settings(self) -> Settings:
@@ -136,12 +142,8 @@ class KubernetesBackend:
 
     def usage(self, queue_names: list[str]) -> dict[str, QueueUsage]:
         """One list call for every queue's status.allocated and status.requested."""
-        listed: Any = self.kube.call(
-            "listing queues",
-            lambda: self.kube.custom.list_cluster_custom_object(
-                m.QUEUE_GROUP, m.QUEUE_VERSION, m.QUEUE_PLURAL
-            ),
-        )
+        listed = self._list_queues()
+        self._queues_read = (time.monotonic(), listed)  # for the cluster_top() that follows
         wanted = set(queue_names)
         items = (listed or {}).get("items", [])
         # KAI's queue controller writes status (childQueues on every parent, allocated and
@@ -164,6 +166,14 @@ class KubernetesBackend:
                 smallest_waiting=smallest.get(name),
             )
         return result
+
+    def _list_queues(self) -> Any:
+        return self.kube.call(
+            "listing queues",
+            lambda: self.kube.custom.list_cluster_custom_object(
+                m.QUEUE_GROUP, m.QUEUE_VERSION, m.QUEUE_PLURAL
+            ),
+        )
 
     def _smallest_waiting(self, queues: set[str]) -> dict[str, float]:
         """Per queue, the GPUs of its smallest unscheduled pod that asks for any (one
@@ -196,12 +206,11 @@ class KubernetesBackend:
             if not ready or (node.spec is not None and node.spec.unschedulable):
                 continue
             total += _gpus((node.status.allocatable if node.status else None) or {})
-        listed: Any = self.kube.call(
-            "listing queues",
-            lambda: self.kube.custom.list_cluster_custom_object(
-                m.QUEUE_GROUP, m.QUEUE_VERSION, m.QUEUE_PLURAL
-            ),
-        )
+        # The queues usage() has just listed (the usage cache reads both at once), else
+        # a list of its own: one listing of every queue per refresh, not two.
+        read, self._queues_read = self._queues_read, None
+        fresh = read is not None and time.monotonic() - read[0] < QUEUES_REUSED_SECONDS
+        listed: Any = read[1] if read is not None and fresh else self._list_queues()
         queues = []
         for item in (listed or {}).get("items", []):
             spec = item.get("spec") or {}
