@@ -89,6 +89,14 @@ def ceiling(body: str) -> Iterator[tuple[str, int]]:
         process.wait(10)
 
 
+def resident_mb(pid: int) -> float:
+    """The process's resident memory now (VmRSS), beside its peak (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -261,10 +269,11 @@ def run_size(
                 for key, value in got.items():
                     slot.setdefault(key, []).append(value)
         memory = peak_memory_mb(pid)
+        resident = resident_mb(pid)
     medians = {
         key: {k: statistics.median(v) for k, v in values.items()} for key, values in figures.items()
     }
-    return {"medians": medians, "memory": memory, "sizes": body_sizes}
+    return {"medians": medians, "memory": memory, "resident": resident, "sizes": body_sizes}
 
 
 def main() -> None:
@@ -320,7 +329,10 @@ def main() -> None:
                 f"{teams:>6} | {page:<14} | {share:5.1f} % of the signed-in no-op's req/s, "
                 f"{cost:.1f}x its CPU"
             )
-        print(f"{teams:>6} | peak memory {result['memory']:.0f} MB")
+        print(
+            f"{teams:>6} | peak memory {result['memory']:.0f} MB "
+            f"(resident after the measurements: {result['resident']:.0f} MB)"
+        )
     small, large = min(results), max(results)
     print()
     print(f"every admin row | p50 / p99 ms, CPU ms per request, KiB | {large}/{small} p50")
