@@ -28,6 +28,9 @@ class InMemoryCluster(Protocol):
     def restore(self, spec: TeamSpec, steps: Collection[Step], version: str | None) -> None: ...
 
 
+RESTORE_BATCH = 500
+
+
 def restore_from_database(
     session_factory: sessionmaker[Session], cluster: InMemoryCluster, settings: Settings
 ) -> int:
@@ -35,16 +38,30 @@ def restore_from_database(
     steps the database records as done); the number of teams restored."""
     if not cluster.empty:
         return 0
-    with unit_of_work(session_factory) as session:
-        if not teams.has_org(session):
-            return 0
-        restored = []
-        for team in teams.get_teams(session, statuses=HOLDING_STATUSES, with_steps=True):
-            done = [Step(s.step) for s in team.steps if s.status == StepStatus.DONE]
-            if done:
-                cluster.restore(spec_of(session, team, settings), done, team.vcluster_version)
-                restored.append(team.name)
-        if restored:
+    restored: list[str] = []
+    offset = 0
+    while True:  # a batch of teams at a time: 10,000 teams' rows are never all loaded
+        with unit_of_work(session_factory) as session:
+            if offset == 0 and not teams.has_org(session):
+                return 0
+            batch = teams.get_teams(
+                session,
+                statuses=HOLDING_STATUSES,
+                with_steps=True,
+                limit=RESTORE_BATCH,
+                offset=offset,
+            )
+            for team in batch:
+                done = [Step(s.step) for s in team.steps if s.status == StepStatus.DONE]
+                if done:
+                    spec = spec_of(session, team, settings)
+                    cluster.restore(spec, done, team.vcluster_version)
+                    restored.append(team.name)
+        if len(batch) < RESTORE_BATCH:
+            break
+        offset += RESTORE_BATCH
+    if restored:
+        with unit_of_work(session_factory) as session:
             audit.record(
                 session,
                 actor=None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import select, update
 
@@ -15,6 +16,7 @@ from app.adapters.simulated import SimulatedBackend
 from app.cli import seed
 from app.core.db import unit_of_work
 from app.core.models import AuditEvent, Step, Team, utcnow
+from app.provisioning import restore
 from app.runtime import portal_of
 from app.usage.history import RightsizingRun
 from tests.conftest import settings_for
@@ -63,6 +65,24 @@ def test_a_restart_restores_the_simulated_cluster_and_says_so_once(db_url: str) 
             session.execute(update(Team).values(next_attempt_at=utcnow()))
         portal_of(app).reconciler.run_once()
         assert "provisioning.drift_repaired" in _actions(app)
+
+
+def test_the_restore_reads_the_teams_a_batch_at_a_time(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every team is restored when they span several batches (10,000 teams' rows are
+    never all loaded at once)."""
+    monkeypatch.setattr(restore, "RESTORE_BATCH", 2)
+    for app in portal(db_url):
+        for _ in range(3):
+            portal_of(app).reconciler.run_once()
+    for app in portal(db_url):
+        backend = portal_of(app).backend
+        assert isinstance(backend, SimulatedBackend)
+        held = {name for (step, name) in backend._objects if step == Step.NAMESPACE}
+        assert held == {"nlp", "vision", "recommender"}
+        portal_of(app).reconciler.run_once()
+        assert "provisioning.drift_repaired" not in _actions(app)
 
 
 def test_a_new_chart_version_rolls_over_the_simulated_teams_one_at_a_time(db_url: str) -> None:
