@@ -1,0 +1,380 @@
+"""Cluster templates: what a team's vCluster comes with, as an admin writes it and as it
+is checked before it is kept.
+
+A template version says what a vCluster of its kind gets: manifests applied inside it
+and Helm charts installed inside it (vCluster's ``experimental.deploy.vcluster``),
+values for the vCluster itself from a short list of allowed keys, default quota values,
+and parameters a lead sets at request (``${name}`` in the manifests, a chart's version or
+its values). Checked when saved: the manifests parse into Kubernetes objects, every
+``${name}`` is a declared parameter, the charts name a source, the parameters' types and
+allowed values agree with their defaults, and the vCluster values set nothing the portal
+owns (the queue pinning, the pod sync, the kubelet proxies, node isolation, CoreDNS, the
+control plane's reach) and pass the real chart's own ``values.schema.json``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator
+
+from app.core.errors import InvalidInput
+
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")  # a DNS-1123 label, short
+PARAMETER = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
+PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
+PARAMETER_TYPES = ("choice", "string", "integer", "boolean")
+CHART_SOURCES = ("https://", "http://", "oci://")
+MANIFESTS_MAX = 256 * 1024  # characters of YAML
+ALLOWED_MAX = 50  # a choice's allowed values
+STRING_MAX = 200  # a string parameter's value
+
+# What of the vCluster's own values a template may set (a key path and everything under
+# it), and what it may not, with the reason a person reads when a template is refused.
+ALLOWED: tuple[tuple[str, ...], ...] = (
+    ("controlPlane", "statefulSet", "resources"),
+    ("controlPlane", "statefulSet", "persistence"),
+    ("sync", "toHost", "ingresses"),
+    ("sync", "toHost", "persistentVolumeClaims"),
+    ("sync", "toHost", "configMaps"),
+    ("sync", "toHost", "secrets"),
+    ("sync", "toHost", "networkPolicies"),
+    ("sync", "toHost", "serviceAccounts"),
+    ("sync", "fromHost", "storageClasses"),
+    ("sync", "fromHost", "ingressClasses"),
+    ("sync", "fromHost", "runtimeClasses"),
+    ("sync", "fromHost", "csiDrivers"),
+    ("sync", "fromHost", "csiNodes"),
+    ("sync", "fromHost", "csiStorageCapacities"),
+)
+OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
+    (
+        ("sync", "toHost", "pods"),
+        "the portal syncs pods itself: each gets the team's KAI queue, and service-account "
+        "tokens stay out of annotations",
+    ),
+    (("sync", "fromHost", "nodes"), "the portal decides which nodes a team sees"),
+    (("sync", "toHost", "priorityClasses"), "a host priority class would outrank other teams"),
+    (
+        ("sync", "toHost", "customResources"),
+        "custom resources synced to the host reach past the team",
+    ),
+    (
+        ("networking", "advanced", "proxyKubelets"),
+        "the kubelet proxies would need nodes/proxy on the host, which no team should hold",
+    ),
+    (("controlPlane", "coredns"), "the portal writes CoreDNS with the team's queue pinning"),
+    (("controlPlane", "distro"), "the portal sets the API server's sign-in"),
+    (("controlPlane", "proxy"), "the portal sets the names the vCluster's certificate carries"),
+    (("controlPlane", "service"), "the portal decides how the vCluster is reached"),
+    (("controlPlane", "ingress"), "the portal decides how the vCluster is reached"),
+    (("experimental",), "the template's manifests and charts go in their own fields"),
+    (("policies",), "the portal's admission policy pins every pod to the team's queue"),
+    (("rbac",), "the syncer's permissions are the portal's"),
+    (("telemetry",), "telemetry is the portal's setting"),
+)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """What a lead may set at request."""
+
+    name: str
+    label: str
+    type: str  # one of PARAMETER_TYPES
+    default: str
+    allowed: tuple[str, ...] = ()  # a choice's values
+
+    def parse(self, given: str) -> str:
+        """The value as it is rendered in, or ValueError saying what to change."""
+        value = given.strip()
+        if self.type == "choice":
+            if value not in self.allowed:
+                raise ValueError(f"choose one of {', '.join(self.allowed)}")
+        elif self.type == "integer":
+            if not re.fullmatch(r"-?\d{1,9}", value):
+                raise ValueError("a whole number, e.g. 3")
+        elif self.type == "boolean":
+            if value not in ("true", "false"):
+                raise ValueError("true or false")
+        elif not value or len(value) > STRING_MAX or not re.fullmatch(r"[\w.:/@+=-]+", value):
+            raise ValueError(
+                f"letters, digits and . : / @ + = - _ only, at most {STRING_MAX} characters"
+            )
+        return value
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A Helm chart installed inside the vCluster."""
+
+    name: str
+    repo: str  # a chart repository (or its mirror), or oci://registry/path
+    version: str
+    release: str
+    namespace: str
+    values: str = ""  # YAML, as the chart takes it
+
+
+@dataclass(frozen=True)
+class TemplateSpec:
+    """One version of a template, checked."""
+
+    manifests: str = ""
+    charts: tuple[Chart, ...] = ()
+    vcluster_values: Mapping[str, Any] = field(default_factory=dict)
+    parameters: tuple[Parameter, ...] = ()
+    default_quota: Mapping[str, str] = field(default_factory=dict)
+    repair_drift: bool = False
+
+    def parameter(self, name: str) -> Parameter | None:
+        return next((p for p in self.parameters if p.name == name), None)
+
+
+def _paths(values: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every leaf's key path (a mapping's keys; a list or a scalar is a leaf)."""
+    for key, value in values.items():
+        path = (*prefix, str(key))
+        if isinstance(value, Mapping) and value:
+            yield from _paths(value, path)
+        else:
+            yield path
+
+
+def _dotted(path: Sequence[str]) -> str:
+    return ".".join(path)
+
+
+def check_vcluster_values(values: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, str]:
+    """What is wrong with a template's values for the vCluster itself: keys the portal
+    owns (with why), keys not on the allowed list, then the chart's own schema."""
+    errors: dict[str, str] = {}
+    for path in _paths(values):
+        owned = next((why for key, why in OWNED if path[: len(key)] == key), None)
+        if owned is not None:
+            errors[f"vcluster_values.{_dotted(path)}"] = f"a template cannot set it: {owned}"
+        elif not any(path[: len(key)] == key for key in ALLOWED):
+            errors[f"vcluster_values.{_dotted(path)}"] = (
+                "not among the values a template may set ("
+                + ", ".join(_dotted(key) for key in ALLOWED)
+                + ")"
+            )
+    if errors:
+        return errors
+    validator = Draft202012Validator(schema)
+    for error in sorted(validator.iter_errors(values), key=lambda e: list(e.absolute_path)):
+        where = _dotted([str(p) for p in error.absolute_path]) or "(top)"
+        errors[f"vcluster_values.{where}"] = f"the vCluster chart refuses it: {error.message}"
+    return errors
+
+
+def _placeholders(text: str) -> set[str]:
+    return set(PLACEHOLDER.findall(text))
+
+
+def _manifest_errors(manifests: str, declared: set[str]) -> dict[str, str]:
+    if len(manifests) > MANIFESTS_MAX:
+        return {"manifests": f"at most {MANIFESTS_MAX // 1024} KiB of YAML"}
+    errors: dict[str, str] = {}
+    unknown = sorted(name for name in _placeholders(manifests) if name not in declared)
+    if unknown:
+        errors["manifests"] = "no parameter named " + ", ".join(f"${{{n}}}" for n in unknown)
+        return errors
+    try:
+        docs = [d for d in yaml.safe_load_all(PLACEHOLDER.sub("x", manifests)) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1})" if mark is not None else ""
+        return {"manifests": f"not YAML{at}: {getattr(exc, 'problem', exc)}"}
+    for number, doc in enumerate(docs, 1):
+        missing = [
+            key
+            for key, ok in (
+                ("apiVersion", isinstance(doc, dict) and bool(doc.get("apiVersion"))),
+                ("kind", isinstance(doc, dict) and bool(doc.get("kind"))),
+                (
+                    "metadata.name",
+                    isinstance(doc, dict)
+                    and isinstance(doc.get("metadata"), dict)
+                    and bool(doc["metadata"].get("name")),
+                ),
+            )
+            if not ok
+        ]
+        if missing:
+            errors["manifests"] = (
+                f"document {number} is not a Kubernetes object: it needs {', '.join(missing)}"
+            )
+            break
+    return errors
+
+
+def _parameters(raw: object) -> tuple[tuple[Parameter, ...], dict[str, str]]:
+    if raw is None:
+        return (), {}
+    if not isinstance(raw, list):
+        return (), {"parameters": "a list of parameters"}
+    found: list[Parameter] = []
+    errors: dict[str, str] = {}
+    for number, item in enumerate(raw, 1):
+        where = f"parameters.{number}"
+        if not isinstance(item, Mapping):
+            errors[where] = "a parameter has a name, a type and a default"
+            continue
+        name = str(item.get("name", "")).strip()
+        kind = str(item.get("type", "choice")).strip()
+        allowed = tuple(str(v).strip() for v in (item.get("allowed") or []))
+        default = str(item.get("default", "")).strip()
+        if not PARAMETER.fullmatch(name):
+            errors[where] = "a name of lower-case letters, digits and _ (e.g. version)"
+        elif any(p.name == name for p in found):
+            errors[where] = f"{name} is declared twice"
+        elif kind not in PARAMETER_TYPES:
+            errors[where] = f"{name}: the type is one of {', '.join(PARAMETER_TYPES)}"
+        elif kind == "choice" and not 1 <= len(allowed) <= ALLOWED_MAX:
+            errors[where] = f"{name}: a choice lists 1 to {ALLOWED_MAX} allowed values"
+        else:
+            parameter = Parameter(
+                name=name,
+                label=str(item.get("label", "") or name).strip()[:80],
+                type=kind,
+                default=default,
+                allowed=allowed if kind == "choice" else (),
+            )
+            try:
+                parameter.parse(default)
+            except ValueError as exc:
+                errors[where] = f"{name}: the default {default!r} is not allowed: {exc}"
+            else:
+                found.append(parameter)
+    return tuple(found), errors
+
+
+def _charts(raw: object, declared: set[str]) -> tuple[tuple[Chart, ...], dict[str, str]]:
+    if raw is None:
+        return (), {}
+    if not isinstance(raw, list):
+        return (), {"charts": "a list of charts"}
+    charts: list[Chart] = []
+    errors: dict[str, str] = {}
+    for number, item in enumerate(raw, 1):
+        where = f"charts.{number}"
+        if not isinstance(item, Mapping):
+            errors[where] = "a chart has a name, a repo and a version"
+            continue
+        values = item.get("values") or ""
+        if isinstance(values, Mapping):
+            values = yaml.safe_dump(dict(values), sort_keys=False)
+        chart = Chart(
+            name=str(item.get("name", "")).strip(),
+            repo=str(item.get("repo", "")).strip(),
+            version=str(item.get("version", "")).strip(),
+            release=str(item.get("release", "") or item.get("name", "")).strip(),
+            namespace=str(item.get("namespace", "") or "default").strip(),
+            values=str(values),
+        )
+        unknown = sorted(
+            n
+            for n in _placeholders(chart.version) | _placeholders(chart.values)
+            if n not in declared
+        )
+        if not chart.name or not chart.version:
+            errors[where] = "a chart needs its name and version"
+        elif not chart.repo.startswith(CHART_SOURCES):
+            errors[where] = (
+                f"{chart.name}: the repo is a chart repository (https://…, a mirror) or "
+                "oci://registry/path"
+            )
+        elif not NAME.fullmatch(chart.release) or not NAME.fullmatch(chart.namespace):
+            errors[where] = f"{chart.name}: the release and namespace are DNS-1123 labels"
+        elif unknown:
+            errors[where] = f"{chart.name}: no parameter named " + ", ".join(
+                f"${{{n}}}" for n in unknown
+            )
+        else:
+            try:
+                yaml.safe_load(PLACEHOLDER.sub("x", chart.values))
+            except yaml.YAMLError:
+                errors[where] = f"{chart.name}: its values are not YAML"
+            else:
+                charts.append(chart)
+    return tuple(charts), errors
+
+
+def parse_spec(raw: Mapping[str, Any], schema: Mapping[str, Any]) -> TemplateSpec:
+    """A template version as an admin wrote it, checked (``schema``: the vCluster chart's
+    own values.schema.json); InvalidInput names every field to change."""
+    parameters, errors = _parameters(raw.get("parameters"))
+    declared = {p.name for p in parameters}
+    manifests = str(raw.get("manifests") or "")
+    errors.update(_manifest_errors(manifests, declared))
+    charts, chart_errors = _charts(raw.get("charts"), declared)
+    errors.update(chart_errors)
+    values = raw.get("vcluster_values") or {}
+    if not isinstance(values, Mapping):
+        errors["vcluster_values"] = "a mapping of the vCluster's values"
+        values = {}
+    else:
+        errors.update(check_vcluster_values(values, schema))
+    quota = raw.get("default_quota") or {}
+    if not isinstance(quota, Mapping):
+        errors["default_quota"] = "a mapping of quota fields (gpu_quota, gpu_limit, …)"
+        quota = {}
+    if errors:
+        raise InvalidInput(errors)
+    return TemplateSpec(
+        manifests=manifests,
+        charts=charts,
+        vcluster_values=dict(values),
+        parameters=parameters,
+        default_quota={str(k): str(v) for k, v in quota.items()},
+        repair_drift=bool(raw.get("repair_drift", False)),
+    )
+
+
+def parse_parameters(spec: TemplateSpec, given: Mapping[str, str]) -> dict[str, str]:
+    """A lead's parameter values (the defaults where none is given); InvalidInput names
+    each one to change. A name the template does not declare is refused."""
+    errors: dict[str, str] = {}
+    values: dict[str, str] = {}
+    for name in given:
+        if spec.parameter(name) is None:
+            errors[f"parameters.{name}"] = "this template has no such parameter"
+    for parameter in spec.parameters:
+        try:
+            values[parameter.name] = parameter.parse(given.get(parameter.name, parameter.default))
+        except ValueError as exc:
+            errors[f"parameters.{parameter.name}"] = f"{parameter.label}: {exc}"
+    if errors:
+        raise InvalidInput(errors)
+    return values
+
+
+def _render(text: str, values: Mapping[str, str]) -> str:
+    return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+
+
+def deploy_values(spec: TemplateSpec, parameters: Mapping[str, str]) -> dict[str, Any]:
+    """What the template adds to ``experimental.deploy.vcluster`` (its manifests and
+    charts, the parameters rendered in), as the vCluster chart takes it."""
+    deploy: dict[str, Any] = {}
+    if spec.manifests.strip():
+        deploy["manifests"] = _render(spec.manifests, parameters)
+    if spec.charts:
+        deploy["helm"] = [
+            {
+                "chart": {
+                    "name": chart.name,
+                    "repo": chart.repo,
+                    "version": _render(chart.version, parameters),
+                },
+                "release": {"name": chart.release, "namespace": chart.namespace},
+                **({"values": _render(chart.values, parameters)} if chart.values else {}),
+            }
+            for chart in spec.charts
+        ]
+    return deploy

@@ -1,0 +1,219 @@
+"""A cluster template is checked when it is saved, against the real vCluster chart's
+own values.schema.json (release 0.36.1): what it installs parses, its parameters agree
+with their defaults, and it can set nothing that weakens what the portal owns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from app.adapters.k8s.manifests import vcluster_values
+from app.catalog.rules import deploy_values, parse_parameters, parse_spec
+from app.catalog.schema import SchemaMissing, chart_schema
+from app.core.errors import InvalidInput
+from app.provisioning.backend import ResourceQuota, TeamSpec
+from tests.shared import SHARED
+
+CHART = SHARED / "third_party" / "vcluster" / "vcluster-0.36.1.tgz"
+SCHEMA = chart_schema(CHART)
+
+CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: experiments.nlp.example.org
+spec:
+  group: nlp.example.org
+  names: {kind: Experiment, plural: experiments, singular: experiment}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: experiments
+  labels: {kind: ${flavour}}
+"""
+
+KUBEFLOW: dict[str, Any] = {
+    "manifests": CRD,
+    "charts": [
+        {
+            "name": "training-operator",
+            "repo": "oci://registry.example.org/charts",
+            "version": "${training_operator}",
+            "namespace": "kubeflow",
+            "values": {"replicas": 1},
+        }
+    ],
+    "vcluster_values": {
+        "controlPlane": {
+            "statefulSet": {"resources": {"limits": {"memory": "4Gi"}}},
+        },
+        "sync": {"fromHost": {"storageClasses": {"enabled": True}}},
+    },
+    "parameters": [
+        {
+            "name": "training_operator",
+            "label": "Kubeflow Training Operator",
+            "type": "choice",
+            "allowed": ["1.8.1", "1.9.0"],
+            "default": "1.8.1",
+        },
+        {"name": "flavour", "type": "string", "default": "nlp"},
+    ],
+    "default_quota": {"gpu_quota": "1", "gpu_limit": "2"},
+}
+
+
+def _team() -> TeamSpec:
+    unlimited = ResourceQuota(0.0, -1.0, 1.0)
+    return TeamSpec(
+        team="nlp",
+        namespace="vcluster-nlp",
+        vcluster_name="nlp",
+        queue_name="team-nlp",
+        parent_queue="ml-org",
+        priority=100,
+        gpu=ResourceQuota(1.0, 2.0, 1.0),
+        cpu=unlimited,
+        memory=unlimited,
+        org_gpu=ResourceQuota(1.0, -1.0, 1.0),
+        org_cpu=unlimited,
+        org_memory=unlimited,
+    )
+
+
+def _refused(raw: dict[str, Any]) -> dict[str, str]:
+    with pytest.raises(InvalidInput) as caught:
+        parse_spec(raw, SCHEMA)
+    return caught.value.errors
+
+
+def test_a_template_renders_into_values_the_real_chart_takes() -> None:
+    spec = parse_spec(KUBEFLOW, SCHEMA)
+    chosen = parse_parameters(spec, {"training_operator": "1.9.0"})
+    assert chosen == {"training_operator": "1.9.0", "flavour": "nlp"}
+    deploy = deploy_values(spec, chosen)
+    assert deploy["helm"][0]["chart"] == {
+        "name": "training-operator",
+        "repo": "oci://registry.example.org/charts",
+        "version": "1.9.0",
+    }
+    assert deploy["helm"][0]["release"] == {"name": "training-operator", "namespace": "kubeflow"}
+    assert "labels: {kind: nlp}" in deploy["manifests"]
+    # The whole vcluster.yaml the portal would install: its own values, the template's
+    # values and what the template deploys, as the real chart's schema judges it.
+    values = vcluster_values(_team(), expose="ClusterIP", ingress_host=None, extra_sans=[])
+    values["controlPlane"]["statefulSet"]["resources"]["limits"]["memory"] = "4Gi"
+    values["experimental"]["deploy"] = {"vcluster": deploy}
+    assert list(Draft202012Validator(SCHEMA).iter_errors(values)) == []
+
+
+@pytest.mark.parametrize(
+    ("values", "field", "reason"),
+    [
+        (
+            {"sync": {"toHost": {"pods": {"enabled": False}}}},
+            "vcluster_values.sync.toHost.pods.enabled",
+            "each gets the team's KAI queue",
+        ),
+        (
+            {"networking": {"advanced": {"proxyKubelets": {"byHostname": True}}}},
+            "vcluster_values.networking.advanced.proxyKubelets.byHostname",
+            "nodes/proxy on the host",
+        ),
+        (
+            {"sync": {"fromHost": {"nodes": {"selector": {"all": True}}}}},
+            "vcluster_values.sync.fromHost.nodes.selector.all",
+            "which nodes a team sees",
+        ),
+        (
+            {"controlPlane": {"coredns": {"enabled": False}}},
+            "vcluster_values.controlPlane.coredns.enabled",
+            "CoreDNS with the team's queue pinning",
+        ),
+        (
+            {"policies": {"resourceQuota": {"enabled": False}}},
+            "vcluster_values.policies.resourceQuota.enabled",
+            "pins every pod to the team's queue",
+        ),
+        (
+            {"experimental": {"deploy": {"host": {"manifests": "x"}}}},
+            "vcluster_values.experimental.deploy.host.manifests",
+            "go in their own fields",
+        ),
+    ],
+)
+def test_what_the_portal_owns_is_refused_with_the_reason(
+    values: dict[str, Any], field: str, reason: str
+) -> None:
+    errors = _refused({"vcluster_values": values})
+    assert field in errors, errors
+    assert "a template cannot set it" in errors[field]
+    assert reason in errors[field]
+
+
+def test_a_key_off_the_allowed_list_names_the_list() -> None:
+    errors = _refused({"vcluster_values": {"sleep": {"auto": {"afterInactivity": "1h"}}}})
+    message = errors["vcluster_values.sleep.auto.afterInactivity"]
+    assert message.startswith("not among the values a template may set")
+    assert "controlPlane.statefulSet.resources" in message
+
+
+def test_an_allowed_key_the_chart_refuses_is_refused_by_the_charts_schema() -> None:
+    errors = _refused(
+        {"vcluster_values": {"controlPlane": {"statefulSet": {"resources": {"limits": "lots"}}}}}
+    )
+    assert errors == {
+        "vcluster_values.controlPlane.statefulSet.resources.limits": (
+            "the vCluster chart refuses it: 'lots' is not of type 'object'"
+        )
+    }
+
+
+def test_manifests_and_charts_are_checked() -> None:
+    assert _refused({"manifests": "kind: [unclosed"})["manifests"].startswith("not YAML (line 1)")
+    assert _refused({"manifests": "apiVersion: v1\nkind: Namespace\n"}) == {
+        "manifests": "document 1 is not a Kubernetes object: it needs metadata.name"
+    }
+    assert _refused({"manifests": CRD}) == {"manifests": "no parameter named ${flavour}"}
+    errors = _refused({"charts": [{"name": "x", "repo": "ftp://mirror", "version": "1"}]})
+    assert "oci://registry/path" in errors["charts.1"]
+
+
+def test_parameters_agree_with_their_defaults_and_a_lead_sets_only_allowed_values() -> None:
+    errors = _refused(
+        {
+            "parameters": [
+                {"name": "version", "type": "choice", "allowed": ["1"], "default": "2"},
+                {"name": "version", "type": "string", "default": "x"},
+                {"name": "Bad Name", "type": "string", "default": "x"},
+            ]
+        }
+    )
+    assert errors["parameters.1"].startswith("version: the default '2' is not allowed")
+    assert errors["parameters.3"].startswith("a name of lower-case letters")
+    spec = parse_spec(KUBEFLOW, SCHEMA)
+    with pytest.raises(InvalidInput) as caught:
+        parse_parameters(spec, {"training_operator": "2.0", "flavour": "a: b\nkind: Pod"})
+    assert caught.value.errors == {
+        "parameters.training_operator": "Kubeflow Training Operator: choose one of 1.8.1, 1.9.0",
+        "parameters.flavour": (
+            "flavour: letters, digits and . : / @ + = - _ only, at most 200 characters"
+        ),
+    }
+    with pytest.raises(InvalidInput) as unknown:
+        parse_parameters(spec, {"colour": "red"})
+    assert unknown.value.errors == {"parameters.colour": "this template has no such parameter"}
+
+
+def test_a_chart_archive_without_a_schema_says_so(tmp_path: Any) -> None:
+    with pytest.raises(SchemaMissing, match="cannot be read"):
+        chart_schema(tmp_path / "missing.tgz")
