@@ -331,17 +331,22 @@ def test_vcluster_cli_failures_are_shown(kube_app: FastAPI, tmp_path: Path) -> N
             update={"vcluster_chart_repo": silent, "vcluster_timeout_seconds": 2.0}
         )
         reconcile_until(kube_app, lambda: "did not finish in 2s" in _error(kube_app, 1))
-        assert not _processes_of(tool("helm")), "helm was left running after the time-out"
+        assert not _processes_of(tool("helm"), silent), "helm was left running after the time-out"
     backend.settings = good
     reconcile_until(kube_app, lambda: all_ready(kube_app))
 
 
-def _processes_of(executable: Path) -> list[int]:
+def _processes_of(executable: Path, mentioning: str) -> list[int]:
+    """Processes of ``executable`` whose command line names ``mentioning`` (this test's
+    own server: another test running helm at the same time is not this one's leftover,
+    and an orphaned helm is no longer our child, so ancestry cannot tell)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if (entry / "exe").resolve() == executable.resolve():
+                if (entry / "exe").resolve() != executable.resolve():
+                    continue
+                if mentioning.encode() in (entry / "cmdline").read_bytes():
                     found.append(int(entry.name))
             except OSError:
                 continue

@@ -344,12 +344,16 @@ def test_a_stuck_upgrade_stops_the_rollout_until_resumed(
         assert "0 of 3 teams" in page, page[page.find("vCluster upgrade") :][:1500]
         resumed = admin.form("/admin/rollout/resume", follow_redirects=False)
         assert resumed.status_code == 303, resumed.text
+        # The stuck team's new pod starts, then the other two upgrade one after another:
+        # three syncer starts in a row (each over 90 s beside another test file's work on
+        # a loaded 2-core machine; 300 s was once too little).
         reconcile_until(
             app,
             lambda: (
                 {chart_of(admin_api, t) for t in TEAMS} == {"vcluster-0.36.1"}
                 and _rollout(app) == "running"
             ),
+            timeout=600,
         )
         with portal_of(app).session_factory() as session:
             actions = session.scalars(
