@@ -8,7 +8,7 @@ a quota change, a new pool, or several changes at once on the what-if page).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -138,14 +138,18 @@ def impact(
     inputs = before.inputs
     after_inputs, touched = inputs.changed(dict(changes or {}), usage)
     after_pool = pool_centi if new_pool_centi is None else new_pool_centi
-    after = divide_org(
-        after_inputs,
-        pool_centi=after_pool,
-        parent=parent,
-        model=after_model or model,
-        trace=trace,
-        busy_trace=busy_trace,
-    )
+    same = not changes and after_pool == pool_centi and after_model is None
+    if same and trace is None and busy_trace is None:
+        after = replace(before, inputs=after_inputs)  # nothing to divide again
+    else:
+        after = divide_org(
+            after_inputs,
+            pool_centi=after_pool,
+            parent=parent,
+            model=after_model or model,
+            trace=trace,
+            busy_trace=busy_trace,
+        )
     existing = len(inputs)
     also = set(also_changed)
     subjects = set(touched) | {i for i, team_id in enumerate(inputs.ids) if team_id in also}

@@ -120,6 +120,9 @@ class OrgView:
     borrowing: frozenset[int] = frozenset()
     waiting: frozenset[int] = frozenset()
     by_id: dict[int, TeamQuota] = field(default_factory=dict)
+    busy_count: int = 0  # the first of ``by_usage`` that hold GPUs (the rest, by name)
+    borrowing_by_usage: tuple[int, ...] = ()  # the borrowing teams, by usage
+    waiting_by_usage: tuple[int, ...] = ()
 
     @classmethod
     def of(
@@ -137,6 +140,8 @@ class OrgView:
         by_usage = sorted(
             shares, key=lambda tid: (-(shares[tid].allocated or 0.0), names.get(tid, ""))
         )
+        borrowing = frozenset(tid for tid, s in shares.items() if s.borrowed > 0)
+        waiting = frozenset(tid for tid, s in shares.items() if s.pending > 0.005)
         return cls(
             rows,
             shares,
@@ -146,9 +151,12 @@ class OrgView:
             sum(row.gpu_quota_centi for row in rows),
             division,
             tuple(by_usage),
-            frozenset(tid for tid, s in shares.items() if s.borrowed > 0),
-            frozenset(tid for tid, s in shares.items() if s.pending > 0.005),
+            borrowing,
+            waiting,
             {row.id: row for row in rows},
+            sum(1 for tid in by_usage if (shares[tid].allocated or 0.0) > 0),
+            tuple(tid for tid in by_usage if tid in borrowing),
+            tuple(tid for tid in by_usage if tid in waiting),
         )
 
 

@@ -14,6 +14,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import insert, select
 
+from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
 from app.core.models import Org, Team, TeamStatus, User, utcnow
 from app.runtime import portal_of
@@ -163,3 +164,38 @@ def test_a_review_cards_impact_is_computed_once_per_decision_input(
     assert again.count('data-impact-team="crowd-000"') == first.count(
         'data-impact-team="crowd-000"'
     )
+
+
+def test_the_overview_by_usage_pages_through_busy_then_idle_by_name(
+    crowded: FastAPI, admin: Client, lead: Client
+) -> None:
+    """The busy teams first (most GPUs first), then every other team by name, a team
+    still waiting for approval among them; a later page reads on where the first ends."""
+    portal = portal_of(crowded)
+    backend = portal.backend
+    assert isinstance(backend, SimulatedBackend)
+    backend.pin_usage("nlp", allocated=0.2, requested=0.2)
+    backend.pin_usage("vision", allocated=0.5, requested=0.5)
+    backend.pin_usage("recommender", allocated=0.0, requested=0.0)
+    asked = lead.api(
+        "POST",
+        "/api/v1/requests",
+        {"name": "crowd-0005a", "purpose": "waits", "gpu_quota": "0", "gpu_limit": "0.5"},
+    )
+    assert asked.status_code == 201, asked.text
+    portal.usage_cache.forget()
+
+    def names(page: str) -> list[str]:
+        return re.findall(r'<a href="/teams/\d+"><b>([\w-]+)</b>', page)
+
+    first = names(admin.get("/admin?sort=usage").text)
+    assert first[:2] == ["vision", "nlp"], "the most GPUs in use first"
+    # Then by name, the team waiting for approval among them (crowd-000 < crowd-0005a).
+    assert first[2:6] == ["crowd-000", "crowd-0005a", "crowd-001", "crowd-002"]
+    assert len(first) == 50
+    second = names(admin.get("/admin?sort=usage&page=2").text)
+    assert second[0] == "crowd-047", "page 2 reads on where page 1 ends"
+    everything = first + second + names(admin.get("/admin?sort=usage&page=3").text)
+    assert len(everything) == len(set(everything)) == 121
+    borrowing = names(admin.get("/admin?status=borrowing").text)
+    assert borrowing == ["vision"], "nlp's 0.2 is within its guarantee of 0.33"

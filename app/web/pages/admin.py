@@ -5,7 +5,8 @@ from __future__ import annotations
 import csv
 import heapq
 import io
-from collections.abc import Callable, Mapping
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -82,36 +83,49 @@ def _page_by_usage(
     def named(team_id: int) -> bool:
         return needle in view.names.get(team_id, "").lower()
 
-    keys: list[tuple[int, str]]
     if status in ("borrowing", "waiting"):
-        found = view.borrowing if status == "borrowing" else view.waiting
-        ids = [i for i in view.by_usage if i in found and named(i)]  # by usage already
+        found = view.borrowing_by_usage if status == "borrowing" else view.waiting_by_usage
+        ids = [i for i in found if not needle or named(i)]  # by usage already
         if sort in SORTS:  # status or guarantee of the (few) borrowing or waiting teams
             ids = [r.id for r in sorted(repo.get_team_rows(session, ids=ids), key=SORTS[sort])]
         elif sort != "usage":
             ids.sort(key=lambda i: view.names[i])
-        keys = [(i, view.names[i]) for i in ids]
-    elif statuses is None or set(COMMITTED_STATUSES) <= set(statuses):
+        return _window(session, ids, page)
+    if statuses is None or set(COMMITTED_STATUSES) <= set(statuses):
         # Every team the view holds, by usage; the others (not holding a guarantee: none
-        # of their pods run) use nothing and join the idle ones by name.
-        ordered = [i for i in view.by_usage if not needle or named(i)]
-        busy = [i for i in ordered if _allocated(view, i) > 0]
-        idle = [(view.names[i], i) for i in ordered[len(busy) :]]
+        # of their pods run) use nothing and join the idle ones by name. Only as far as
+        # the page reaches is merged.
         others = repo.get_team_keys(
             session,
             statuses=[s for s in (statuses or list(TeamStatus)) if s not in COMMITTED_STATUSES],
             name_contains=q,
         )
-        keys = [(i, view.names[i]) for i in busy] + [
-            (i, name) for name, i in heapq.merge(idle, sorted((n, i) for i, n in others))
-        ]
-    else:  # a status the view does not tell apart: its (few) teams, ordered here
-        keys = repo.get_team_keys(session, statuses=statuses, name_contains=q)
-        keys.sort(key=lambda k: (-_allocated(view, k[0]), k[1]))
-    page = min(page, max(1, -(-len(keys) // PAGE_SIZE)))
-    shown_ids = [k[0] for k in keys[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]]
+        if needle:
+            ordered: Sequence[int] = [i for i in view.by_usage if named(i)]
+            busy = sum(1 for i in ordered if _allocated(view, i) > 0)
+        else:
+            ordered, busy = view.by_usage, view.busy_count
+        total = len(ordered) + len(others)
+        page = min(page, max(1, -(-total // PAGE_SIZE)))
+        start = (page - 1) * PAGE_SIZE
+        idle = ((view.names[i], i) for i in itertools.islice(ordered, busy, None))
+        merged = (i for _, i in heapq.merge(idle, sorted((n, i) for i, n in others)))
+        reach = itertools.chain(itertools.islice(ordered, 0, busy), merged)
+        shown_ids = list(itertools.islice(reach, start, start + PAGE_SIZE))
+        by_id = {r.id: r for r in repo.get_team_rows(session, ids=shown_ids)}
+        return total, page, [by_id[i] for i in shown_ids if i in by_id]
+    # A status the view does not tell apart: its (few) teams, ordered here.
+    keys = repo.get_team_keys(session, statuses=statuses, name_contains=q)
+    keys.sort(key=lambda k: (-_allocated(view, k[0]), k[1]))
+    return _window(session, [k[0] for k in keys], page)
+
+
+def _window(session: Session, ids: list[int], page: int) -> tuple[int, int, list[repo.TeamRow]]:
+    """(total, page, the page's rows) of teams already in order."""
+    page = min(page, max(1, -(-len(ids) // PAGE_SIZE)))
+    shown_ids = ids[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
     by_id = {r.id: r for r in repo.get_team_rows(session, ids=shown_ids)}
-    return len(keys), page, [by_id[i] for i in shown_ids if i in by_id]
+    return len(ids), page, [by_id[i] for i in shown_ids if i in by_id]
 
 
 @router.get("", response_class=HTMLResponse)
