@@ -12,6 +12,7 @@ read): ``tests/usage/test_fairshare_columns.py`` and ``test_division.py`` hold t
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -96,13 +97,18 @@ class OrgInputs:
     def __len__(self) -> int:
         return len(self.ids)
 
+    @functools.cached_property
+    def index(self) -> dict[int, int]:
+        """Team id -> row, built once per inputs (a decision touches a few rows)."""
+        return {team_id: i for i, team_id in enumerate(self.ids)}
+
     def changed(
         self, changes: Mapping[int, TeamQuota], usage: Mapping[str, QueueUsage]
     ) -> tuple[OrgInputs, list[int]]:
         """These inputs with ``changes`` (quota rows by team id; an id not among them is a
         new team, appended: it has no queue yet, so nothing runs in it). Returns the new
         inputs and the rows that changed."""
-        at = {team_id: i for i, team_id in enumerate(self.ids)} if changes else {}
+        at = self.index if changes else {}
         quota, limit = self.quota.copy(), self.limit.copy()
         weight, priority = self.weight.copy(), self.priority.copy()
         touched: list[int] = []

@@ -152,7 +152,7 @@ def impact(
         )
     existing = len(inputs)
     also = set(also_changed)
-    subjects = set(touched) | {i for i, team_id in enumerate(inputs.ids) if team_id in also}
+    subjects = set(touched) | {inputs.index[t] for t in also if t in inputs.index}
     if every_team:
         built = list(range(len(after_inputs)))
     else:

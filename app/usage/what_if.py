@@ -16,20 +16,22 @@ from app.usage.sources import QueueUsage
 
 
 def changed_rows(
-    rows: Sequence[TeamQuota], changes: Mapping[int, QuotaValues]
+    rows: Sequence[TeamQuota] | Mapping[int, TeamQuota], changes: Mapping[int, QuotaValues]
 ) -> dict[int, TeamQuota]:
     """The quota rows of the changed teams, with their new values (GPU fields only: fair
-    share divides GPUs)."""
+    share divides GPUs). ``rows``: the org's rows, or the same by id (then only the
+    changed teams are looked at)."""
+    by_id = rows if isinstance(rows, Mapping) else {row.id: row for row in rows}
     return {
-        row.id: replace(
+        team_id: replace(
             row,
             gpu_quota_centi=values.gpu_quota_centi,
             gpu_limit_centi=values.gpu_limit_centi,
             weight_centi=values.weight_centi,
             priority=values.priority,
         )
-        for row in rows
-        if (values := changes.get(row.id)) is not None
+        for team_id, values in changes.items()
+        if (row := by_id.get(team_id)) is not None
     }
 
 
@@ -48,6 +50,7 @@ def what_if(
     trace: Trace | None = None,
     busy_trace: Trace | None = None,
     fill: int = 0,
+    by_id: Mapping[int, TeamQuota] | None = None,
 ) -> Impact:
     """Every team's shares now and with ``changes`` and the pool at ``new_pool_centi``;
     ``before``: today's division when already computed (the ready view's)."""
@@ -57,7 +60,7 @@ def what_if(
         pool_centi=pool_centi,
         parent=parent,
         new_pool_centi=None if new_pool_centi == pool_centi else new_pool_centi,
-        changes=changed_rows(rows, changes),
+        changes=changed_rows(by_id if by_id is not None else rows, changes),
         before=before,
         model=model,
         after_model=after_model,

@@ -437,6 +437,7 @@ def what_if(
         trace=now,
         busy_trace=busy,
         fill=WHAT_IF_PAGE,
+        by_id=by_id,
     )
     subject = by_id.get(explain_for) if explain_for is not None else None
     account = (
