@@ -68,6 +68,22 @@ def _team_id(app: FastAPI, name: str) -> int:
         return int(found)
 
 
+def _ask_for_more(app: FastAPI, teams: int) -> None:
+    """Quota changes waiting for the first ``teams`` crowd teams, oldest first."""
+    with unit_of_work(portal_of(app).session_factory) as session:
+        actor = session.scalar(select(User).where(User.is_admin.is_(True)))
+        assert actor is not None
+        for i in range(teams):
+            team = repo.get_team(session, _team_id(app, f"crowd-{i:03d}"))
+            service.submit_quota_change(
+                session,
+                actor=actor,
+                team=team,
+                values=QuotaValues(1, 100, 100, 100, None, None),
+                purpose=f"more for {i}",
+            )
+
+
 def _input_rows(page: str) -> list[str]:
     return re.findall(r'aria-label="guarantee of ([\w-]+)"', page)
 
@@ -114,18 +130,7 @@ def test_a_change_on_another_page_is_kept_first_and_counted(
 
 
 def test_the_requests_page_shows_twenty_cards_a_page(crowded: FastAPI, admin: Client) -> None:
-    with unit_of_work(portal_of(crowded).session_factory) as session:
-        actor = session.scalar(select(User).where(User.is_admin.is_(True)))
-        assert actor is not None
-        for i in range(25):
-            team = repo.get_team(session, _team_id(crowded, f"crowd-{i:03d}"))
-            service.submit_quota_change(
-                session,
-                actor=actor,
-                team=team,
-                values=QuotaValues(1, 100, 100, 100, None, None),
-                purpose=f"more for {i}",
-            )
+    _ask_for_more(crowded, 25)
     first = admin.get("/admin/requests").text
     assert first.count('class="card request"') == 20
     assert "25 requests waiting · page 1 of 2, oldest first" in first
@@ -138,14 +143,7 @@ def test_the_requests_page_shows_twenty_cards_a_page(crowded: FastAPI, admin: Cl
 def test_a_review_cards_impact_is_computed_once_per_decision_input(
     crowded: FastAPI, admin: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with unit_of_work(portal_of(crowded).session_factory) as session:
-        actor = session.scalar(select(User).where(User.is_admin.is_(True)))
-        assert actor is not None
-        for i in range(3):
-            team = repo.get_team(session, _team_id(crowded, f"crowd-{i:03d}"))
-            service.submit_quota_change(
-                session, actor=actor, team=team, values=QuotaValues(1, 100, 100, 100, None, None)
-            )
+    _ask_for_more(crowded, 3)
     calls = 0
     divide: Callable[..., Any] = division.divide_org
 
