@@ -21,6 +21,7 @@ from app.core.errors import DomainError, InvalidInput
 from app.runtime import Portal, serve_roles
 from app.web import observability
 from app.web.api import audit as audit_api
+from app.web.api import catalog as catalog_api
 from app.web.api import me as me_api
 from app.web.api import notifications as notifications_api
 from app.web.api import pool as pool_api
@@ -33,6 +34,7 @@ from app.web.limits import BodyLimit
 from app.web.pages import admin as admin_pages
 from app.web.pages import audit as audit_pages
 from app.web.pages import auth as auth_pages
+from app.web.pages import catalog as catalog_pages
 from app.web.pages import docs as docs_pages
 from app.web.pages import notifications as notification_pages
 from app.web.pages import teams as team_pages
@@ -113,6 +115,8 @@ ROUTERS = tuple(
         usage_api,
         tokens_api,
         notifications_api,
+        catalog_api,
+        catalog_pages,
     )
 )
 

@@ -23,6 +23,8 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from app.core.errors import InvalidInput
+from app.core.labels import QUOTA_FIELDS, label
+from app.core.quantities import parse_hundredths
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")  # a DNS-1123 label, short
 PARAMETER = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
@@ -133,6 +135,16 @@ class TemplateSpec:
 
     def parameter(self, name: str) -> Parameter | None:
         return next((p for p in self.parameters if p.name == name), None)
+
+    def manifest_kinds(self) -> list[str]:
+        """The manifests' objects as "Kind name" (e.g. "CustomResourceDefinition
+        widgets.example.org"), in their order."""
+        docs = yaml.safe_load_all(PLACEHOLDER.sub("x", self.manifests))
+        return [
+            f"{d['kind']} {d['metadata']['name']}"
+            for d in docs
+            if isinstance(d, dict) and isinstance(d.get("metadata"), dict)
+        ]
 
 
 def _paths(values: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
@@ -324,6 +336,14 @@ def parse_spec(raw: Mapping[str, Any], schema: Mapping[str, Any]) -> TemplateSpe
     if not isinstance(quota, Mapping):
         errors["default_quota"] = "a mapping of quota fields (gpu_quota, gpu_limit, …)"
         quota = {}
+    for key, value in quota.items():
+        if key not in QUOTA_FIELDS:
+            errors[f"default_quota.{key}"] = "a quota field is one of " + ", ".join(QUOTA_FIELDS)
+        else:
+            try:
+                parse_hundredths(value, what=label(str(key)))
+            except ValueError as exc:
+                errors[f"default_quota.{key}"] = str(exc)
     if errors:
         raise InvalidInput(errors)
     return TemplateSpec(

@@ -50,6 +50,7 @@ class VClusterSettings:
     memory_limit: str
     storage_size: str
     storage_class: str
+    values_schema: str
     upgrade_timeout_seconds: float
     api_address: Literal["service", "exposed", "secret"]
     expose: Literal["LoadBalancer", "NodePort", "Ingress"]
@@ -238,6 +239,15 @@ class Settings(BaseSettings):
         default="",
         max_length=253,
         description="StorageClass of each control plane's volume; empty = the cluster's default.",
+    )
+    vcluster_values_schema: str = Field(
+        default="",
+        max_length=4096,
+        description=(
+            "The vCluster chart's values.schema.json (an absolute path), which cluster "
+            "templates' vCluster values are checked against; empty = read from the chart "
+            "archive, or pulled once with helm from the chart repository."
+        ),
     )
     vcluster_upgrade_timeout_seconds: float = Field(
         default=900.0,

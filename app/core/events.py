@@ -53,6 +53,12 @@ class Event(StrEnum):
     KUBECONFIG_ISSUED = "kubeconfig.issued"
     KUBECONFIG_REVOKED = "kubeconfig.revoked"
     KUBECONFIG_EXPIRING = "kubeconfig.expiring"
+    # Cluster templates
+    TEMPLATE_CREATED = "template.created"
+    TEMPLATE_PUBLISHED = "template.published"  # a new version
+    TEMPLATE_CHANGED = "template.changed"  # its description or settings
+    TEMPLATE_REQUIRED = "template.required"  # the org's "non-admins choose a template"
+    TEMPLATE_ACCEPTED = "template.accepted"  # a lead moved the team to the newest version
     # Notifications and usage
     WEBHOOK_SET = "webhook.set"
     WEBHOOK_REMOVED = "webhook.removed"

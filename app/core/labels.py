@@ -17,9 +17,13 @@ QUOTA_FIELDS: dict[str, tuple[str, str]] = {
 }
 
 
+# Other fields a decision may change.
+OTHER_FIELDS = {"template": "Cluster template"}
+
+
 def label(field: str) -> str:
     """The form's label of ``field`` (the field's own name if it has none)."""
-    return QUOTA_FIELDS.get(field, (field, ""))[0]
+    return QUOTA_FIELDS.get(field, (OTHER_FIELDS.get(field, field), ""))[0]
 
 
 def form_label(field: str) -> str:

@@ -210,6 +210,8 @@ class Org(Base):
     memory_mb: Mapped[int] = mapped_column(Integer, default=0)
     # Bumped by every approval: the row lock it takes serialises pool decisions.
     lock_version: Mapped[int] = mapped_column(Integer, default=0)
+    # Non-admins must choose a cluster template when they request a cluster.
+    require_template: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
@@ -268,6 +270,14 @@ class Team(Base):
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # The vCluster chart version last seen installed.
     vcluster_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # The cluster template the team's vCluster is wanted with (None: a plain vCluster),
+    # the lead's parameter values, and the version its vCluster was last installed with.
+    # (Template version ids carry no foreign key: see migration 0013.)
+    template_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    template_parameters: Mapped[dict[str, str]] = mapped_column(
+        JSON, default=dict, server_default="{}"
+    )
+    template_installed_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     org: Mapped[Org] = relationship(lazy="raise")
     steps: Mapped[list[ProvisioningStep]] = relationship(
@@ -275,6 +285,12 @@ class Team(Base):
     )
     # The collector's right-sizing suggestion, if it made one (loaded with the team's pages).
     suggestion: Mapped[RightsizingSuggestion | None] = relationship(lazy="raise", viewonly=True)
+    # Read when shown (one row per version, kept by the session's identity map).
+    template_version: Mapped[TemplateVersion | None] = relationship(
+        primaryjoin="foreign(Team.template_version_id) == TemplateVersion.id",
+        viewonly=True,
+        lazy="select",
+    )
 
     @property
     def retrying(self) -> bool:
@@ -298,6 +314,41 @@ class Team(Base):
     @property
     def queue_name(self) -> str:
         return f"team-{self.name}"
+
+
+class ClusterTemplate(Base):
+    """A kind of cluster admins offer (e.g. "Kubeflow training"): what a vCluster of the
+    kind comes with is in its versions; teams choose one when they request a cluster."""
+
+    __tablename__ = "cluster_templates"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(40), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    # Listed first and chosen unless a lead chooses another.
+    is_default: Mapped[bool] = mapped_column(Boolean, default=False)
+    # A new version reaches a team only once one of its leads accepts it.
+    leads_accept: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class TemplateVersion(Base):
+    """One published version of a template: its checked spec (``catalog.rules``), never
+    changed once written; a change is the next version."""
+
+    __tablename__ = "template_versions"
+    __table_args__ = (Index("uq_template_versions_number", "template_id", "number", unique=True),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    template_id: Mapped[int] = mapped_column(ForeignKey("cluster_templates.id"))
+    number: Mapped[int] = mapped_column(Integer)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    template: Mapped[ClusterTemplate] = relationship(lazy="joined")
 
 
 class ChartRollout(Base):
@@ -504,8 +555,19 @@ class ClusterRequest(Base):
     priority: Mapped[int] = mapped_column(Integer)
     cpu_quota_millicores: Mapped[int | None] = mapped_column(Integer, nullable=True)
     memory_quota_mb: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The cluster template asked for (a create request) and its parameter values.
+    template_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    template_parameters: Mapped[dict[str, str]] = mapped_column(
+        JSON, default=dict, server_default="{}"
+    )
 
     team: Mapped[Team] = relationship(lazy="raise")
+    # Read when shown (one row per version, kept by the session's identity map).
+    template_version: Mapped[TemplateVersion | None] = relationship(
+        primaryjoin="foreign(ClusterRequest.template_version_id) == TemplateVersion.id",
+        viewonly=True,
+        lazy="select",
+    )
 
 
 class Decision(Base):
@@ -525,8 +587,19 @@ class Decision(Base):
     priority: Mapped[int | None] = mapped_column(Integer, nullable=True)
     cpu_quota_millicores: Mapped[int | None] = mapped_column(Integer, nullable=True)
     memory_quota_mb: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The template approved (a create request), when a template was asked for or chosen.
+    template_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    template_parameters: Mapped[dict[str, str]] = mapped_column(
+        JSON, default=dict, server_default="{}"
+    )
     # Field -> [asked, approved] for every value the admin changed.
     changes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # Read when shown (one row per version, kept by the session's identity map).
+    template_version: Mapped[TemplateVersion | None] = relationship(
+        primaryjoin="foreign(Decision.template_version_id) == TemplateVersion.id",
+        viewonly=True,
+        lazy="select",
+    )
 
 
 class ProvisioningStep(Base):

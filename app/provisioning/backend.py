@@ -46,6 +46,13 @@ class TeamSpec:
     org_cpu: ResourceQuota
     org_memory: ResourceQuota
     queue_label: str = DEFAULT_QUEUE_LABEL
+    # The cluster template rendered in (``catalog.rules.deploy_values`` and the vCluster
+    # values it sets, as canonical JSON), "name vN" as people read it, its version's id,
+    # and whether the vCluster was last installed with exactly that version.
+    template: str = ""
+    template_values: str = ""
+    template_version_id: int | None = None
+    template_installed: bool = True
 
 
 def spec_for(

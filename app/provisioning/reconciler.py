@@ -43,6 +43,7 @@ from app.provisioning.backend import (
     BackendError,
     ClusterBackend,
     Observation,
+    TeamSpec,
 )
 from app.provisioning.decide import (
     POLL_SECONDS,
@@ -171,6 +172,7 @@ class Reconciler:
             attempts = team.attempts
             holder, turn_started = repo.turn_holder(session, version)
         upgrading = holder == team_id
+        installed: int | None = None  # the template version a vCluster install ran with
         results: dict[Step, Observation] = {}
         error: str | None = None
         failed_step: Step | None = None
@@ -186,18 +188,28 @@ class Reconciler:
                 for step in STEP_ORDER:
                     failed_step = step
                     seen = self.backend.observe(step, spec)
+                    if step == Step.VCLUSTER and seen.done and not spec.template_installed:
+                        seen = Observation(
+                            OUTDATED,
+                            f"{seen.message}; template {spec.template} is not installed yet",
+                            seen.version,
+                        )
                     if seen.state == OUTDATED and status not in FIRST_INSTALL:
-                        # A working vCluster at another chart version: upgraded in turn.
+                        # A working vCluster at another chart or template version:
+                        # upgraded in turn (one rollout turn for both).
                         wait = self._take_turn(team_id, version)
                         if wait is None:
                             upgrading = True
                             seen = self.backend.apply(step, spec)
+                            installed = spec.template_version_id
                         else:
                             seen = Observation(DONE, f"{seen.message} — {wait}", seen.version)
                     elif seen.state not in (DONE, PROGRESSING):
-                        if status == TeamStatus.READY and settled:
+                        if status == TeamStatus.READY and settled and seen.state != OUTDATED:
                             repaired.append(f"{step.value}: {seen.message}")
                         seen = self.backend.apply(step, spec)
+                        if step == Step.VCLUSTER:
+                            installed = spec.template_version_id
                     results[step] = seen
                     if not seen.done:
                         break
@@ -211,11 +223,12 @@ class Reconciler:
             metrics.BACKEND_ERRORS.labels(failed_step.value if failed_step else "none").inc()
         if upgrading:
             self._upgrade_progress(
-                team_id, spec.team, version, results.get(Step.VCLUSTER), error, turn_started
+                team_id, spec, version, results.get(Step.VCLUSTER), error, turn_started
             )
         self._record(
             team_id,
             PassResult(status, generation, attempts, results, failed_step, error, repaired),
+            installed=installed,
         )
 
     # --- chart upgrades, one team at a time ----------------------------------------------
@@ -227,7 +240,7 @@ class Reconciler:
     def _upgrade_progress(
         self,
         team_id: int,
-        name: str,
+        spec: TeamSpec,
         version: str,
         seen: Observation | None,
         error: str | None,
@@ -236,6 +249,7 @@ class Reconciler:
         """The turn holder's pass: done frees the turn for the next team; a failure, or a
         control plane still not ready after the time-out, stops the rollout."""
         now = utcnow()
+        name = spec.team
         timeout = self.settings.vcluster.upgrade_timeout_seconds
         with unit_of_work(self.session_factory) as session:
             if seen is not None and seen.done and seen.version == version:
@@ -245,8 +259,9 @@ class Reconciler:
                         actor=None,
                         event=Event.VCLUSTER_UPGRADED,
                         team_id=team_id,
-                        summary=f"{name}'s vCluster upgraded to chart {version}",
-                        details={"version": version},
+                        summary=f"{name}'s vCluster upgraded to chart {version}"
+                        + (f" with template {spec.template}" if spec.template else ""),
+                        details={"version": version, "template": spec.template},
                     )
                     # The next team need not wait for its resync.
                     repo.nudge_outdated(session, version=version, now=now)
@@ -268,8 +283,9 @@ class Reconciler:
                     details={"version": version, "error": why},
                 )
 
-    def _record(self, team_id: int, result: PassResult) -> None:
-        """Write what the pass means (``decide``) unless the team moved on meanwhile."""
+    def _record(self, team_id: int, result: PassResult, *, installed: int | None = None) -> None:
+        """Write what the pass means (``decide``) unless the team moved on meanwhile;
+        ``installed``: the template version the vCluster was just installed with."""
         now = utcnow()
         with unit_of_work(self.session_factory) as session:
             team = teams.get_team(session, team_id)
@@ -286,6 +302,8 @@ class Reconciler:
             if vcluster is not None and vcluster.version and vcluster.state != PROGRESSING:
                 # The version that serves the team (an upgrade counts once it is ready).
                 team.vcluster_version = vcluster.version
+            if installed is not None and result.error is None:
+                team.template_installed_id = installed
             verdict = decide(result, _now(team, rows), self.timing)
             _write(session, team, rows, verdict)
             _tell(session, team)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ScalarSelect, func, or_, select, update
+from sqlalchemy import ScalarSelect, and_, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -168,12 +168,23 @@ def turn_holder(session: Session, version: str) -> tuple[int | None, datetime | 
 
 
 def nudge_outdated(session: Session, *, version: str, now: datetime) -> None:
-    """Teams still on another chart version look again now (one of them takes the turn)."""
+    """Teams still on another chart or template version look again now (one of them
+    takes the turn)."""
     session.execute(
         update(Team)
         .where(
             Team.status == TeamStatus.READY,
-            or_(Team.vcluster_version.is_(None), Team.vcluster_version != version),
+            or_(
+                Team.vcluster_version.is_(None),
+                Team.vcluster_version != version,
+                and_(
+                    Team.template_version_id.is_not(None),
+                    or_(
+                        Team.template_installed_id.is_(None),
+                        Team.template_installed_id != Team.template_version_id,
+                    ),
+                ),
+            ),
         )
         .values(next_attempt_at=now)
         .execution_options(synchronize_session=False)

@@ -3,8 +3,14 @@ that turns a stored team into the ``TeamSpec`` every cluster call takes."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+from typing import Any
+
 from sqlalchemy.orm import Session
 
+from app.catalog import service as catalog
+from app.catalog.rules import deploy_values
 from app.core.config import Settings
 from app.core.models import Team
 from app.provisioning.backend import TeamSpec, spec_for
@@ -13,10 +19,26 @@ from app.teams import repository as teams
 
 def spec_of(session: Session, team: Team, settings: Settings) -> TeamSpec:
     """``team``'s spec under its org, with the configured queue label
-    (``PORTAL_KAI_QUEUE_LABEL``) and org queue limit (``PORTAL_ORG_QUEUE_GPU_LIMIT``)."""
-    return spec_for(
+    (``PORTAL_KAI_QUEUE_LABEL``) and org queue limit (``PORTAL_ORG_QUEUE_GPU_LIMIT``),
+    and its cluster template rendered with the lead's parameters."""
+    spec = spec_for(
         team,
         teams.get_org(session),
         queue_label=settings.kai_queue_label,
         org_limit_is_pool=settings.org_queue_gpu_limit == "pool",
+    )
+    version = team.template_version
+    if version is None:
+        return spec
+    template = catalog.spec_of(version)
+    values: dict[str, Any] = dict(template.vcluster_values)
+    deploy = deploy_values(template, team.template_parameters or {})
+    if deploy:
+        values["experimental"] = {"deploy": {"vcluster": deploy}}
+    return replace(
+        spec,
+        template=f"{version.template.name} v{version.number}",
+        template_values=json.dumps(values, sort_keys=True),
+        template_version_id=version.id,
+        template_installed=team.template_installed_id == version.id,
     )

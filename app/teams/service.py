@@ -10,6 +10,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
+from app.catalog import repository as catalog_repo
+from app.catalog import service as catalog
+from app.catalog.service import Chosen
 from app.core import labels
 from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, InvalidInput
@@ -63,6 +66,13 @@ class PoolPreview:
     @property
     def fits(self) -> bool:
         return self.after_centi <= self.pool_centi
+
+
+class Keep:
+    """The template as asked (an approval that does not change it)."""
+
+
+KEEP = Keep()
 
 
 def values_of(obj: ClusterRequest | Team) -> QuotaValues:
@@ -126,11 +136,18 @@ def _purpose(purpose: str, errors: dict[str, str]) -> str:
 
 
 def submit_cluster_request(
-    session: Session, *, actor: User, name: str, values: QuotaValues, purpose: str = ""
+    session: Session,
+    *,
+    actor: User,
+    name: str,
+    values: QuotaValues,
+    purpose: str = "",
+    template: Chosen | None = None,
 ) -> ClusterRequest:
     """A team lead asks for a cluster: the team is created in `submitted`. ``values`` are
     parsed at the edge (a page's form, the API's body); the name and the values are
-    checked here against the live teams and the pool."""
+    checked here against the live teams and the pool. ``template`` is the cluster
+    template chosen (``catalog.service.choose``; None: a plain vCluster)."""
     org = repo.get_org(session)
     errors = quota_problems(values, org)
     problem = _name_problem(session, name)
@@ -157,15 +174,19 @@ def submit_cluster_request(
         requested_by_id=actor.id,
     )
     _assign(request, values)
+    if template is not None:
+        request.template_version_id = template.version.id
+        request.template_parameters = dict(template.parameters)
     session.add(request)
     session.flush()
+    kind = catalog.describe(template.version if template else None, request.template_parameters)
     events.record(
         session,
         Event.REQUEST_SUBMITTED,
         actor=actor,
         team=team,
-        summary=f"requested cluster {name}: {_describe(values)}",
-        facts={"request_id": request.id, **values.display()},
+        summary=f"requested cluster {name} ({kind}): {_describe(values)}",
+        facts={"request_id": request.id, **values.display(), "template": kind},
     )
     return request
 
@@ -227,8 +248,11 @@ def approve(
     request_id: int,
     adjusted: QuotaValues | None = None,
     reason: str = "",
+    template: Chosen | Keep | None = KEEP,
 ) -> Decision:
-    """Approve as asked or with adjusted values; never past the pool."""
+    """Approve as asked or with adjusted values; never past the pool. ``template``: the
+    cluster template the admin approves instead of the one asked for (a create request;
+    None: a plain vCluster)."""
     org = repo.get_org(session)
     org = repo.lock_org(session, org.id)
     request = repo.get_request(session, request_id, fresh=True)
@@ -247,6 +271,22 @@ def approve(
     asked = values_of(request).display()
     approved = values.display()
     changes = {k: [asked[k], approved[k]] for k in asked if asked[k] != approved[k]}
+    asked_version = (
+        catalog_repo.get_version(session, request.template_version_id)
+        if request.template_version_id is not None
+        else None
+    )
+    if isinstance(template, Keep):
+        version, parameters = asked_version, dict(request.template_parameters or {})
+    elif request.kind != RequestKind.CREATE:
+        raise InvalidInput({"template": "a quota change keeps the team's cluster template"})
+    else:
+        version = template.version if template is not None else None
+        parameters = dict(template.parameters) if template is not None else {}
+    was = catalog.describe(asked_version, request.template_parameters or {})
+    now = catalog.describe(version, parameters)
+    if was != now:
+        changes["template"] = [was, now]
     decision = Decision(
         request_id=request.id,
         actor_id=actor.id,
@@ -255,9 +295,15 @@ def approve(
         changes=changes,
     )
     _assign(decision, values)
+    if request.kind == RequestKind.CREATE:
+        decision.template_version_id = version.id if version is not None else None
+        decision.template_parameters = parameters
     session.add(decision)
     request.status = RequestStatus.APPROVED
     _assign(team, values)
+    if request.kind == RequestKind.CREATE:
+        team.template_version_id = version.id if version is not None else None
+        team.template_parameters = parameters
     team.desired_generation += 1
     team.next_attempt_at = utcnow()
     team.attempts = 0
@@ -282,6 +328,7 @@ def approve(
             "request_id": request.id,
             "changes": changes,
             **approved,
+            "template": now if request.kind == RequestKind.CREATE else "",
             "reason": decision.reason or "",
         },
         requester_id=request.requested_by_id,

@@ -75,10 +75,76 @@ class QuotaIn(BaseModel):
         )
 
 
+TemplateId = Annotated[int, Field(ge=1, le=2**31 - 1, strict=True)]
+Parameters = Annotated[
+    dict[Annotated[str, Field(max_length=31)], Annotated[str, Field(max_length=200)]],
+    Field(max_length=50),
+]
+
+
 class ClusterRequestIn(QuotaIn):
     name: str = Field(
         max_length=63, description="Team name: a DNS-1123 label of at most 40 characters."
     )
+    template_id: TemplateId | None = Field(
+        default=None,
+        description="The cluster template (`GET /api/v1/templates`); left out: a plain "
+        "vCluster, unless the org requires a template.",
+    )
+    parameters: Parameters = Field(
+        default_factory=dict, description="The template's parameters (the defaults if left out)."
+    )
+
+
+class TemplateIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(max_length=40, description="A DNS-1123 label, e.g. kubeflow-training.")
+    description: str = Field(default="", max_length=2000)
+    spec: dict[str, Any] = Field(
+        description="Version 1: `manifests` (YAML), `charts`, `vcluster_values`, "
+        "`parameters`, `default_quota`, `repair_drift`."
+    )
+    is_default: bool = Field(default=False, strict=True)
+    leads_accept: bool = Field(
+        default=False,
+        strict=True,
+        description="A new version reaches a team once one of its leads accepts it.",
+    )
+
+
+class TemplateVersionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    spec: dict[str, Any]
+    note: str = Field(default="", max_length=500, description="What changed (audit trail).")
+
+
+class TemplateRefOut(BaseModel):
+    template_id: int
+    name: str
+    version: int
+    version_id: int
+    parameters: dict[str, str]
+
+
+class TemplateVersionOut(BaseModel):
+    id: int
+    number: int
+    note: str
+    created_at: datetime
+    spec: dict[str, Any]
+
+
+class TemplateOut(BaseModel):
+    id: int
+    name: str
+    description: str
+    is_default: bool
+    leads_accept: bool
+    latest: TemplateVersionOut
+    teams: int
+    versions: list[TemplateVersionOut] | None = None
 
 
 class DecisionIn(BaseModel):
@@ -86,6 +152,14 @@ class DecisionIn(BaseModel):
 
     adjusted: QuotaIn | None = Field(
         default=None, description="Approve with these values instead of the requested ones."
+    )
+    template_id: TemplateId | Literal[0] | None = Field(
+        default=None,
+        description="Approve with this cluster template instead of the one asked for "
+        "(0: a plain vCluster; left out: as asked).",
+    )
+    parameters: Parameters = Field(
+        default_factory=dict, description="The parameters of `template_id`."
     )
     reason: str = Field(
         default="", max_length=REASON_MAX, description="Why (kept in the audit trail)."
@@ -175,6 +249,7 @@ class TeamOut(BaseModel):
     ready_at: datetime | None
     gpu_share: GpuShareOut | None = None
     steps: list[StepOut] | None = None
+    template: TemplateRefOut | None = None
 
 
 class DecisionOut(BaseModel):
@@ -183,6 +258,7 @@ class DecisionOut(BaseModel):
     decided_at: datetime
     changes: dict[str, Any]
     approved: QuotaOut | None
+    template: TemplateRefOut | None = None
 
 
 class RequestOut(BaseModel):
@@ -194,6 +270,7 @@ class RequestOut(BaseModel):
     purpose: str
     created_at: datetime
     requested: QuotaOut
+    template: TemplateRefOut | None = None
     decision: DecisionOut | None = None
 
 

@@ -57,6 +57,8 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "POST /teams/{team_id}/quota/validate": ({}, (303, 403, 200, 404, 200)),
     # No suggestion for nlp here: told so on the team page (303), not an error page.
     "POST /teams/{team_id}/rightsizing": ({}, (303, 403, 303, 404, 303)),
+    # nlp has no template: told so on its page (303).
+    "POST /teams/{team_id}/template/accept": ({}, (303, 403, 303, 404, 303)),
     "POST /teams/{team_id}/decommission": ({"confirm": "nlp"}, (303, 403, 303, 404, 303)),
     "POST /teams/{team_id}/retry": ({}, (303, 403, 403, 404, 409)),
     "POST /teams/{team_id}/members": ({"email": "x@example.org"}, (303, 403, 303, 404, 303)),
@@ -67,6 +69,12 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "POST /admin/pool/impact": ({"gpus": "2"}, (303, 403, 403, 403, 200)),
     "GET /admin/what-if": (None, (303, 403, 403, 403, 200)),
     "GET /admin/rightsizing": (None, (303, 403, 403, 403, 200)),
+    "GET /admin/templates": (None, (303, 403, 403, 403, 200)),
+    "POST /admin/templates": ({}, (303, 403, 403, 403, 422)),
+    "POST /admin/templates/required": ({}, (303, 403, 403, 403, 303)),
+    "GET /admin/templates/{template_id}": (None, (303, 403, 403, 403, 404)),
+    "POST /admin/templates/{template_id}/versions": ({}, (303, 403, 403, 403, 404)),
+    "POST /admin/templates/{template_id}/settings": ({}, (303, 403, 403, 403, 404)),
     "GET /admin/deliveries": (None, (303, 403, 403, 403, 200)),
     "POST /admin/deliveries/{delivery_id}/retry": ({}, (303, 403, 403, 403, 404)),
     "GET /admin/webhooks": (None, (303, 403, 403, 403, 200)),
@@ -112,6 +120,10 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "POST /api/v1/teams/{team_id}/quota-requests": (QUOTA, (401, 403, 201, 404, 201)),
     "POST /api/v1/teams/{team_id}/rightsizing": (None, (401, 403, 409, 404, 409)),
     "GET /api/v1/rightsizing": (None, (401, 403, 403, 403, 200)),
+    "GET /api/v1/templates": (None, (401, 200, 200, 200, 200)),
+    "GET /api/v1/templates/{template_id}": (None, (401, 404, 404, 404, 404)),
+    "POST /api/v1/templates": ({"name": "x", "spec": {}}, (401, 403, 403, 403, 201)),
+    "POST /api/v1/templates/{template_id}/versions": ({"spec": {}}, (401, 403, 403, 403, 404)),
     "POST /api/v1/teams/{team_id}/decommission": ({}, (401, 403, 200, 404, 200)),
     "POST /api/v1/teams/{team_id}/retry": ({}, (401, 403, 403, 403, 409)),
     "POST /api/v1/requests": ({"name": "fresh", **QUOTA}, (401, 201, 201, 201, 201)),
@@ -164,6 +176,7 @@ def call(client: Client, rule: str, body: Any, *, csrf: str | None) -> int:
         .replace("{token_id}", "1")
         .replace("{delivery_id}", "999")
         .replace("{kind}", "slack")
+        .replace("{template_id}", "999")
     )
     headers = {} if csrf is None else {"X-CSRF-Token": csrf}
     if path.startswith("/api/"):

@@ -8,6 +8,7 @@ of 0 as a cap of zero: GPU pods in such a queue stay Pending, even within the qu
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -303,7 +304,7 @@ def vcluster_values(
             "k8s": {"apiServer": {"extraArgs": plane.oidc.api_server_args()}}
         }
         experimental["deploy"] = {"vcluster": {"manifests": plane.oidc.bindings()}}
-    return {
+    values = {
         "experimental": experimental,
         "sync": {
             "fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}},
@@ -318,6 +319,33 @@ def vcluster_values(
         "telemetry": {"enabled": plane.telemetry},
         "controlPlane": control_plane,
     }
+    if spec.template_values:
+        with_template(values, json.loads(spec.template_values))
+    return values
+
+
+def with_template(values: dict[str, Any], template: dict[str, Any]) -> None:
+    """The template's values merged into the portal's: its vCluster values (only keys
+    ``catalog.rules.ALLOWED``, checked when saved) over the portal's defaults, and its
+    manifests and charts beside the portal's own in ``experimental.deploy.vcluster``."""
+    deploy = template.pop("experimental", {}).get("deploy", {}).get("vcluster", {})
+    _merge(values, template)
+    if not deploy:
+        return
+    ours = values["experimental"].setdefault("deploy", {}).setdefault("vcluster", {})
+    manifests = [m for m in (ours.get("manifests", ""), deploy.get("manifests", "")) if m.strip()]
+    if manifests:
+        ours["manifests"] = "\n---\n".join(m.strip("\n") for m in manifests) + "\n"
+    if deploy.get("helm"):
+        ours["helm"] = [*ours.get("helm", []), *deploy["helm"]]
+
+
+def _merge(into: dict[str, Any], over: dict[str, Any]) -> None:
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
 
 
 def make_portal_binding(spec: TeamSpec, service_account: str, role: str) -> dict[str, Any]:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from app.core.errors import NotFound
+from app.catalog import service as catalog
+from app.catalog.service import Chosen
+from app.core.errors import InvalidInput, NotFound
 from app.core.models import RequestStatus
 from app.teams import repository as repo
 from app.teams import service
+from app.teams.service import KEEP, Keep
 from app.web.deps import AdminPrincipal, CurrentPrincipal, Id, SessionDep, UsageDep
 from app.web.paging import PAGED, WindowDep, announce
 from app.web.schemas import (
@@ -28,9 +31,22 @@ router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["requests"])
 def create_request(
     body: ClusterRequestIn, session: SessionDep, principal: CurrentPrincipal
 ) -> RequestOut:
-    """Request a cluster for a new team; you become its lead."""
+    """Request a cluster for a new team, optionally of a cluster template with its
+    parameters; you become its lead."""
+    template = catalog.choose(
+        session,
+        template_id=body.template_id,
+        parameters=body.parameters,
+        org=repo.get_org(session),
+        admin=principal.is_admin,
+    )
     created = service.submit_cluster_request(
-        session, actor=principal.user, name=body.name, values=body.values(), purpose=body.purpose
+        session,
+        actor=principal.user,
+        name=body.name,
+        values=body.values(),
+        purpose=body.purpose,
+        template=template,
     )
     return request_out(created)
 
@@ -77,13 +93,26 @@ def get_request_impact(
 def approve_request(
     request_id: Id, body: DecisionIn, session: SessionDep, principal: AdminPrincipal
 ) -> RequestOut:
-    """Approve as asked, or with `adjusted` values; refused past the pool (409)."""
+    """Approve as asked, or with `adjusted` values and another `template_id`; refused
+    past the pool (409)."""
+    template: Chosen | Keep | None = KEEP
+    if body.template_id is not None:
+        template = catalog.choose(
+            session,
+            template_id=body.template_id or None,
+            parameters=body.parameters,
+            org=repo.get_org(session),
+            admin=True,
+        )
+    elif body.parameters:
+        raise InvalidInput({"parameters": "parameters need a template_id"})
     decision = service.approve(
         session,
         actor=principal.user,
         request_id=request_id,
         adjusted=body.adjusted.values() if body.adjusted else None,
         reason=body.reason,
+        template=template,
     )
     return request_out(repo.get_request(session, request_id), decision)
 

@@ -15,6 +15,8 @@ from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
+from app.catalog import service as catalog
+from app.catalog.service import Chosen
 from app.core import labels
 from app.core.db import discard_changes
 from app.core.errors import Conflict, DomainError, InvalidInput, NotFound
@@ -34,6 +36,7 @@ from app.reads.overview import overview_figures
 from app.teams import repository as repo
 from app.teams import service
 from app.teams.rules import parse_quota_fields
+from app.teams.service import KEEP, Keep
 from app.usage import history, rightsizing
 from app.usage.service import OrgView, UsageCache
 from app.web.deps import (
@@ -448,6 +451,9 @@ def _requests_page(
             "failed": failed,
             "page": page,
             "pages": pages,
+            "offered": catalog.offered(session) if rows else [],
+            "describe": catalog.describe,
+            "typed_template": typed[1].get("template_choice", "") if typed else "",
         },
         status_code=status_code,
     )
@@ -528,12 +534,14 @@ def approve(
     try:
         # The admin's values, parsed once here; the service checks them against the pool.
         adjusted = parse_quota_fields(data) if mode == "adjusted" else None
+        template = _template_choice(session, request_id, data) if mode == "adjusted" else KEEP
         decision = service.approve(
             session,
             actor=principal.user,
             request_id=request_id,
             adjusted=adjusted,
             reason=data.get("reason", ""),
+            template=template,
         )
     except DomainError as exc:
         discard_changes(session)
@@ -561,6 +569,30 @@ def approve(
         f"Approved {team.name}" + (" with adjusted values." if decision.changes else " as asked."),
     )
     return redirect(request, "/admin/requests")
+
+
+def _template_choice(
+    session: Session, request_id: int, data: Mapping[str, str]
+) -> Chosen | Keep | None:
+    """The review card's template field: empty keeps what was asked, 0 is a plain
+    vCluster, an id another template (with the asked parameters where it is the same
+    template, else its defaults)."""
+    raw = data.get("template_choice", "").strip()
+    if not raw:
+        return KEEP
+    if raw == "0":
+        return None
+    if not raw.isdigit() or len(raw) > 9:
+        raise InvalidInput({"template": "choose one of the templates listed"})
+    asked = repo.get_request(session, request_id)
+    same = asked.template_version is not None and asked.template_version.template_id == int(raw)
+    return catalog.choose(
+        session,
+        template_id=int(raw),
+        parameters=asked.template_parameters if same else {},
+        org=repo.get_org(session),
+        admin=True,
+    )
 
 
 def _in_words(exc: DomainError) -> str:

@@ -13,6 +13,8 @@ from sqlalchemy.orm import Session
 
 from app.access import service as access
 from app.auth.principal import Principal
+from app.catalog import service as catalog
+from app.catalog.service import Chosen
 from app.core.db import discard_changes
 from app.core.errors import Conflict, DomainError, InvalidInput, NotFound
 from app.core.models import Team, TeamStatus
@@ -102,6 +104,11 @@ def _new_form(
     except ValueError:
         requested = None  # no verdict on the pool until the guarantee is a number
     preview = service.preview(session, requested_centi=requested or 0)
+    offered = catalog.offered(session)
+    chosen = values.get("template")
+    if chosen is None:  # the form's first view: the default template, if there is one
+        default = next((o for o in offered if o.template.is_default), None)
+        chosen = str(default.template.id) if default is not None else ""
     return render(
         request,
         "teams/new.html",
@@ -112,6 +119,13 @@ def _new_form(
             "errors": errors,
             "preview": preview,
             "guarantee_valid": requested is not None and "gpu_quota" not in errors,
+            "offered": offered,
+            "chosen_template": chosen,
+            "plain_allowed": not org.require_template or principal.is_admin,
+            "summary": catalog.summary,
+            "param_fields": [
+                f"param-{o.template.id}-{p.name}" for o in offered for p in o.spec.parameters
+            ],
         },
         partial="teams/partials/new_feedback.html",
         status_code=status_code,
@@ -162,7 +176,17 @@ def validate_request(
         service.check_cluster_request(session, values)
     except InvalidInput as exc:
         errors = exc.errors
+    try:
+        _chosen(session, principal, values)
+    except InvalidInput as exc:
+        errors = {**errors, **exc.errors}
     return _new_form(request, session, principal, values, errors)
+
+
+def _chosen(session: Session, principal: Principal, values: Mapping[str, str]) -> Chosen | None:
+    return catalog.choose_from_form(
+        session, values, org=repo.get_org(session), admin=principal.is_admin
+    )
 
 
 @router.post("/teams")
@@ -171,14 +195,17 @@ def submit_request(
 ) -> Response:
     try:
         name, quota = service.check_cluster_request(session, values)  # the form, parsed once
+        template = _chosen(session, principal, values)
         cluster_request = service.submit_cluster_request(
             session,
             actor=principal.user,
             name=name,
             values=quota,
             purpose=values.get("purpose", ""),
+            template=template,
         )
     except InvalidInput as exc:
+        discard_changes(session)
         return _new_form(request, session, principal, values, exc.errors, status_code=422)
     flash(request, f"Request for {cluster_request.team.name} sent to the admins.")
     return redirect(request, f"/teams/{cluster_request.team_id}")
@@ -362,6 +389,21 @@ def revoke_kubeconfigs(
         )
     else:
         flash(request, "Your kubeconfigs for this team are revoked." if count else "You held none.")
+    return redirect(request, f"/teams/{team.id}")
+
+
+@router.post("/teams/{team_id}/template/accept")
+def accept_template(
+    request: Request, team: TeamForLead, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    """A lead moves the team to its template's newest version."""
+    try:
+        version = catalog.accept_latest(session, actor=principal.user, team=team)
+    except DomainError as exc:
+        discard_changes(session)
+        flash(request, exc.message, "error")
+        return redirect(request, f"/teams/{team.id}")
+    flash(request, f"{team.name} moves to {version.template.name} v{version.number}.")
     return redirect(request, f"/teams/{team.id}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from app.catalog.service import Offered
 from app.core.models import (
     ApiToken,
     AuditEvent,
@@ -10,6 +11,7 @@ from app.core.models import (
     ProvisioningStep,
     Team,
     TeamMember,
+    TemplateVersion,
     User,
 )
 from app.core.quantities import format_hundredths
@@ -26,6 +28,9 @@ from app.web.schemas import (
     StepOut,
     TeamImpactOut,
     TeamOut,
+    TemplateOut,
+    TemplateRefOut,
+    TemplateVersionOut,
     TokenOut,
 )
 
@@ -57,6 +62,7 @@ def team_out(
         namespace=team.namespace,
         vcluster=team.vcluster_name,
         quota=quota_out(team),
+        template=template_ref(team),
         last_error=team.last_error,
         attempts=team.attempts,
         next_attempt_at=team.next_attempt_at,
@@ -86,6 +92,43 @@ def team_out(
     )
 
 
+def template_ref(obj: ClusterRequest | Decision | Team) -> TemplateRefOut | None:
+    version = obj.template_version
+    if version is None:
+        return None
+    return TemplateRefOut(
+        template_id=version.template_id,
+        name=version.template.name,
+        version=version.number,
+        version_id=version.id,
+        parameters=dict(obj.template_parameters or {}),
+    )
+
+
+def version_out(version: TemplateVersion) -> TemplateVersionOut:
+    return TemplateVersionOut(
+        id=version.id,
+        number=version.number,
+        note=version.note,
+        created_at=version.created_at,
+        spec=version.spec,
+    )
+
+
+def template_out(offered: Offered, versions: list[TemplateVersion] | None = None) -> TemplateOut:
+    t = offered.template
+    return TemplateOut(
+        id=t.id,
+        name=t.name,
+        description=t.description,
+        is_default=t.is_default,
+        leads_accept=t.leads_accept,
+        latest=version_out(offered.latest),
+        teams=offered.teams,
+        versions=None if versions is None else [version_out(v) for v in versions],
+    )
+
+
 def request_out(request: ClusterRequest, decision: Decision | None = None) -> RequestOut:
     return RequestOut(
         id=request.id,
@@ -96,6 +139,7 @@ def request_out(request: ClusterRequest, decision: Decision | None = None) -> Re
         purpose=request.purpose,
         created_at=request.created_at,
         requested=quota_out(request),
+        template=template_ref(request),
         decision=None
         if decision is None
         else DecisionOut(
@@ -104,6 +148,7 @@ def request_out(request: ClusterRequest, decision: Decision | None = None) -> Re
             decided_at=decision.decided_at,
             changes=decision.changes,
             approved=quota_out(decision) if decision.outcome == "approved" else None,
+            template=template_ref(decision),
         ),
     )
 

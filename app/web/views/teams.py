@@ -11,6 +11,9 @@ from sqlalchemy.orm import Session
 
 from app.access import service as access
 from app.audit import repository as audit
+from app.catalog import repository as catalog_repo
+from app.catalog import service as catalog
+from app.catalog.rules import deploy_values
 from app.core.config import Settings
 from app.core.models import (
     AuditEvent,
@@ -24,6 +27,7 @@ from app.core.models import (
     Team,
     TeamMember,
     TeamStatus,
+    TemplateVersion,
     User,
 )
 from app.reads.org import org_view
@@ -92,6 +96,48 @@ def asked_shares(session: Session, team_ids: list[int], pool_centi: int) -> dict
 
 
 @dataclass
+class TeamTemplate:
+    """The cluster template a team's vCluster is wanted with, as its page shows it."""
+
+    version: TemplateVersion
+    parameters: dict[str, str]
+    installs: list[str]  # what it puts inside ("Kind name", "chart name version")
+    asked: bool  # the request's, not yet approved
+    installed: bool  # the vCluster was last installed with this version
+    newest: TemplateVersion  # the template's newest version
+
+    @property
+    def behind(self) -> bool:
+        return self.newest.number > self.version.number
+
+
+def team_template(
+    session: Session, team: Team, requests: list[ClusterRequest]
+) -> TeamTemplate | None:
+    asked = team.status in (TeamStatus.SUBMITTED, TeamStatus.REJECTED)
+    source: Team | ClusterRequest | None = team
+    if asked:
+        source = next((r for r in requests if r.kind == RequestKind.CREATE), None)
+    version = source.template_version if source is not None else None
+    if source is None or version is None:
+        return None
+    spec = catalog.spec_of(version)
+    parameters = dict(source.template_parameters or {})
+    charts = [
+        f"chart {c.name} {deploy_values(spec, parameters)['helm'][i]['chart']['version']}"
+        for i, c in enumerate(spec.charts)
+    ]
+    return TeamTemplate(
+        version=version,
+        parameters=parameters,
+        installs=[*spec.manifest_kinds(), *charts],
+        asked=asked,
+        installed=team.template_installed_id == version.id,
+        newest=catalog_repo.latest(session, version.template_id),
+    )
+
+
+@dataclass
 class TeamDetail:
     team: Team
     org: Org
@@ -107,6 +153,7 @@ class TeamDetail:
     holders: list[access.Holder] = field(default_factory=list)
     pending: list[access.Pending] = field(default_factory=list)
     suggestion: RightsizingSuggestion | None = None
+    template: TeamTemplate | None = None
 
     @property
     def progress(self) -> int:
@@ -173,6 +220,7 @@ def team_detail(session: Session, team: Team, usage: UsageCache, settings: Setti
         suggestion=rightsizing.current(team.suggestion, team.gpu_quota_centi)
         if team.status == TeamStatus.READY
         else None,
+        template=team_template(session, team, requests),
     )
 
 
