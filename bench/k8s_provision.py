@@ -251,7 +251,7 @@ def first_pod() -> None:
                         User(email="admin@example.org", display_name="admin", is_admin=True)
                     )
                 admin = client_for(app, "admin@example.org", admin=True)
-                leads = {t: client_for(app, f"lead-{t}@example.org") for t, _ in EXAMPLE_TEAMS}
+                leads = {t: client_for(app, f"lead-{t}@example.org") for t, *_ in EXAMPLE_TEAMS}
                 requested = {}
                 for team, lead in leads.items():
                     body = {"name": team, "gpu_quota": "0.33", "gpu_limit": "1"}

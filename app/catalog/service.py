@@ -402,18 +402,20 @@ def _checked(
             sorted(known | {"repair_drift"})
         )
         return None
-    if schema.schema is None and raw.get("vcluster_values"):
+    try:
+        # Without the chart's schema the portal's own rules still say what is refused.
+        spec = parse_spec(raw, schema.schema or {})
+    except InvalidInput as exc:
+        errors.update(exc.errors)
+        return None
+    if schema.schema is None and spec.vcluster_values:
         errors["vcluster_values"] = (
             f"these cannot be checked against the vCluster chart's values.schema.json "
             f"({schema.source}: {schema.problem}): set PORTAL_VCLUSTER_VALUES_SCHEMA to the "
             "schema's path, or leave vcluster_values out"
         )
         return None
-    try:
-        return parse_spec(raw, schema.schema or {})
-    except InvalidInput as exc:
-        errors.update(exc.errors)
-        return None
+    return spec
 
 
 def form_parameters(data: Mapping[str, str], template_id: int) -> dict[str, str]:

@@ -224,7 +224,16 @@ def rollout_columns(version: str) -> tuple[ScalarSelect[Any], ...]:
     counts = (
         select(
             func.count().label("total"),
-            func.count().filter(Team.vcluster_version == version).label("upgraded"),
+            # At the chart version and, with a template, installed at its wanted version.
+            func.count()
+            .filter(
+                Team.vcluster_version == version,
+                or_(
+                    Team.template_version_id.is_(None),
+                    Team.template_installed_id == Team.template_version_id,
+                ),
+            )
+            .label("upgraded"),
         )
         .where(*known)
         .cte("rollout_counts")

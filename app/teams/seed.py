@@ -1,4 +1,5 @@
-"""The design source's example: org `ml-org` with one GPU and three teams at 0.33 each."""
+"""The design source's example: org `ml-org` with one GPU and three teams at 0.33 each,
+each with the kind of cluster it wants (a cluster template)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,82 @@ from sqlalchemy.orm import Session
 
 from app.audit import service as audit
 from app.auth import repository as users
+from app.catalog import service as catalog
+from app.catalog.schema import ValuesSchema
 from app.core.events import Event
 from app.core.models import Org, User
 from app.teams import repository as repo
 from app.teams import service
 from app.teams.rules import QuotaValues
 
-EXAMPLE_TEAMS = (
-    ("nlp", "Own CRDs for NLP workloads"),
-    ("vision", "cluster-admin to debug scheduling"),
-    ("recommender", "A different Kubeflow version"),
+EXAMPLE_TEAMS: tuple[tuple[str, str, str, dict[str, str]], ...] = (
+    ("nlp", "Own CRDs for NLP workloads", "crd-playground", {}),
+    ("vision", "cluster-admin to debug scheduling", "bare", {}),
+    ("recommender", "A different Kubeflow version", "kubeflow-training", {"version": "v1.7.0"}),
+)
+
+_CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.{group}
+spec:
+  group: {group}
+  names: {{kind: {kind}, plural: {plural}, singular: {singular}}}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+"""
+
+# The design source's three kinds of cluster, as templates of the example org.
+EXAMPLE_TEMPLATES: tuple[tuple[str, str, bool, dict[str, object]], ...] = (
+    ("bare", "A plain vCluster: nothing installed inside.", True, {}),
+    (
+        "crd-playground",
+        "A namespace to experiment in and an example CRD, put back if deleted.",
+        False,
+        {
+            "manifests": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: playground\n"
+            "---\n"
+            + _CRD.format(
+                plural="experiments",
+                singular="experiment",
+                kind="Experiment",
+                group="nlp.example.org",
+            ),
+            "repair_drift": True,
+        },
+    ),
+    (
+        "kubeflow-training",
+        "The Kubeflow Training Operator's namespace and PyTorchJob CRD, at a version the "
+        "team chooses.",
+        False,
+        {
+            "manifests": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kubeflow\n"
+            "  labels: {training-operator.kubeflow.org/version: ${version}}\n"
+            "---\n"
+            + _CRD.format(
+                plural="pytorchjobs", singular="pytorchjob", kind="PyTorchJob", group="kubeflow.org"
+            ),
+            "parameters": [
+                {
+                    "name": "version",
+                    "label": "Training Operator version",
+                    "type": "choice",
+                    "allowed": ["v1.8.1", "v1.7.0"],
+                    "default": "v1.8.1",
+                }
+            ],
+            "default_quota": {"gpu_quota": "0.33", "gpu_limit": "1"},
+        },
+    ),
 )
 
 
@@ -36,7 +103,19 @@ def seed_example(session: Session) -> bool:
     audit.record(
         session, actor=None, event=Event.POOL_CREATED, summary="example pool ml-org: 1 GPU"
     )
-    for name, purpose in EXAMPLE_TEAMS:
+    templates = {}
+    for template_name, description, default, spec in EXAMPLE_TEMPLATES:
+        version = catalog.create_template(
+            session,
+            actor=admin,
+            name=template_name,
+            description=description,
+            raw_spec=spec,
+            schema=ValuesSchema(None, "the example", "no vCluster values"),
+            is_default=default,
+        )
+        templates[template_name] = version.template_id
+    for name, purpose, template_name, parameters in EXAMPLE_TEAMS:
         lead = users.get_user_by_email(session, f"lead-{name}@example.org")
         if lead is None:
             lead = User(email=f"lead-{name}@example.org", display_name=f"{name.title()} lead")
@@ -49,6 +128,13 @@ def seed_example(session: Session) -> bool:
             # The design source's queues: 0.33 GPU guaranteed, limit 1, weight 1, priority 100.
             values=QuotaValues(gpu_quota_centi=33, gpu_limit_centi=100),
             purpose=purpose,
+            template=catalog.choose(
+                session,
+                template_id=templates[template_name],
+                parameters=parameters,
+                org=org,
+                admin=False,
+            ),
         )
         service.approve(session, actor=admin, request_id=request.id)
     return True

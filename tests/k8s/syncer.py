@@ -37,6 +37,9 @@ from tests.servers import tool
 ROOT = Path("/var/tmp/gpu-portal-vcluster")
 PROXY_PORT = 8443
 LB_PORT = 443
+# Services on the host's loopback that the pod network reaches too (a test's chart
+# registry): the same port inside each syncer's namespace leads to the host's.
+HOST_PORTS: set[int] = set()
 
 
 def balancer_address() -> str:
@@ -129,6 +132,8 @@ def start(
     for component in ("kube-apiserver", "kube-controller-manager"):
         (binaries / component).symlink_to(binary(component))
     (binaries / "kine").symlink_to(tool("kine"))
+    # The image's helm, which the syncer's deploy controller runs for a template's charts.
+    (binaries / "helm").symlink_to(tool("helm"))
     (folder / "config.yaml").write_bytes(base64.b64decode(config))
     (folder / "host.kubeconfig").write_text(_host_kubeconfig(plane, token))
     go = folder / "go"
@@ -152,6 +157,10 @@ def start(
         "KUBECONFIG": str(folder / "host.kubeconfig"),
         "LOFT_LOG_ENCODING": "console",
     }
+    if os.environ.get("SSL_CERT_FILE"):
+        # A cluster's private CA, installed in the image (the tests' registry is signed
+        # by one).
+        env["SSL_CERT_FILE"] = os.environ["SSL_CERT_FILE"]
     log = (folder / "syncer.log").open("wb")
     process = subprocess.Popen(
         ["unshare", "--mount", "--net", "--fork", "sh", "-c", script],
@@ -168,6 +177,7 @@ def start(
         assert host_port is not None
         syncer.forwarders = [
             netns.into_host(ns, host_port),
+            *(netns.into_host(ns, port) for port in sorted(HOST_PORTS)),
             netns.into_namespace(ns, address, LB_PORT, PROXY_PORT),
         ]
         go.touch()

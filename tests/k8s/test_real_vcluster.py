@@ -25,6 +25,7 @@ from app.main import create_app
 from app.runtime import portal_of
 from app.teams import repository as repo
 from app.teams.seed import seed_example
+from tests.k8s import syncer as syncers
 from tests.k8s.conftest import (
     VCLUSTER_CHART,
     all_ready,
@@ -32,6 +33,7 @@ from tests.k8s.conftest import (
     reconcile_until,
     serve_folder,
     statuses,
+    vcluster_admin,
 )
 from tests.k8s.vcluster_runtime import VClusterRuntime
 from tests.parts import kubernetes_backend
@@ -178,6 +180,89 @@ def test_the_chart_from_an_oci_registry(
     with portal(settings) as app:
         reconcile_until(app, lambda: all_ready(app))
         assert {chart_of(admin_api, t) for t in TEAMS} == {"vcluster-0.36.1"}
+
+
+def _push_chart(tmp_path: Path, registry: str) -> None:
+    """A small chart of the team's own (a ConfigMap of one value), packaged and pushed
+    by helm to the registry."""
+    chart = tmp_path / "hello"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: hello\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text("greeting: hi\n")
+    (chart / "templates" / "configmap.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello\n"
+        "data:\n  greeting: {{ .Values.greeting | quote }}\n"
+    )
+    helm = str(tool("helm"))
+    for args in (
+        [helm, "package", str(chart), "--destination", str(tmp_path)],
+        [helm, "push", str(tmp_path / "hello-0.1.0.tgz"), registry],
+    ):
+        done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+
+
+def test_a_template_chart_is_installed_inside_from_the_oci_registry(
+    kube_settings: Any,
+    admin_api: Any,
+    clean_cluster: None,
+    oci_registry: str,
+    runtime: VClusterRuntime,
+    tmp_path: Path,
+) -> None:
+    """A template's chart, from the same air-gapped registry as the vCluster chart, with
+    the lead's parameter in its values: the real syncer's deploy controller installs it
+    with helm inside the team's vCluster."""
+    _push_chart(tmp_path, oci_registry)
+    port = int(oci_registry.removeprefix("oci://").split("/")[0].rsplit(":", 1)[1])
+    syncers.HOST_PORTS.add(port)  # the pod network reaches the registry
+    settings = kube_settings.model_copy(
+        update={"vcluster_chart_repo": oci_registry, "vcluster_installer": "helm"}
+    )
+    try:
+        with portal(settings) as app:
+            admin = client_for(app, "admin@example.org", admin=True)
+            spec = {
+                "charts": [
+                    {
+                        "name": "hello",
+                        "repo": oci_registry,
+                        "version": "0.1.0",
+                        "namespace": "hello",
+                        "values": "greeting: ${greeting}",
+                    }
+                ],
+                "parameters": [{"name": "greeting", "type": "string", "default": "hi"}],
+            }
+            created = admin.api("POST", "/api/v1/templates", {"name": "hello", "spec": spec})
+            assert created.status_code == 201, created.text
+            lead = client_for(app, "lead-speech@example.org")
+            made = lead.api(
+                "POST",
+                "/api/v1/requests",
+                {
+                    "name": "speech",
+                    "gpu_quota": "0",
+                    "gpu_limit": "1",
+                    "template_id": created.json()["id"],
+                    "parameters": {"greeting": "bonjour"},
+                },
+            )
+            assert made.status_code == 201, made.text
+            approved = admin.api("POST", f"/api/v1/requests/{made.json()['id']}/approve", {})
+            assert approved.status_code == 200, approved.text
+            reconcile_until(app, lambda: all_ready(app))
+            inner = client.CoreV1Api(vcluster_admin(runtime, admin_api, "speech"))
+            deadline = time.monotonic() + 240
+            found = None
+            while found is None and time.monotonic() < deadline:
+                listed = inner.list_namespaced_config_map("hello").items
+                found = next((c for c in listed if c.metadata.name == "hello"), None)
+                time.sleep(1)
+            assert found is not None, "the template's chart was not installed inside"
+            assert found.data == {"greeting": "bonjour"}
+    finally:
+        syncers.HOST_PORTS.discard(port)
 
 
 @pytest.mark.parametrize(

@@ -333,6 +333,52 @@ def test_the_lead_reads_the_refused_pod_in_a_browser(portal: FastAPI) -> None:
             browser.close()
 
 
+def test_each_teams_template_is_applied_inside_its_vcluster_by_the_real_syncer(
+    portal: FastAPI,
+) -> None:
+    """The example org's kinds: the real syncer's deploy controller applies what the
+    portal rendered into each vCluster's values (the lead's parameter in it), and the
+    team page says it is installed."""
+
+    def objects(team: str) -> tuple[set[str], set[str], dict[str, dict[str, str]]]:
+        api = inside(portal, team)
+        namespaces = client.CoreV1Api(api).list_namespace().items
+        crds = client.ApiextensionsV1Api(api).list_custom_resource_definition().items
+        return (
+            {str(n.metadata.name) for n in namespaces},
+            {str(c.metadata.name) for c in crds},
+            {str(n.metadata.name): dict(n.metadata.labels or {}) for n in namespaces},
+        )
+
+    nlp = wait_for(
+        "the crd-playground objects inside nlp's vCluster",
+        lambda: (
+            (found := objects("nlp"))
+            and "playground" in found[0]
+            and "experiments.nlp.example.org" in found[1]
+            and found
+        ),
+        timeout=180,
+    )
+    assert "kubeflow" not in nlp[0]
+    recommender = wait_for(
+        "the kubeflow-training objects inside recommender's vCluster",
+        lambda: (
+            (found := objects("recommender"))
+            and "kubeflow" in found[0]
+            and "pytorchjobs.kubeflow.org" in found[1]
+            and found
+        ),
+        timeout=180,
+    )
+    assert recommender[2]["kubeflow"]["training-operator.kubeflow.org/version"] == "v1.7.0"
+    vision = objects("vision")  # bare: nothing of the others
+    assert not {"playground", "kubeflow"} & vision[0]
+    assert not {"experiments.nlp.example.org", "pytorchjobs.kubeflow.org"} & vision[1]
+    page = lead_of(portal, "recommender").get(f"/teams/{TEAMS['recommender']}").text
+    assert 'data-template-state="installed"' in page
+
+
 def test_what_one_lead_installs_inside_the_other_cannot_see(portal: FastAPI) -> None:
     crd = {
         "apiVersion": "apiextensions.k8s.io/v1",

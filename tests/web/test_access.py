@@ -171,7 +171,7 @@ def call(client: Client, rule: str, body: Any, *, csrf: str | None) -> int:
     url = (
         path.replace("{team_id}", "1")
         .replace("{request_id}", "1")
-        .replace("{event_id}", "2")
+        .replace("{event_id}", "5")  # nlp's request (after the pool and 3 templates)
         .replace("{user_id}", "5")
         .replace("{token_id}", "1")
         .replace("{delivery_id}", "999")

@@ -19,6 +19,7 @@ LISTS = (
     "/api/v1/teams/1/history",
     "/api/v1/tokens",
     "/api/v1/showback",
+    "/api/v1/templates",
 )
 
 

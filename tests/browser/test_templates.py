@@ -1,0 +1,76 @@
+"""A cluster template in a real browser: a lead chooses one and its parameter, the admin
+reads both on the review card, the team page shows them installed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.browser.conftest import axe_violations, seeded_portal
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with seeded_portal(
+        tmp_path_factory.mktemp("portal"),
+        PORTAL_SIMULATED_STEP_SECONDS="0.3",
+        PORTAL_WORKER_INTERVAL_SECONDS="0.5",
+    ) as url:
+        yield url
+
+
+def test_a_lead_requests_a_kind_of_cluster_with_a_parameter(portal: str, browser: object) -> None:
+    from playwright.sync_api import Browser, expect
+
+    assert isinstance(browser, Browser)
+    lead = browser.new_context().new_page()
+    lead.set_default_timeout(15_000)
+    lead.goto(portal + "/login")
+    lead.fill("#f-email", "lead-asr@example.org")
+    lead.fill("#f-name", "ASR lead")
+    lead.click("button:has-text('Sign in')")
+    lead.click("nav >> text=Request a cluster")
+    choice = lead.locator("fieldset.template-choice")
+    # The default kind is preselected; another kind's parameters show once it is chosen.
+    expect(choice.locator("input[data-template-name=bare]")).to_be_checked()
+    version = choice.locator("select[name$='-version']")
+    expect(version).to_be_hidden()
+    choice.locator("label", has_text="kubeflow-training").click()
+    expect(version).to_be_visible()
+    expect(version).to_have_value("v1.8.1")
+    version.select_option("v1.7.0")
+    assert axe_violations(lead) == []
+    lead.fill("#f-name", "asr")
+    lead.fill("#f-gpu_quota", "0")
+    lead.fill("#f-gpu_limit", "0.5")
+    lead.click("text=Send request")
+    expect(lead.locator("h1")).to_contain_text("asr")
+    asked = lead.locator('[data-quota="template"]')
+    expect(asked).to_contain_text("kubeflow-training")
+    expect(asked.locator("[data-template-version]")).to_have_text("v1")
+    expect(asked.locator('[data-param="version"]')).to_have_text("version=v1.7.0")
+    team_url = lead.url
+
+    admin = browser.new_context().new_page()
+    admin.set_default_timeout(15_000)
+    admin.goto(portal + "/login")
+    admin.click("text=Platform admin")
+    admin.click("nav >> text=Requests")
+    card = admin.locator("article.request", has_text="asr")
+    shown = card.locator('[data-asked="template"]')
+    expect(shown).to_contain_text("kubeflow-training")
+    expect(shown.locator(".tag-version")).to_have_text("v1")
+    expect(shown.locator('[data-param="version"]')).to_have_text("version=v1.7.0")
+    expect(card.locator('[data-asked="gpu_limit"]')).to_contain_text("0.5")
+    card.locator("text=Approve as asked").click()
+    expect(admin.locator(".toast")).to_contain_text("Approved asr as asked.")
+
+    lead.goto(team_url)
+    expect(lead.locator("h1 .pill")).to_have_text("ready", timeout=30_000)
+    installed = lead.locator('[data-quota="template"]')
+    expect(installed.locator("[data-template-state]")).to_have_text("installed")
+    expect(installed).to_contain_text("CustomResourceDefinition pytorchjobs.kubeflow.org")
+    expect(installed.locator('[data-param="version"]')).to_have_text("version=v1.7.0")

@@ -1,0 +1,345 @@
+"""Cluster templates through the pages and the API: kept by an admin (checked against the
+real vCluster chart's schema), chosen with a parameter at request, read on the review
+card and the team page, changed when approving, required by the org, rolled over the
+teams that use it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from app.catalog import repository as catalog_repo
+from app.core.db import unit_of_work
+from app.core.models import AuditEvent, Team
+from app.main import create_app
+from app.runtime import portal_of
+from app.teams import repository as repo
+from app.teams.seed import seed_example
+from tests.conftest import settings_for
+from tests.shared import shared
+from tests.web.conftest import client_for
+
+CHART = shared("third_party/vcluster/vcluster-0.36.1.tgz")
+
+
+@pytest.fixture
+def app(db_url: str) -> Iterator[FastAPI]:
+    """The example org, with the real vCluster chart archive as the chart source (its
+    values.schema.json is what templates are checked against)."""
+    settings = settings_for(db_url, vcluster_chart_repo=str(CHART), vcluster_chart_version="0.36.1")
+    application = create_app(settings)
+    with TestClient(application):
+        with unit_of_work(portal_of(application).session_factory) as session:
+            seed_example(session)
+        portal_of(application).reconciler.run_once()
+        yield application
+
+
+def _ids(app: FastAPI) -> dict[str, int]:
+    with unit_of_work(portal_of(app).session_factory) as session:
+        return {o.template.name: o.template.id for o in _offered(session)}
+
+
+def _offered(session: Any) -> list[Any]:
+    from app.catalog import service as catalog
+
+    return catalog.offered(session)
+
+
+def _team(app: FastAPI, name: str) -> tuple[str | None, int | None, bool, dict[str, str]]:
+    """A team's template name, version number, whether installed, and its parameters."""
+    with unit_of_work(portal_of(app).session_factory) as session:
+        team = repo.get_live_team_by_name(session, name)
+        assert team is not None
+        version = team.template_version
+        return (
+            version.template.name if version else None,
+            version.number if version else None,
+            team.template_installed_id == team.template_version_id,
+            dict(team.template_parameters),
+        )
+
+
+def _settle(app: FastAPI, passes: int = 6) -> None:
+    for _ in range(passes):
+        portal_of(app).reconciler.run_once()
+
+
+def test_the_example_org_has_the_design_sources_three_kinds(app: FastAPI) -> None:
+    admin = client_for(app, "admin@example.org", admin=True)
+    page = admin.get("/admin/templates").text
+    names = re.findall(r'<tr data-template="([^"]+)">', page)
+    assert names == ["bare", "crd-playground", "kubeflow-training"]  # the default first
+    assert _team(app, "nlp") == ("crd-playground", 1, True, {})
+    assert _team(app, "recommender") == ("kubeflow-training", 1, True, {"version": "v1.7.0"})
+    lead = client_for(app, "lead-recommender@example.org")
+    team_page = lead.get(f"/teams/{_team_id(app, 'recommender')}").text
+    cluster = _between(team_page, 'data-quota="template"', "</dd>")
+    assert "kubeflow-training" in cluster
+    assert "v1" in cluster
+    assert "version=v1.7.0" in cluster
+    assert 'data-template-state="installed"' in cluster
+    assert "CustomResourceDefinition pytorchjobs.kubeflow.org" in cluster
+
+
+def _team_id(app: FastAPI, name: str) -> int:
+    with unit_of_work(portal_of(app).session_factory) as session:
+        team = repo.get_live_team_by_name(session, name)
+        assert team is not None
+        return team.id
+
+
+def _between(text: str, start: str, end: str) -> str:
+    at = text.index(start)
+    return text[at : text.index(end, at)]
+
+
+def test_a_lead_requests_with_a_template_and_a_parameter_the_admin_reads_and_changes_it(
+    app: FastAPI,
+) -> None:
+    ids = _ids(app)
+    lead = client_for(app, "lead-new@example.org")
+    form = lead.get("/teams/new").text
+    # The default template is preselected; each template's parameters are under it.
+    assert re.search(rf'name="template" value="{ids["bare"]}" checked', form)
+    assert f'name="param-{ids["kubeflow-training"]}-version"' in form
+    # A value outside the allowed list is refused with what to choose, nothing lost.
+    refused = lead.form(
+        "/teams",
+        {
+            "name": "speech",
+            "gpu_quota": "0",
+            "gpu_limit": "1",
+            "template": str(ids["kubeflow-training"]),
+            f"param-{ids['kubeflow-training']}-version": "v9",
+        },
+    )
+    assert refused.status_code == 422
+    assert "choose one of v1.8.1, v1.7.0" in refused.text
+    assert 'value="speech"' in refused.text
+    sent = lead.form(
+        "/teams",
+        {
+            "name": "speech",
+            "gpu_quota": "0",
+            "gpu_limit": "1",
+            "template": str(ids["kubeflow-training"]),
+            f"param-{ids['kubeflow-training']}-version": "v1.7.0",
+        },
+        follow_redirects=False,
+    )
+    assert sent.status_code == 303, sent.text
+    team_page = lead.get(sent.headers["location"]).text
+    asked = _between(team_page, 'data-quota="template"', "</dd>")
+    assert "kubeflow-training" in asked
+    assert "version=v1.7.0" in asked
+
+    admin = client_for(app, "admin@example.org", admin=True)
+    cards = admin.get("/admin/requests").text
+    card = _between(cards, "· speech", "</article>")
+    shown = _between(card, 'data-asked="template"', "</dd>")
+    assert "kubeflow-training" in shown
+    assert "v1" in shown
+    assert "version=v1.7.0" in shown
+    found = re.search(r'action="/admin/requests/(\d+)/approve"', card)
+    assert found is not None
+    request_id = int(found.group(1))
+    approved = admin.form(
+        f"/admin/requests/{request_id}/approve",
+        {
+            "mode": "adjusted",
+            "gpu_quota": "0",
+            "gpu_limit": "1",
+            "over_quota_weight": "1",
+            "priority": "100",
+            "template_choice": str(ids["crd-playground"]),
+            "reason": "CRDs are enough for a start",
+        },
+        follow_redirects=False,
+    )
+    assert approved.status_code == 303, approved.text
+    assert _team(app, "speech")[:2] == ("crd-playground", 1)
+    body = admin.api("GET", f"/api/v1/requests/{request_id}").json()
+    assert body["template"]["name"] == "kubeflow-training"
+    assert body["template"]["parameters"] == {"version": "v1.7.0"}
+    assert body["decision"]["template"]["name"] == "crd-playground"
+    assert body["decision"]["changes"]["template"] == [
+        "kubeflow-training v1 (version=v1.7.0)",
+        "crd-playground v1",
+    ]
+    _settle(app)
+    assert _team(app, "speech") == ("crd-playground", 1, True, {})
+    page = lead.get(f"/teams/{_team_id(app, 'speech')}").text
+    assert "Namespace playground" in _between(page, 'data-quota="template"', "</dd>")
+
+
+def test_what_a_template_may_not_set_is_refused_with_why(app: FastAPI) -> None:
+    admin = client_for(app, "admin@example.org", admin=True)
+    off = {"vcluster_values": {"sync": {"toHost": {"pods": {"enabled": False}}}}}
+    refused = admin.api("POST", "/api/v1/templates", {"name": "unpinned", "spec": off})
+    assert refused.status_code == 422
+    assert "the portal syncs pods itself" in refused.text
+    proxies = {"vcluster_values": {"networking": {"advanced": {"proxyKubelets": {"byIP": True}}}}}
+    refused = admin.api("POST", "/api/v1/templates", {"name": "proxied", "spec": proxies})
+    assert refused.status_code == 422
+    assert "nodes/proxy" in refused.text
+    # The chart's own schema refuses what it does not know (a typo under an allowed key).
+    typo = {"vcluster_values": {"controlPlane": {"statefulSet": {"persistence": {"size": 5}}}}}
+    refused = admin.api("POST", "/api/v1/templates", {"name": "typo", "spec": typo})
+    assert refused.status_code == 422
+    assert "the vCluster chart refuses it" in refused.text
+    # The same through the page: the form again, with every reason.
+    page = admin.form(
+        "/admin/templates",
+        {"name": "unpinned", "spec": yaml.safe_dump(off)},
+    )
+    assert page.status_code == 422
+    assert "the portal syncs pods itself" in page.text
+    assert "enabled: false" in page.text  # what was typed is kept
+    memory = {
+        "vcluster_values": {
+            "controlPlane": {"statefulSet": {"resources": {"limits": {"memory": "6Gi"}}}}
+        }
+    }
+    created = admin.api("POST", "/api/v1/templates", {"name": "big-plane", "spec": memory})
+    assert created.status_code == 201, created.text
+    assert created.json()["latest"]["number"] == 1
+    with unit_of_work(portal_of(app).session_factory) as session:
+        actions = [e.action for e in session.query(AuditEvent).order_by(AuditEvent.id)]
+    assert actions[-1] == "template.created"
+
+
+def test_the_org_may_require_a_template_for_non_admins(app: FastAPI) -> None:
+    admin = client_for(app, "admin@example.org", admin=True)
+    admin.form("/admin/templates/required", {"required": "on"})
+    lead = client_for(app, "lead-new@example.org")
+    form = lead.get("/teams/new").text
+    assert "Plain vCluster" not in form
+    refused = lead.api(
+        "POST", "/api/v1/requests", {"name": "plain", "gpu_quota": "0", "gpu_limit": "1"}
+    )
+    assert refused.status_code == 422
+    assert "the org requires one" in refused.text
+    # An admin still may.
+    allowed = admin.api(
+        "POST", "/api/v1/requests", {"name": "plain", "gpu_quota": "0", "gpu_limit": "1"}
+    )
+    assert allowed.status_code == 201, allowed.text
+    assert allowed.json()["template"] is None
+
+
+def test_a_new_version_rolls_over_the_teams_that_use_it(app: FastAPI) -> None:
+    ids = _ids(app)
+    admin = client_for(app, "admin@example.org", admin=True)
+    # A second team on crd-playground, beside nlp.
+    lead = client_for(app, "lead-new@example.org")
+    made = lead.api(
+        "POST",
+        "/api/v1/requests",
+        {
+            "name": "speech",
+            "gpu_quota": "0",
+            "gpu_limit": "1",
+            "template_id": ids["crd-playground"],
+        },
+    )
+    assert made.status_code == 201, made.text
+    assert admin.api("POST", f"/api/v1/requests/{made.json()['id']}/approve", {}).status_code == 200
+    _settle(app)
+    assert _team(app, "speech")[:3] == ("crd-playground", 1, True)
+    versions = f"/api/v1/templates/{ids['crd-playground']}/versions"
+    spec = admin.api("GET", f"/api/v1/templates/{ids['crd-playground']}").json()["latest"]["spec"]
+    same = admin.api("POST", versions, {"spec": spec})
+    assert same.status_code == 422
+    assert "this is version 1 as it stands" in same.text
+    spec["manifests"] += "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: scratch\n"
+    published = admin.api("POST", versions, {"spec": spec, "note": "a scratch namespace"})
+    assert published.status_code == 201, published.text
+    number = published.json()["latest"]["number"]
+    # Both teams are now wanted at the new version, not yet installed with it.
+    assert _team(app, "nlp")[:3] == ("crd-playground", number, False)
+    assert _team(app, "speech")[:3] == ("crd-playground", number, False)
+    page = admin.get(f"/admin/templates/{ids['crd-playground']}").text
+    assert f'data-testid="latest">v{number}<' in page
+    assert 'data-testid="teams">2<' in page
+    # The Pool page's rollout card counts them as behind, as for a chart upgrade.
+    pool = admin.get("/admin").text
+    assert "vCluster upgrade to 0.36.1" in pool
+    assert "data-rollout-count>2 of 4 teams<" in pool
+    _settle(app, passes=10)
+    assert "vCluster upgrade to" not in admin.get("/admin").text
+    assert _team(app, "nlp")[:3] == ("crd-playground", number, True)
+    assert _team(app, "speech")[:3] == ("crd-playground", number, True)
+    with unit_of_work(portal_of(app).session_factory) as session:
+        upgraded = [
+            e.summary
+            for e in session.query(AuditEvent).filter(AuditEvent.action == "vcluster.upgraded")
+        ]
+    assert sorted(upgraded) == [
+        f"nlp's vCluster upgraded to chart 0.36.1 with template crd-playground v{number}",
+        f"speech's vCluster upgraded to chart 0.36.1 with template crd-playground v{number}",
+    ]
+
+
+def test_a_template_that_waits_for_leads_moves_when_a_lead_accepts(app: FastAPI) -> None:
+    ids = _ids(app)
+    admin = client_for(app, "admin@example.org", admin=True)
+    tid = ids["kubeflow-training"]
+    admin.form(
+        f"/admin/templates/{tid}/settings",
+        {"description": "Kubeflow", "leads_accept": "on"},
+    )
+    spec = admin.api("GET", f"/api/v1/templates/{tid}").json()["latest"]["spec"]
+    spec["parameters"][0]["allowed"].append("v1.9.0")
+    assert admin.api("POST", f"/api/v1/templates/{tid}/versions", {"spec": spec}).status_code == 201
+    assert _team(app, "recommender")[:3] == ("kubeflow-training", 1, True)  # stays
+    lead = client_for(app, "lead-recommender@example.org")
+    team_id = _team_id(app, "recommender")
+    page = lead.get(f"/teams/{team_id}").text
+    assert "kubeflow-training v2</b> is published" in page
+    assert f'action="/teams/{team_id}/template/accept"' in page
+    # Another team's lead cannot move it.
+    other = client_for(app, "lead-nlp@example.org")
+    assert other.form(f"/teams/{team_id}/template/accept").status_code == 404
+    moved = lead.form(f"/teams/{team_id}/template/accept", follow_redirects=False)
+    assert moved.status_code == 303
+    assert _team(app, "recommender") == ("kubeflow-training", 2, False, {"version": "v1.7.0"})
+    _settle(app, passes=10)
+    assert _team(app, "recommender")[:3] == ("kubeflow-training", 2, True)
+
+
+def test_a_template_is_rendered_into_the_vclusters_values(app: FastAPI) -> None:
+    from app.adapters.k8s.manifests import ControlPlane, OidcSignIn, vcluster_values
+    from app.provisioning.specs import spec_of
+
+    with unit_of_work(portal_of(app).session_factory) as session:
+        team: Team | None = repo.get_live_team_by_name(session, "recommender")
+        assert team is not None
+        spec = spec_of(session, team, portal_of(app).settings)
+        assert catalog_repo.get_version(session, spec.template_version_id or 0).number == 1
+    oidc = OidcSignIn(
+        "https://id.example.org", "portal", "groups", "admins", "recommender", "admin", "edit"
+    )
+    values = vcluster_values(
+        spec, expose="LoadBalancer", ingress_host=None, extra_sans=[], plane=ControlPlane(oidc=oidc)
+    )
+    deploy = values["experimental"]["deploy"]["vcluster"]
+    docs = [d for d in yaml.safe_load_all(deploy["manifests"]) if d]
+    kinds = [(d["kind"], d["metadata"]["name"]) for d in docs]
+    # The portal's own bindings first, then the template's objects with the lead's value.
+    assert kinds == [
+        ("ClusterRoleBinding", "gpu-portal:oidc-admins"),
+        ("ClusterRoleBinding", "gpu-portal:oidc-leads"),
+        ("Namespace", "kubeflow"),
+        ("CustomResourceDefinition", "pytorchjobs.kubeflow.org"),
+    ]
+    assert docs[2]["metadata"]["labels"] == {"training-operator.kubeflow.org/version": "v1.7.0"}
+    # What the portal owns stays as it writes it.
+    assert values["sync"]["toHost"]["pods"] == {"useSecretsForSATokens": True}
+    assert values["networking"]["advanced"]["proxyKubelets"] == {"byHostname": False, "byIP": False}
