@@ -15,6 +15,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import yaml
+
 from app.access import kubeconfigs
 from app.access.credentials import Account, IssuedCredential, Person
 from app.core.models import Step
@@ -27,6 +29,7 @@ from app.provisioning.backend import (
     Observation,
     RefusedPod,
     TeamSpec,
+    TemplateCheck,
 )
 from app.usage import fairshare
 from app.usage.sources import ClusterTop, QueueUsage, TopQueue
@@ -82,6 +85,8 @@ class SimulatedBackend:
         self._pinned: dict[str, tuple[float, float]] = {}
         self._smallest: dict[str, float] = {}
         self._accounts: dict[str, dict[str, _Account]] = {}
+        # What of each team's template someone deleted inside its vCluster ("Kind name").
+        self._template_gone: dict[str, set[str]] = {}
         self._lock = threading.Lock()
         self.calls = 0
 
@@ -176,6 +181,8 @@ class SimulatedBackend:
                 if not kept:
                     ready_at += self._delay(step)
                 self._objects[(step, spec.team)] = _Object(spec, ready_at, version)
+                if step == Step.VCLUSTER and not kept:
+                    self._template_gone.pop(spec.team, None)  # a new install applies it all
         return self.observe(step, spec)
 
     @property
@@ -202,6 +209,35 @@ class SimulatedBackend:
             if step == Step.VCLUSTER:
                 self._accounts.pop(spec.team, None)  # its accounts go with it
         return Observation(DONE, f"{_describe(step, spec)} deleted (simulated)")
+
+    def delete_template_object(self, team: str, what: str) -> None:
+        """Play a lead deleting an object of the team's template inside its vCluster
+        ("CustomResourceDefinition experiments.nlp.example.org", "chart hello")."""
+        with self._lock:
+            self._template_gone.setdefault(team, set()).add(what)
+
+    def check_template(self, spec: TeamSpec, *, repair: bool) -> TemplateCheck:
+        self._slow_call()
+        with self._lock:
+            self.calls += 1
+            if (Step.VCLUSTER, spec.team) not in self._objects:
+                raise BackendError(f"vCluster {spec.vcluster_name} does not exist")
+            gone = self._template_gone.get(spec.team, set())
+            objects = [
+                f"{d['kind']} {d['metadata']['name']}"
+                for d in yaml.safe_load_all(spec.template_manifests)
+                if isinstance(d, dict)
+            ]
+            charts = [f"chart {release}" for release, _ns in spec.template_charts]
+            missing = [o for o in objects if o in gone]
+            missing += [
+                f"{c} (in {ns})"
+                for c, (_r, ns) in zip(charts, spec.template_charts, strict=True)
+                if c in gone
+            ]
+            repaired = [o for o in missing if o in objects] if repair else []
+            gone.difference_update(repaired)
+            return TemplateCheck(tuple(missing), tuple(repaired))
 
     def delete_object(self, step: Step, team: str) -> None:
         """Play an operator deleting something by hand (drift)."""

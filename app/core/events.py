@@ -59,6 +59,7 @@ class Event(StrEnum):
     TEMPLATE_CHANGED = "template.changed"  # its description or settings
     TEMPLATE_REQUIRED = "template.required"  # the org's "non-admins choose a template"
     TEMPLATE_ACCEPTED = "template.accepted"  # a lead moved the team to the newest version
+    TEMPLATE_DRIFTED = "template.drifted"  # found missing inside a vCluster, not put back
     # Notifications and usage
     WEBHOOK_SET = "webhook.set"
     WEBHOOK_REMOVED = "webhook.removed"

@@ -278,6 +278,10 @@ class Team(Base):
         JSON, default=dict, server_default="{}"
     )
     template_installed_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # What of the template was missing inside the vCluster when last checked (None: all in
+    # place), and when that was.
+    template_drift: Mapped[str | None] = mapped_column(Text, nullable=True)
+    template_checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
     org: Mapped[Org] = relationship(lazy="raise")
     steps: Mapped[list[ProvisioningStep]] = relationship(

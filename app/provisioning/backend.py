@@ -53,6 +53,16 @@ class TeamSpec:
     template_values: str = ""
     template_version_id: int | None = None
     template_installed: bool = True
+    # The template's own part, for checking it is in place inside the vCluster: its
+    # rendered manifests, its charts' (release, namespace), and whether to put back
+    # what is missing.
+    template_manifests: str = ""
+    template_charts: tuple[tuple[str, str], ...] = ()
+    template_repair: bool = False
+
+    @property
+    def has_template_objects(self) -> bool:
+        return bool(self.template_manifests.strip() or self.template_charts)
 
 
 def spec_for(
@@ -104,6 +114,19 @@ MISSING = "missing"
 OUTDATED = "outdated"  # works, at another version than configured: upgrade in turn
 
 
+@dataclass(frozen=True)
+class TemplateCheck:
+    """What of a team's template was found missing inside its vCluster ("Kind name",
+    "chart release"), and of it what was put back."""
+
+    missing: tuple[str, ...] = ()
+    repaired: tuple[str, ...] = ()
+
+    @property
+    def left(self) -> tuple[str, ...]:
+        return tuple(m for m in self.missing if m not in self.repaired)
+
+
 class ClusterBackend(Protocol):
     """What the reconciler needs from a cluster. (Personal kubeconfigs go through the
     access domain's ``CredentialIssuer`` and usage through the usage domain's
@@ -125,6 +148,12 @@ class ClusterBackend(Protocol):
 
     def remove(self, step: Step, spec: TeamSpec) -> Observation:
         """Delete what ``step`` created; DONE once it is gone."""
+        ...
+
+    def check_template(self, spec: TeamSpec, *, repair: bool) -> TemplateCheck:
+        """Whether what the team's template installs is in place inside its vCluster
+        (read through the portal's own connection); with ``repair``, the missing
+        manifests' objects created again."""
         ...
 
 

@@ -44,6 +44,7 @@ from app.provisioning.backend import (
     ClusterBackend,
     Observation,
     TeamSpec,
+    TemplateCheck,
 )
 from app.provisioning.decide import (
     POLL_SECONDS,
@@ -173,6 +174,7 @@ class Reconciler:
             holder, turn_started = repo.turn_holder(session, version)
         upgrading = holder == team_id
         installed: int | None = None  # the template version a vCluster install ran with
+        checked: TemplateCheck | None = None  # what of the template is in place inside
         results: dict[Step, Observation] = {}
         error: str | None = None
         failed_step: Step | None = None
@@ -213,6 +215,17 @@ class Reconciler:
                     results[step] = seen
                     if not seen.done:
                         break
+                else:
+                    # Every step in place: is what the template installs still there?
+                    if (
+                        status == TeamStatus.READY
+                        and settled
+                        and spec.has_template_objects
+                        and spec.template_installed
+                    ):
+                        failed_step = Step.VCLUSTER  # the template is the vCluster's part
+                        checked = self.backend.check_template(spec, repair=spec.template_repair)
+                        repaired += [f"template: {what} put back" for what in checked.repaired]
             failed_step = None
         except BackendError as exc:
             error = str(exc)
@@ -229,6 +242,7 @@ class Reconciler:
             team_id,
             PassResult(status, generation, attempts, results, failed_step, error, repaired),
             installed=installed,
+            checked=checked,
         )
 
     # --- chart upgrades, one team at a time ----------------------------------------------
@@ -283,7 +297,14 @@ class Reconciler:
                     details={"version": version, "error": why},
                 )
 
-    def _record(self, team_id: int, result: PassResult, *, installed: int | None = None) -> None:
+    def _record(
+        self,
+        team_id: int,
+        result: PassResult,
+        *,
+        installed: int | None = None,
+        checked: TemplateCheck | None = None,
+    ) -> None:
         """Write what the pass means (``decide``) unless the team moved on meanwhile;
         ``installed``: the template version the vCluster was just installed with."""
         now = utcnow()
@@ -304,6 +325,20 @@ class Reconciler:
                 team.vcluster_version = vcluster.version
             if installed is not None and result.error is None:
                 team.template_installed_id = installed
+            if checked is not None:
+                left = checked.left
+                if left and team.template_drift != "; ".join(left):
+                    audit.record(
+                        session,
+                        actor=None,
+                        event=Event.TEMPLATE_DRIFTED,
+                        team_id=team.id,
+                        summary=f"{team.name}'s vCluster lacks what its template installs: "
+                        + "; ".join(left),
+                        details={"missing": list(left)},
+                    )
+                team.template_drift = "; ".join(left) or None
+                team.template_checked_at = now
             verdict = decide(result, _now(team, rows), self.timing)
             _write(session, team, rows, verdict)
             _tell(session, team)

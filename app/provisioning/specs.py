@@ -41,4 +41,7 @@ def spec_of(session: Session, team: Team, settings: Settings) -> TeamSpec:
         template_values=json.dumps(values, sort_keys=True),
         template_version_id=version.id,
         template_installed=team.template_installed_id == version.id,
+        template_manifests=str(deploy.get("manifests", "")),
+        template_charts=tuple((c.release, c.namespace) for c in template.charts),
+        template_repair=template.repair_drift,
     )

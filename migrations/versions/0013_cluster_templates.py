@@ -66,9 +66,13 @@ def upgrade() -> None:
         "teams",
         sa.Column("template_installed_id", sa.Integer(), nullable=True),
     )
+    op.add_column("teams", sa.Column("template_drift", sa.Text(), nullable=True))
+    op.add_column("teams", sa.Column("template_checked_at", WHEN, nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("teams", "template_checked_at")
+    op.drop_column("teams", "template_drift")
     op.drop_column("teams", "template_installed_id")
     for table in ("decisions", "cluster_requests", "teams"):
         op.drop_column(table, "template_parameters")

@@ -29,8 +29,10 @@ import yaml
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from kubernetes import client, config
+from sqlalchemy import select
 
 from app.core.db import unit_of_work
+from app.core.models import AuditEvent
 from app.main import create_app
 from app.runtime import portal_of
 from app.teams.seed import seed_example
@@ -377,6 +379,20 @@ def test_each_teams_template_is_applied_inside_its_vcluster_by_the_real_syncer(
     assert not {"experiments.nlp.example.org", "pytorchjobs.kubeflow.org"} & vision[1]
     page = lead_of(portal, "recommender").get(f"/teams/{TEAMS['recommender']}").text
     assert 'data-template-state="installed"' in page
+    # A CRD of crd-playground deleted inside (the syncer re-applies manifests only when
+    # they change): the portal finds it gone through its own connection and puts it back.
+    crd = "experiments.nlp.example.org"
+    client.ApiextensionsV1Api(inside(portal, "nlp")).delete_custom_resource_definition(crd)
+    wait_for("the CRD deleted inside nlp's vCluster", lambda: crd not in objects("nlp")[1])
+    reconcile_until(portal, lambda: crd in objects("nlp")[1])
+    with unit_of_work(portal_of(portal).session_factory) as session:
+        repaired = [
+            e.summary
+            for e in session.scalars(
+                select(AuditEvent).where(AuditEvent.action == "provisioning.drift_repaired")
+            )
+        ]
+    assert f"restored nlp: template: CustomResourceDefinition {crd} put back" in repaired
 
 
 def test_what_one_lead_installs_inside_the_other_cannot_see(portal: FastAPI) -> None:

@@ -13,10 +13,12 @@ import pytest
 import yaml
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy import update
 
+from app.adapters.simulated import SimulatedBackend
 from app.catalog import repository as catalog_repo
 from app.core.db import unit_of_work
-from app.core.models import AuditEvent, Team
+from app.core.models import AuditEvent, Team, utcnow
 from app.main import create_app
 from app.runtime import portal_of
 from app.teams import repository as repo
@@ -343,3 +345,51 @@ def test_a_template_is_rendered_into_the_vclusters_values(app: FastAPI) -> None:
     # What the portal owns stays as it writes it.
     assert values["sync"]["toHost"]["pods"] == {"useSecretsForSATokens": True}
     assert values["networking"]["advanced"]["proxyKubelets"] == {"byHostname": False, "byIP": False}
+
+
+def _due_now(app: FastAPI) -> None:
+    with unit_of_work(portal_of(app).session_factory) as session:
+        session.execute(update(Team).values(next_attempt_at=utcnow()))
+
+
+def test_what_a_template_installs_is_checked_inside_and_put_back_if_it_says_so(
+    app: FastAPI,
+) -> None:
+    backend = portal_of(app).backend
+    assert isinstance(backend, SimulatedBackend)
+    _due_now(app)
+    _settle(app, passes=1)
+    lead = client_for(app, "lead-nlp@example.org")
+    page = lead.get(f"/teams/{_team_id(app, 'nlp')}").text
+    assert "installed, in place" in _between(page, 'data-quota="template"', "</dd>")
+    # crd-playground puts back what a lead deletes inside.
+    backend.delete_template_object("nlp", "CustomResourceDefinition experiments.nlp.example.org")
+    # kubeflow-training does not: it is reported.
+    backend.delete_template_object("recommender", "Namespace kubeflow")
+    _due_now(app)
+    _settle(app, passes=1)
+    with unit_of_work(portal_of(app).session_factory) as session:
+        events = {
+            e.action: e.summary
+            for e in session.query(AuditEvent).filter(
+                AuditEvent.action.in_(["provisioning.drift_repaired", "template.drifted"])
+            )
+        }
+    assert events == {
+        "provisioning.drift_repaired": "restored nlp: template: CustomResourceDefinition "
+        "experiments.nlp.example.org put back",
+        "template.drifted": "recommender's vCluster lacks what its template installs: "
+        "Namespace kubeflow",
+    }
+    page = lead.get(f"/teams/{_team_id(app, 'nlp')}").text
+    assert 'data-template-state="installed"' in page
+    other = client_for(app, "lead-recommender@example.org")
+    page = other.get(f"/teams/{_team_id(app, 'recommender')}").text
+    shown = _between(page, 'data-template-state="drifted"', "</small>")
+    assert "missing inside: Namespace kubeflow (this template does not put it back)" in shown
+    # Reported once, not on every pass.
+    _due_now(app)
+    _settle(app, passes=1)
+    with unit_of_work(portal_of(app).session_factory) as session:
+        drifted = session.query(AuditEvent).filter(AuditEvent.action == "template.drifted")
+        assert drifted.count() == 1

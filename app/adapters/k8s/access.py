@@ -9,14 +9,18 @@ every token issued for it fail authentication: that is how a kubeconfig is revok
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from app.access import kubeconfigs as files
@@ -24,7 +28,7 @@ from app.access.credentials import Account, IssuedCredential, Person
 from app.adapters.k8s import manifests as m
 from app.adapters.k8s.client import Part, api_message
 from app.adapters.k8s.kubeconfig import Kubeconfigs
-from app.provisioning.backend import BackendError, RefusedPod, TeamSpec
+from app.provisioning.backend import BackendError, RefusedPod, TeamSpec, TemplateCheck
 
 T = TypeVar("T")
 MANAGED = {"app.kubernetes.io/managed-by": "gpu-portal"}
@@ -278,6 +282,59 @@ class Access(Part):
         return result
 
     # --- what the host refused ---------------------------------------------------------
+
+    def check_template(self, spec: TeamSpec, *, repair: bool) -> TemplateCheck:
+        """Each object of the template's manifests read inside the vCluster (as its
+        admin), each chart's helm release looked for; with ``repair``, a missing object
+        created again from the manifest (the syncer applies manifests only when they
+        change, so a deleted one would stay gone)."""
+        conn = self._connect(spec)
+        found = self._in(spec, "reading its API's kinds", lambda: DynamicClient(conn.api))
+        assert found is not None
+        dynamic: DynamicClient = found
+        missing: list[str] = []
+        repaired: list[str] = []
+        for doc in yaml.safe_load_all(spec.template_manifests):
+            if not isinstance(doc, dict):
+                continue
+            meta = doc.get("metadata") or {}
+            what = f"{doc.get('kind')} {meta.get('name')}"
+            try:
+                kind = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+            except ResourceNotFoundError:
+                missing.append(f"{what} (its kind is not served)")
+                continue
+            namespace = (meta.get("namespace") or "default") if kind.namespaced else None
+            seen = self._in(
+                spec,
+                f"reading {what}",
+                functools.partial(kind.get, name=meta.get("name"), namespace=namespace),
+                ok=(404,),
+            )
+            if seen is not None:
+                continue
+            missing.append(what)
+            if repair:
+                self._in(
+                    spec,
+                    f"creating {what} again",
+                    functools.partial(kind.create, body=doc, namespace=namespace),
+                )
+                repaired.append(what)
+        for release, namespace in spec.template_charts:
+            secrets = self._in(
+                spec,
+                f"looking for chart {release}",
+                functools.partial(
+                    conn.core.list_namespaced_secret,
+                    namespace,
+                    label_selector=f"owner=helm,name={release}",
+                    _request_timeout=TIMEOUT,
+                ),
+            )
+            if secrets is None or not secrets.items:
+                missing.append(f"chart {release} (in {namespace})")
+        return TemplateCheck(tuple(missing), tuple(repaired))
 
     def refused_pods(self, spec: TeamSpec) -> list[RefusedPod]:
         """Pods inside the vCluster that the host refused. The syncer records each refusal

@@ -28,7 +28,14 @@ from app.adapters.k8s.objects import ClusterObjects
 from app.adapters.k8s.vcluster import VClusterInstaller
 from app.core.config import Settings
 from app.core.models import Step
-from app.provisioning.backend import DONE, BackendError, Observation, RefusedPod, TeamSpec
+from app.provisioning.backend import (
+    DONE,
+    BackendError,
+    Observation,
+    RefusedPod,
+    TeamSpec,
+    TemplateCheck,
+)
 from app.usage.sources import ClusterTop, QueueUsage, TopQueue
 
 __all__ = ["KubernetesBackend"]
@@ -114,6 +121,9 @@ class KubernetesBackend:
             Step.ADMISSION_POLICY: self.objects.remove_policy,
             Step.KUBECONFIG: lambda _spec: Observation(DONE, "goes with the vCluster"),
         }[step](spec)
+
+    def check_template(self, spec: TeamSpec, *, repair: bool) -> TemplateCheck:
+        return self.access.check_template(spec, repair=repair)
 
     # --- personal credentials ---------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
@@ -105,6 +106,9 @@ class TeamTemplate:
     asked: bool  # the request's, not yet approved
     installed: bool  # the vCluster was last installed with this version
     newest: TemplateVersion  # the template's newest version
+    drift: str | None = None  # what was missing inside when last checked
+    checked_at: datetime | None = None
+    repairs: bool = False  # what is missing is put back
 
     @property
     def behind(self) -> bool:
@@ -134,6 +138,9 @@ def team_template(
         asked=asked,
         installed=team.template_installed_id == version.id,
         newest=catalog_repo.latest(session, version.template_id),
+        drift=team.template_drift,
+        checked_at=team.template_checked_at,
+        repairs=spec.repair_drift,
     )
 
 
