@@ -33,6 +33,22 @@
       document.querySelectorAll("[data-poll]").forEach(function (el) { window.htmx.trigger(el, "every"); });
     }
   });
+  // The request form: choosing a cluster template fills in the quota it suggests, in
+  // the fields the person has not typed in yet.
+  document.addEventListener("input", function (evt) {
+    if (evt.isTrusted && evt.target && evt.target.id && evt.target.closest && evt.target.closest("#request-form")) {
+      evt.target.setAttribute("data-typed", "");
+    }
+  });
+  document.addEventListener("change", function (evt) {
+    var radio = evt.target;
+    if (!radio || radio.name !== "template" || !radio.hasAttribute("data-default-quota")) { return; }
+    var suggested = JSON.parse(radio.getAttribute("data-default-quota"));
+    Object.keys(suggested).forEach(function (key) {
+      var field = document.getElementById("f-" + key);
+      if (field && !field.hasAttribute("data-typed")) { field.value = suggested[key]; }
+    });
+  });
   // Confirm destructive forms.
   document.addEventListener("submit", function (evt) {
     var form = evt.target;

@@ -23,6 +23,8 @@ OTHER_FIELDS = {"template": "Cluster template"}
 
 def label(field: str) -> str:
     """The form's label of ``field`` (the field's own name if it has none)."""
+    if field.startswith("param-"):  # a template's parameter (the message names it)
+        return "Template parameter"
     return QUOTA_FIELDS.get(field, (OTHER_FIELDS.get(field, field), ""))[0]
 
 

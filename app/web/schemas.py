@@ -113,6 +113,22 @@ class TemplateIn(BaseModel):
     )
 
 
+class TemplateSettingsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    description: str | None = Field(default=None, max_length=2000)
+    is_default: bool | None = Field(default=None, strict=True)
+    leads_accept: bool | None = Field(default=None, strict=True)
+
+
+class TemplatesRequiredOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    required: bool = Field(
+        strict=True, description="Non-admins must choose a cluster template to request."
+    )
+
+
 class TemplateVersionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -41,6 +41,9 @@ def test_a_lead_requests_a_kind_of_cluster_with_a_parameter(portal: str, browser
     choice.locator("label", has_text="kubeflow-training").click()
     expect(version).to_be_visible()
     expect(version).to_have_value("v1.8.1")
+    # The quota it suggests fills the fields not typed in yet.
+    expect(lead.locator("#f-gpu_quota")).to_have_value("0.33")
+    expect(lead.locator("#f-gpu_limit")).to_have_value("1")
     version.select_option("v1.7.0")
     assert axe_violations(lead) == []
     lead.fill("#f-name", "asr")

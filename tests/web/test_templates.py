@@ -393,3 +393,78 @@ def test_what_a_template_installs_is_checked_inside_and_put_back_if_it_says_so(
     with unit_of_work(portal_of(app).session_factory) as session:
         drifted = session.query(AuditEvent).filter(AuditEvent.action == "template.drifted")
         assert drifted.count() == 1
+
+
+def test_an_admin_may_change_only_a_parameter_when_approving(app: FastAPI) -> None:
+    ids = _ids(app)
+    tid = ids["kubeflow-training"]
+    lead = client_for(app, "lead-new@example.org")
+    made = lead.api(
+        "POST",
+        "/api/v1/requests",
+        {
+            "name": "speech",
+            "gpu_quota": "0",
+            "gpu_limit": "1",
+            "template_id": tid,
+            "parameters": {"version": "v1.7.0"},
+        },
+    )
+    assert made.status_code == 201, made.text
+    request_id = made.json()["id"]
+    admin = client_for(app, "admin@example.org", admin=True)
+    card = _between(admin.get("/admin/requests").text, "· speech", "</article>")
+    # The card offers the asked template's parameters with the asked value.
+    field = _between(card, f'name="param-{tid}-version"', "</select>")
+    assert '<option value="v1.7.0" selected>' in field
+    fields = {
+        "mode": "adjusted",
+        "gpu_quota": "0",
+        "gpu_limit": "1",
+        "over_quota_weight": "1",
+        "priority": "100",
+        "template_choice": "",
+        f"param-{tid}-version": "v1.9.9",
+    }
+    refused = admin.form(f"/admin/requests/{request_id}/approve", fields)
+    assert refused.status_code == 422
+    assert "choose one of v1.8.1, v1.7.0" in refused.text
+    fields[f"param-{tid}-version"] = "v1.8.1"
+    approved = admin.form(f"/admin/requests/{request_id}/approve", fields, follow_redirects=False)
+    assert approved.status_code == 303, approved.text
+    assert _team(app, "speech")[3] == {"version": "v1.8.1"}
+    changes = admin.api("GET", f"/api/v1/requests/{request_id}").json()["decision"]["changes"]
+    assert changes == {
+        "template": [
+            "kubeflow-training v1 (version=v1.7.0)",
+            "kubeflow-training v1 (version=v1.8.1)",
+        ]
+    }
+
+
+def test_the_api_changes_settings_and_the_org_requirement(app: FastAPI) -> None:
+    ids = _ids(app)
+    admin = client_for(app, "admin@example.org", admin=True)
+    changed = admin.api(
+        "PATCH", f"/api/v1/templates/{ids['kubeflow-training']}", {"is_default": True}
+    )
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["is_default"] is True
+    listed = [t["name"] for t in admin.api("GET", "/api/v1/templates").json()]
+    assert listed[0] == "kubeflow-training"  # the default first; bare is not the default now
+    assert admin.api("GET", "/api/v1/templates").json()[1]["is_default"] is False
+    assert admin.api("PUT", "/api/v1/templates-required", {"required": True}).json() == {
+        "required": True
+    }
+    lead = client_for(app, "lead-new@example.org")
+    refused = lead.api(
+        "POST", "/api/v1/requests", {"name": "x", "gpu_quota": "0", "gpu_limit": "1"}
+    )
+    assert refused.status_code == 422
+    with unit_of_work(portal_of(app).session_factory) as session:
+        actions = [
+            e.action
+            for e in session.query(AuditEvent).order_by(AuditEvent.id)
+            if e.action.startswith("template.") and e.actor == "admin@example.org"
+        ]
+    assert actions[-2:] == ["template.changed", "template.required"]

@@ -7,9 +7,17 @@ from fastapi import APIRouter, Request, Response
 from app.catalog import repository as catalog_repo
 from app.catalog import service as catalog
 from app.catalog.schema import values_schema
+from app.teams import repository as repo
 from app.web.deps import AdminPrincipal, CurrentPrincipal, Id, SessionDep, SettingsDep
 from app.web.paging import PAGED, WindowDep, announce
-from app.web.schemas import PROBLEMS, TemplateIn, TemplateOut, TemplateVersionIn
+from app.web.schemas import (
+    PROBLEMS,
+    TemplateIn,
+    TemplateOut,
+    TemplateSettingsIn,
+    TemplatesRequiredOut,
+    TemplateVersionIn,
+)
 from app.web.views.api import template_out
 
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["templates"])
@@ -79,3 +87,32 @@ def publish_version(
         schema=values_schema(settings),
     )
     return template_out(_offered(session, template_id), catalog_repo.versions(session, template_id))
+
+
+@router.patch("/templates/{template_id}", response_model=TemplateOut)
+def change_template(
+    template_id: Id, body: TemplateSettingsIn, session: SessionDep, principal: AdminPrincipal
+) -> TemplateOut:
+    """Change a template's description or settings (admin); a field left out keeps its
+    value. What a template installs changes only by publishing a version."""
+    template = catalog_repo.get_template(session, template_id)
+    catalog.change_template(
+        session,
+        actor=principal.user,
+        template_id=template_id,
+        description=template.description if body.description is None else body.description,
+        is_default=template.is_default if body.is_default is None else body.is_default,
+        leads_accept=template.leads_accept if body.leads_accept is None else body.leads_accept,
+    )
+    return template_out(_offered(session, template_id))
+
+
+@router.put("/templates-required", response_model=TemplatesRequiredOut)
+def set_required(
+    body: TemplatesRequiredOut, session: SessionDep, principal: AdminPrincipal
+) -> TemplatesRequiredOut:
+    """Whether non-admins must choose a cluster template when they request (admin)."""
+    catalog.set_required(
+        session, actor=principal.user, org=repo.get_org(session), required=body.required
+    )
+    return TemplatesRequiredOut(required=body.required)

@@ -7,6 +7,7 @@ from fastapi.responses import PlainTextResponse
 
 from app.access import service as access
 from app.auth import repository as users
+from app.catalog import service as catalog
 from app.teams import members, service
 from app.teams import repository as repo
 from app.web.deps import (
@@ -161,6 +162,14 @@ def decommission_team(
 ) -> TeamOut:
     """Delete the team's vCluster, namespace, policy and queue; the audit trail stays."""
     service.decommission(session, actor=principal.user, team=team)
+    return team_out(team)
+
+
+@router.post("/teams/{team_id}/template/accept", response_model=TeamOut)
+def accept_template(team: TeamForLead, session: SessionDep, principal: CurrentPrincipal) -> TeamOut:
+    """Move the team to its template's newest version (a lead; for templates that wait
+    for leads to accept); the vCluster is then installed with it in turn."""
+    catalog.accept_latest(session, actor=principal.user, team=team)
     return team_out(team)
 
 

@@ -454,6 +454,7 @@ def _requests_page(
             "offered": catalog.offered(session) if rows else [],
             "describe": catalog.describe,
             "typed_template": typed[1].get("template_choice", "") if typed else "",
+            "typed_data": dict(typed[1]) if typed else {},
         },
         status_code=status_code,
     )
@@ -574,24 +575,23 @@ def approve(
 def _template_choice(
     session: Session, request_id: int, data: Mapping[str, str]
 ) -> Chosen | Keep | None:
-    """The review card's template field: empty keeps what was asked, 0 is a plain
-    vCluster, an id another template (with the asked parameters where it is the same
-    template, else its defaults)."""
+    """The review card's template fields: empty keeps what was asked (unless its
+    parameters were changed), 0 is a plain vCluster, an id another template at its newest
+    version, with the parameters the card sends for it (``param-<id>-<name>``)."""
     raw = data.get("template_choice", "").strip()
+    asked = repo.get_request(session, request_id)
+    asked_id = asked.template_version.template_id if asked.template_version else None
     if not raw:
-        return KEEP
+        typed = catalog.form_parameters(data, asked_id) if asked_id is not None else {}
+        if not typed or typed == (asked.template_parameters or {}):
+            return KEEP
+        raw = str(asked_id)
     if raw == "0":
         return None
     if not raw.isdigit() or len(raw) > 9:
         raise InvalidInput({"template": "choose one of the templates listed"})
-    asked = repo.get_request(session, request_id)
-    same = asked.template_version is not None and asked.template_version.template_id == int(raw)
-    return catalog.choose(
-        session,
-        template_id=int(raw),
-        parameters=asked.template_parameters if same else {},
-        org=repo.get_org(session),
-        admin=True,
+    return catalog.choose_from_form(
+        session, {**data, "template": raw}, org=repo.get_org(session), admin=True
     )
 
 

@@ -109,6 +109,8 @@ def _new_form(
     if chosen is None:  # the form's first view: the default template, if there is one
         default = next((o for o in offered if o.template.is_default), None)
         chosen = str(default.template.id) if default is not None else ""
+        if default is not None:  # with the quota it suggests
+            values = {**values, **default.spec.default_quota}
     return render(
         request,
         "teams/new.html",
