@@ -312,6 +312,12 @@ class Team(Base):
         return self.name
 
     @property
+    def template_label(self) -> str:
+        """ "kubeflow-training v2", or "" for a plain vCluster (reads its version row)."""
+        version = self.template_version
+        return f"{version.template.name} v{version.number}" if version is not None else ""
+
+    @property
     def namespace(self) -> str:
         return f"vcluster-{self.name}"
 

@@ -15,6 +15,7 @@ from app.core.models import (
     COMMITTED_STATUSES,
     LIVE_STATUSES,
     ClusterRequest,
+    ClusterTemplate,
     Decision,
     MemberRole,
     Org,
@@ -24,6 +25,7 @@ from app.core.models import (
     Team,
     TeamMember,
     TeamStatus,
+    TemplateVersion,
     User,
 )
 
@@ -293,6 +295,7 @@ class TeamRow:
     gpu_limit_centi: int
     last_error: str | None
     suggestion: RowSuggestion | None = None
+    template_label: str = ""  # "kubeflow-training v2" (empty: a plain vCluster)
 
 
 TEAM_ROW_COLUMNS = (
@@ -305,20 +308,27 @@ TEAM_ROW_COLUMNS = (
     RightsizingSuggestion.direction,
     RightsizingSuggestion.guarantee_centi,
     RightsizingSuggestion.suggested_centi,
+    ClusterTemplate.name,
+    TemplateVersion.number,
 )
 
 
 def _rows_query(*extra: Any) -> Any:
     """The rows' columns (and ``extra``), each team with its suggestion if it has one."""
-    return select(*TEAM_ROW_COLUMNS, *extra).outerjoin(
-        RightsizingSuggestion, RightsizingSuggestion.team_id == Team.id
+    return (
+        select(*TEAM_ROW_COLUMNS, *extra)
+        .outerjoin(RightsizingSuggestion, RightsizingSuggestion.team_id == Team.id)
+        .outerjoin(TemplateVersion, TemplateVersion.id == Team.template_version_id)
+        .outerjoin(ClusterTemplate, ClusterTemplate.id == TemplateVersion.template_id)
     )
 
 
 def _team_row(row: Sequence[Any]) -> TeamRow:
     team_id, name, status, quota, limit, error, direction, guarantee, suggested = row[:9]
+    template, number = row[9:11]
     suggestion = RowSuggestion(direction, guarantee, suggested) if direction else None
-    return TeamRow(team_id, name, status, quota, limit, error, suggestion)
+    kind = f"{template} v{number}" if template else ""
+    return TeamRow(team_id, name, status, quota, limit, error, suggestion, kind)
 
 
 # Orders the database can give (the overview's sorts that need no live usage).

@@ -88,6 +88,15 @@ def test_the_example_org_has_the_design_sources_three_kinds(app: FastAPI) -> Non
     assert "version=v1.7.0" in cluster
     assert 'data-template-state="installed"' in cluster
     assert "CustomResourceDefinition pytorchjobs.kubeflow.org" in cluster
+    # Wherever the quota is shown, the kind of cluster is too.
+    overview = admin.get("/admin").text
+    assert "data-row-template>crd-playground v1<" in overview
+    assert "data-row-template>kubeflow-training v1<" in overview
+    assert "data-row-template>bare v1<" in overview
+    assert "data-card-template>kubeflow-training v1<" in lead.get("/teams").text
+    api = lead.api("GET", f"/api/v1/teams/{_team_id(app, 'recommender')}").json()
+    assert api["template"]["name"] == "kubeflow-training"
+    assert api["template"]["parameters"] == {"version": "v1.7.0"}
 
 
 def _team_id(app: FastAPI, name: str) -> int:
