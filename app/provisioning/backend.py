@@ -121,6 +121,7 @@ class TemplateCheck:
 
     missing: tuple[str, ...] = ()
     repaired: tuple[str, ...] = ()
+    unread: str = ""  # why the vCluster could not be read (nothing is known then)
 
     @property
     def left(self) -> tuple[str, ...]:

@@ -217,14 +217,21 @@ class Reconciler:
                         break
                 else:
                     # Every step in place: is what the template installs still there?
+                    # (Not while its vCluster is being upgraded or was just installed: it
+                    # restarts.) A failed read is shown on the team page, not a failure
+                    # of the team.
                     if (
                         status == TeamStatus.READY
                         and settled
                         and spec.has_template_objects
                         and spec.template_installed
+                        and not upgrading
+                        and installed is None
                     ):
-                        failed_step = Step.VCLUSTER  # the template is the vCluster's part
-                        checked = self.backend.check_template(spec, repair=spec.template_repair)
+                        try:
+                            checked = self.backend.check_template(spec, repair=spec.template_repair)
+                        except BackendError as exc:
+                            checked = TemplateCheck(unread=str(exc))
                         repaired += [f"template: {what} put back" for what in checked.repaired]
             failed_step = None
         except BackendError as exc:
@@ -274,7 +281,11 @@ class Reconciler:
                         event=Event.VCLUSTER_UPGRADED,
                         team_id=team_id,
                         summary=f"{name}'s vCluster upgraded to chart {version}"
-                        + (f" with template {spec.template}" if spec.template else ""),
+                        + (
+                            f" with template {spec.template}"
+                            if spec.template and not spec.template_installed
+                            else ""
+                        ),
                         details={"version": version, "template": spec.template},
                     )
                     # The next team need not wait for its resync.
@@ -323,9 +334,12 @@ class Reconciler:
             if vcluster is not None and vcluster.version and vcluster.state != PROGRESSING:
                 # The version that serves the team (an upgrade counts once it is ready).
                 team.vcluster_version = vcluster.version
-            if installed is not None and result.error is None:
+            if installed is not None:  # its install call succeeded, whatever came after
                 team.template_installed_id = installed
-            if checked is not None:
+            if checked is not None and checked.unread:
+                team.template_checked_at = None  # shown as not checked, with why below
+                team.template_drift = f"could not be checked: {checked.unread}"
+            elif checked is not None:
                 left = checked.left
                 if left and team.template_drift != "; ".join(left):
                     audit.record(

@@ -4,6 +4,8 @@ mode needs."""
 
 from __future__ import annotations
 
+import base64
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,33 @@ class _Team:
     queue_name = "team-nlp"
     vcluster_name = "nlp"
     namespace = "vcluster-nlp"
+    # A template rendered in (catalog.rules.deploy_values and its vCluster values): the
+    # real chart must take them beside the portal's own.
+    template_values = json.dumps(
+        {
+            "controlPlane": {"statefulSet": {"resources": {"limits": {"memory": "6Gi"}}}},
+            "sync": {"toHost": {"ingresses": {"enabled": True}}},
+            "experimental": {
+                "deploy": {
+                    "vcluster": {
+                        "manifests": "apiVersion: v1\nkind: Namespace\n"
+                        "metadata:\n  name: kubeflow\n",
+                        "helm": [
+                            {
+                                "chart": {
+                                    "name": "training-operator",
+                                    "repo": "oci://registry.internal/charts",
+                                    "version": "1.8.1",
+                                },
+                                "release": {"name": "training-operator", "namespace": "kubeflow"},
+                                "values": "replicas: 1\n",
+                            }
+                        ],
+                    }
+                }
+            },
+        }
+    )
 
 
 @pytest.mark.parametrize(
@@ -70,3 +99,15 @@ def test_the_real_chart_takes_the_portals_values(
     cluster_role = next(d for d in docs if d["kind"] == "ClusterRole")
     resources = {r for rule in cluster_role["rules"] for r in rule["resources"]}
     assert {"nodes", "nodes/status"} <= resources
+    # The template's part is in the config the syncer reads, the portal's own kept.
+    secret = next(
+        d for d in docs if d["kind"] == "Secret" and d["metadata"]["name"] == "vc-config-nlp"
+    )
+    config = yaml.safe_load(base64.b64decode(secret["data"]["config.yaml"]))
+    deploy = config["experimental"]["deploy"]["vcluster"]
+    assert "name: kubeflow" in deploy["manifests"]
+    assert deploy["helm"][0]["release"] == {"name": "training-operator", "namespace": "kubeflow"}
+    assert config["controlPlane"]["statefulSet"]["resources"]["limits"]["memory"] == "6Gi"
+    assert config["sync"]["toHost"]["pods"]["useSecretsForSATokens"] is True
+    requests = config["controlPlane"]["statefulSet"]["resources"]["requests"]
+    assert (requests["cpu"], requests["memory"]) == ("200m", "256Mi")  # the portal's merged
