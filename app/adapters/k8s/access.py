@@ -54,6 +54,7 @@ class _Connection:
     core: Any  # client.CoreV1Api, called with plain dicts
     rbac: Any  # client.RbacAuthorizationV1Api
     ready: set[tuple[str, str]] = field(default_factory=set)  # (account, role) made
+    dynamic: Any = None  # a DynamicClient, made on first use (its discovery is kept)
 
 
 class Access(Part):
@@ -289,9 +290,11 @@ class Access(Part):
         created again from the manifest (the syncer applies manifests only when they
         change, so a deleted one would stay gone)."""
         conn = self._connect(spec)
-        found = self._in(spec, "reading its API's kinds", lambda: DynamicClient(conn.api))
-        assert found is not None
-        dynamic: DynamicClient = found
+        if conn.dynamic is None:
+            conn.dynamic = self._in(
+                spec, "reading its API's kinds", lambda: DynamicClient(conn.api)
+            )
+        dynamic: DynamicClient = conn.dynamic
         missing: list[str] = []
         repaired: list[str] = []
         for doc in yaml.safe_load_all(spec.template_manifests):
