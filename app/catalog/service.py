@@ -95,10 +95,6 @@ class Offered:
     spec: TemplateSpec
     teams: int = 0  # teams whose vCluster is wanted with one of its versions
 
-    @property
-    def label(self) -> str:
-        return f"{self.template.name} v{self.latest.number}"
-
 
 @dataclass(frozen=True)
 class Chosen:
@@ -107,16 +103,12 @@ class Chosen:
     version: TemplateVersion
     parameters: dict[str, str] = field(default_factory=dict)
 
-    @property
-    def label(self) -> str:
-        return f"{self.version.template.name} v{self.version.number}"
-
 
 def describe(version: TemplateVersion | None, parameters: Mapping[str, str]) -> str:
     """ "kubeflow-training v2 (version=1.8.1)", or "a plain vCluster"."""
     if version is None:
         return "a plain vCluster"
-    text = f"{version.template.name} v{version.number}"
+    text = version.label
     if parameters:
         text += " (" + ", ".join(f"{k}={v}" for k, v in sorted(parameters.items())) + ")"
     return text
@@ -245,7 +237,7 @@ def publish_version(
         session,
         actor=actor,
         event=Event.TEMPLATE_PUBLISHED,
-        summary=f"published {template.name} v{version.number}: {summary(spec)}"
+        summary=f"published {version.label}: {summary(spec)}"
         + (f" — {note}" if note else "")
         + (
             f"; rolling out to {len(moved)} team" + ("s" if len(moved) != 1 else "")
@@ -274,7 +266,7 @@ def accept_latest(session: Session, *, actor: User, team: Team) -> TemplateVersi
         raise Conflict(f"team {team.name} has no cluster template")
     newest = repo.latest(session, current.template_id)
     if newest.id == current.id:
-        raise Conflict(f"team {team.name} already has {current.template.name} v{current.number}")
+        raise Conflict(f"team {team.name} already has {current.label}")
     if team.status not in repo.UPGRADED_STATUSES:
         raise Conflict(f"team {team.name} is {team.status}: its template cannot change now")
     team.template_version_id = newest.id
@@ -285,8 +277,7 @@ def accept_latest(session: Session, *, actor: User, team: Team) -> TemplateVersi
         actor=actor,
         event=Event.TEMPLATE_ACCEPTED,
         team_id=team.id,
-        summary=f"accepted {newest.template.name} v{newest.number} for {team.name} "
-        f"(was v{current.number})",
+        summary=f"accepted {newest.label} for {team.name} (was v{current.number})",
         details={"template_id": newest.template_id, "from": current.number, "to": newest.number},
     )
     request_effect(session, Effect.PROVISIONING_DUE)

@@ -315,7 +315,7 @@ class Team(Base):
     def template_label(self) -> str:
         """ "kubeflow-training v2", or "" for a plain vCluster (reads its version row)."""
         version = self.template_version
-        return f"{version.template.name} v{version.number}" if version is not None else ""
+        return version.label if version is not None else ""
 
     @property
     def namespace(self) -> str:
@@ -359,6 +359,11 @@ class TemplateVersion(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     template: Mapped[ClusterTemplate] = relationship(lazy="joined")
+
+    @property
+    def label(self) -> str:
+        """ "kubeflow-training v2", as people read a template version."""
+        return f"{self.template.name} v{self.number}"
 
 
 class ChartRollout(Base):

@@ -37,7 +37,7 @@ def spec_of(session: Session, team: Team, settings: Settings) -> TeamSpec:
         values["experimental"] = {"deploy": {"vcluster": deploy}}
     return replace(
         spec,
-        template=f"{version.template.name} v{version.number}",
+        template=version.label,
         template_values=json.dumps(values, sort_keys=True),
         template_version_id=version.id,
         template_installed=team.template_installed_id == version.id,

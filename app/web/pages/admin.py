@@ -588,8 +588,6 @@ def _template_choice(
         raw = str(asked_id)
     if raw == "0":
         return None
-    if not raw.isdigit() or len(raw) > 9:
-        raise InvalidInput({"template": "choose one of the templates listed"})
     return catalog.choose_from_form(
         session, {**data, "template": raw}, org=repo.get_org(session), admin=True
     )

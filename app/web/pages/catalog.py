@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from app.catalog import repository as catalog_repo
 from app.catalog import service as catalog
-from app.catalog.rules import ALLOWED, OWNED
+from app.catalog.rules import ALLOWED
 from app.catalog.schema import values_schema
 from app.core.db import discard_changes
 from app.core.errors import DomainError, InvalidInput
@@ -23,6 +23,7 @@ from app.web.templating import flash, redirect, render
 router = APIRouter(prefix="/admin/templates", include_in_schema=False)
 
 SPEC_MAX = 300 * 1024  # characters of the YAML a form sends
+ALLOWED_KEYS = [".".join(key) for key in ALLOWED]  # what the form's hint lists
 
 EXAMPLE = """\
 # What a vCluster of this kind gets. Every field may be left out.
@@ -102,8 +103,7 @@ def _list_page(
             "summary": catalog.summary,
             "values": values or {"spec": EXAMPLE},
             "errors": errors or {},
-            "allowed": [".".join(k) for k in ALLOWED],
-            "owned": [(".".join(k), why) for k, why in OWNED],
+            "allowed": ALLOWED_KEYS,
             "schema": schema,
         },
         status_code=status_code,
@@ -141,7 +141,7 @@ def create_template(
         return _list_page(
             request, session, principal, settings, values=data, errors=exc.errors, status_code=422
         )
-    flash(request, f"Template {version.template.name} v1 is offered to teams.")
+    flash(request, f"Template {version.label} is offered to teams.")
     return redirect(request, f"/admin/templates/{version.template_id}")
 
 
@@ -187,7 +187,7 @@ def _detail(
             "summary": catalog.summary,
             "values": values or {"spec": spec_text(versions[0].spec)},
             "errors": errors or {},
-            "allowed": [".".join(k) for k in ALLOWED],
+            "allowed": ALLOWED_KEYS,
             "schema": values_schema(settings) if errors else None,
         },
         status_code=status_code,
@@ -236,7 +236,7 @@ def publish_version(
             errors=errors,
             status_code=exc.status_code if exc.status_code >= 400 else 422,
         )
-    flash(request, f"Published {version.template.name} v{version.number}.")
+    flash(request, f"Published {version.label}.")
     return redirect(request, f"/admin/templates/{template_id}")
 
 

@@ -405,7 +405,7 @@ def accept_template(
         discard_changes(session)
         flash(request, exc.message, "error")
         return redirect(request, f"/teams/{team.id}")
-    flash(request, f"{team.name} moves to {version.template.name} v{version.number}.")
+    flash(request, f"{team.name} moves to {version.label}.")
     return redirect(request, f"/teams/{team.id}")
 
 

@@ -128,8 +128,8 @@ def team_template(
     spec = catalog.spec_of(version)
     parameters = dict(source.template_parameters or {})
     charts = [
-        f"chart {c.name} {deploy_values(spec, parameters)['helm'][i]['chart']['version']}"
-        for i, c in enumerate(spec.charts)
+        f"chart {h['chart']['name']} {h['chart']['version']}"
+        for h in deploy_values(spec, parameters).get("helm", [])
     ]
     return TeamTemplate(
         version=version,
