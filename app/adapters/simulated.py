@@ -6,6 +6,7 @@ applied, failures can be injected per step, and usage moves believably over time
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import secrets
@@ -15,6 +16,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import yaml
 
 from app.access import kubeconfigs
@@ -391,38 +393,48 @@ class SimulatedBackend:
 
 def _demand(spec: TeamSpec, now: float) -> float:
     """A queue's demand in GPUs: a slow wave between idle and 1.2 x its limit."""
-    seed = int(hashlib.sha256(spec.queue_name.encode()).hexdigest()[:8], 16)
-    phase = (seed % 1000) / 1000 * 2 * math.pi
-    period = 240 + seed % 180
+    phase, period = _wave(spec.queue_name)
     wave = 0.5 + 0.5 * math.sin(2 * math.pi * now / period + phase)
     return max(0.0, spec.gpu.limit) * 1.2 * wave
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _wave(queue_name: str) -> tuple[float, int]:
+    """The phase and period (seconds) of a queue's wave, fixed by its name."""
+    seed = int(hashlib.sha256(queue_name.encode()).hexdigest()[:8], 16)
+    return (seed % 1000) / 1000 * 2 * math.pi, 240 + seed % 180
+
+
 def _share(specs: dict[str, TeamSpec], demand: dict[str, float], total: float) -> dict[str, float]:
     """Each queue's fair share (KAI's division, in creation order: the cluster's ``total``
-    GPUs to the org's queue, its share to the teams), used up to its limit and demand."""
-    queues = [
-        fairshare.QueueInput(
-            name=name,
-            quota=spec.gpu.quota,
-            limit=spec.gpu.limit,
-            weight=spec.gpu.over_quota_weight,
-            priority=spec.priority,
-            demand=demand[name],
-            order=order,
-        )
-        for order, (name, spec) in enumerate(specs.items())
-    ]
-    any_spec = next(iter(specs.values()))
+    GPUs to the org's queue, its share to the teams), used up to its limit and demand.
+    The teams' level is divided over columns (the same doubles as the queue-by-queue
+    division, a fraction of its time at thousands of teams)."""
+    names = list(specs)
+    teams = [specs[name].gpu for name in names]
+    asked = np.array([demand[name] for name in names], dtype=np.float64)
+    limit = np.array([gpu.limit for gpu in teams], dtype=np.float64)
+    any_spec = specs[names[0]]
     org = fairshare.QueueInput(
         name=any_spec.parent_queue,
         quota=any_spec.org_gpu.quota,
         limit=any_spec.org_gpu.limit,
         weight=any_spec.org_gpu.over_quota_weight,
-        children=tuple(queues),
+        # A parent asks for the sum of its children's requests, one after another.
+        demand=float(np.add.accumulate(asked)[-1]),
     )
-    fair = fairshare.fair_shares(total, [org])
-    return {q.name: fairshare.usable(q, fair[q.name]) for q in queues}
+    level = fairshare.Columns(
+        quota=np.array([gpu.quota for gpu in teams], dtype=np.float64),
+        limit=limit,
+        weight=np.array([gpu.over_quota_weight for gpu in teams], dtype=np.float64),
+        priority=np.array([specs[name].priority for name in names], dtype=np.int64),
+        request=asked,
+        usage=np.zeros(len(names)),
+    )
+    fair = fairshare.divide_columns(fairshare.divide(total, [org])[org.name], level)
+    cap = np.where(limit == fairshare.UNLIMITED, asked, np.minimum(limit, asked))
+    used = np.maximum(0.0, np.minimum(fair, cap))
+    return {name: float(value) for name, value in zip(names, used, strict=True)}
 
 
 def _describe(step: Step, spec: TeamSpec) -> str:

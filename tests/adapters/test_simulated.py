@@ -4,6 +4,7 @@ the portal's calculator explains, checked here against KAI's own answers."""
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -11,7 +12,7 @@ from app.adapters import simulated
 from app.adapters.simulated import SimulatedBackend
 from app.core.models import Step
 from app.provisioning.backend import ResourceQuota, TeamSpec
-from app.usage.fairshare import QueueInput, usable
+from app.usage.fairshare import QueueInput, fair_shares, usable
 from tests.usage.test_golden import CASES
 
 UNLIMITED = ResourceQuota(0.0, -1.0, 1.0)
@@ -68,3 +69,31 @@ def test_the_design_source_three_teams_share_one_gpu_as_kai_does(
         backend.apply(Step.QUEUE, _spec(QueueInput(name, 0.33, 1.0, 1.0), 1.0))
     got = backend.usage(["nlp", "vision", "recommender"])
     assert [got[n].allocated_gpu for n in ("nlp", "vision", "recommender")] == [0.34, 0.33, 0.33]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_thousands_of_queues_are_divided_as_queue_by_queue(seed: int) -> None:
+    """The simulator divides the teams' level over columns: on random orgs of up to 3,000
+    queues (mixed priorities, unlimited and capped limits, idle and busy), each queue gets
+    exactly the doubles the queue-by-queue division gives."""
+    rng = random.Random(seed)
+    queues = [
+        QueueInput(
+            f"q{i}",
+            quota=rng.choice([0.0, 0.1, 0.33, 0.5, 1.0, -1.0]),
+            limit=rng.choice([-1.0, 0.5, 1.0, 2.0, 4.0]),
+            weight=rng.choice([0.0, 0.5, 1.0, 3.0]),
+            priority=rng.choice([50, 100, 100, 200]),
+            demand=rng.choice([0.0, 0.2, 1.0, 2.5, rng.random() * 5]),
+            order=i,
+        )
+        for i in range(rng.choice([1, 10, 400, 3000]))
+    ]
+    pool = rng.choice([1.0, 8.0, 100.0, 1000.0])
+    specs = {q.name: _spec(q, pool) for q in queues}
+    demand = {q.name: q.demand for q in queues}
+    total = rng.choice([pool, pool * 2])
+    org = QueueInput("org", pool, -1.0, 1.0, children=tuple(queues))
+    fair = fair_shares(total, [org])
+    want = {q.name: usable(q, fair[q.name]) for q in queues}
+    assert simulated._share(specs, demand, total) == want
