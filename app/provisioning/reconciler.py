@@ -421,7 +421,11 @@ def _write(
         team.next_attempt_at = now + timedelta(seconds=verdict.next_attempt_in)
     if verdict.became_ready:
         team.ready_at = team.ready_at or now
-    if verdict.observed_generation is not None:
+    if verdict.observed_generation is not None and (
+        verdict.observed_generation != team.observed_generation
+    ):
+        # Newly in the cluster: the approved requests it carries are applied (a re-check
+        # of a team already caught up has none to look for).
         team.observed_generation = verdict.observed_generation
         _mark_applied(session, team)
     for entry in verdict.audits:

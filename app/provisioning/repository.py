@@ -47,17 +47,20 @@ def claim_due(
         query = query.where(Team.id.not_in(exclude))
     if session.get_bind().dialect.name == "postgresql":
         query = query.with_for_update(skip_locked=True)
-    claimed: list[int] = []
-    for team_id in session.scalars(query).all():
-        result = session.execute(
-            update(Team)
-            .where(Team.id == team_id, or_(Team.lease_until.is_(None), Team.lease_until < now))
-            .values(lease_owner=owner, lease_until=until)
-            .execution_options(synchronize_session=False)
-        )
-        if getattr(result, "rowcount", 0) == 1:
-            claimed.append(team_id)
-    return claimed
+    due = list(session.scalars(query).all())
+    if not due:
+        return []
+    # One statement leases them all; a team another worker leased meanwhile is skipped.
+    claimed = session.scalars(
+        update(Team)
+        .where(Team.id.in_(due), or_(Team.lease_until.is_(None), Team.lease_until < now))
+        .values(lease_owner=owner, lease_until=until)
+        .returning(Team.id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    # In the order they were due.
+    taken = set(claimed)
+    return [team_id for team_id in due if team_id in taken]
 
 
 def release(session: Session, *, team_id: int, owner: str) -> None:
