@@ -15,7 +15,6 @@ import math
 import re
 import threading
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -25,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.config import Settings
 from app.core.db import unit_of_work
 from app.core.errors import InvalidInput
-from app.core.models import UsageSample, utcnow
+from app.core.models import utcnow
 from app.teams import repository as teams
 from app.usage import repository as repo
 from app.usage import rightsizing
@@ -106,29 +105,12 @@ class Collector:
 def _roll_up(
     session: Session, *, source: str, target: str, period: int, before: datetime
 ) -> tuple[int, int]:
+    """Samples of ``source`` before the ``period`` that holds ``before`` become one row
+    of ``target`` per team and period (summed in the database)."""
     cutoff = _period_start(before, period)
-    old = repo.get_samples_before(session, resolution=source, before=cutoff)
-    if not old:
+    rows = repo.rolled_up_before(session, resolution=source, before=cutoff, period=target)
+    if not rows:
         return 0, 0
-    buckets: dict[tuple[int, datetime], list[UsageSample]] = defaultdict(list)
-    for sample in old:
-        buckets[(sample.team_id, _period_start(sample.at, period))].append(sample)
-    rows: list[dict[str, object]] = []
-    for (team_id, start), samples in buckets.items():
-        seconds = sum(s.seconds for s in samples)
-        rows.append(
-            {
-                "team_id": team_id,
-                "resolution": target,
-                "at": start,
-                "seconds": seconds,
-                "allocated_gpu": sum(s.allocated_gpu * s.seconds for s in samples) / seconds,
-                "requested_gpu": sum(s.requested_gpu * s.seconds for s in samples) / seconds,
-                "quota_gpu": max(s.quota_gpu for s in samples),
-                "guaranteed_gpu_s": sum(s.guaranteed_gpu_s for s in samples),
-                "borrowed_gpu_s": sum(s.borrowed_gpu_s for s in samples),
-            }
-        )
     repo.add_samples(session, rows)
     return len(rows), repo.delete_samples_before(session, resolution=source, before=cutoff)
 

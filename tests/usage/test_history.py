@@ -131,6 +131,48 @@ def test_raw_samples_older_than_a_day_become_hourly(seeded: sessionmaker[Session
     assert hour.borrowed_gpu_s == pytest.approx(30 * 0.27 * 60)
 
 
+def test_every_team_and_hour_is_rolled_up_on_its_own(seeded: sessionmaker[Session]) -> None:
+    """The roll-up is summed in the database per team and hour: three teams over two
+    hours (samples of different lengths) give six hourly rows, each weighted by the
+    seconds its samples cover, and a day boundary in UTC starts a new hour, not a
+    merged one."""
+    start = datetime(2026, 11, 26, 23, 0, tzinfo=UTC)  # the second hour is the 27th's
+    expected: dict[tuple[int, datetime], tuple[int, float, float]] = {}
+    with unit_of_work(seeded) as session:
+        for team_id in (1, 2, 3):
+            for hour in range(2):
+                at = start + timedelta(hours=hour)
+                weighted = seconds_in = quota = 0.0
+                for minute, seconds in ((0, 60), (1, 120), (3, 30)):
+                    allocated = 0.1 * team_id + 0.05 * minute + 0.2 * hour
+                    q = 0.33 + 0.01 * minute
+                    session.add(
+                        sample(
+                            team_id,
+                            at + timedelta(minutes=minute),
+                            allocated,
+                            quota=q,
+                            seconds=seconds,
+                        )
+                    )
+                    weighted += allocated * seconds
+                    seconds_in += seconds
+                    quota = max(quota, q)
+                expected[(team_id, at)] = (int(seconds_in), weighted / seconds_in, quota)
+    collector = history.Collector(seeded, UsageCache(FixedUsage({}), ttl=60), interval=60)
+    result = collector.collect_once(NOW)
+    assert result.rolled_up == 6
+    assert count(seeded, "raw") == 0
+    with seeded() as session:
+        hours = session.scalars(select(UsageSample).where(UsageSample.resolution == "hour")).all()
+    got = {(h.team_id, h.at): (h.seconds, h.allocated_gpu, h.quota_gpu) for h in hours}
+    assert got.keys() == expected.keys()
+    for key, (seconds, allocated, quota) in expected.items():
+        assert got[key][0] == seconds
+        assert got[key][1] == pytest.approx(allocated, rel=1e-6)
+        assert got[key][2] == pytest.approx(quota, rel=1e-6)
+
+
 def test_hourly_rows_older_than_a_week_become_daily(seeded: sessionmaker[Session]) -> None:
     day = datetime(2026, 11, 10, tzinfo=UTC)
     with unit_of_work(seeded) as session:
