@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from datetime import UTC, datetime
 from typing import Any
@@ -11,6 +12,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 
 from app.core import labels
 from app.core.config import PROJECT_ROOT
@@ -52,12 +54,42 @@ def _iso(value: datetime | None) -> str:
     return aware.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+RETRYING_PILL = Markup(
+    '<span class="pill pill-provisioning" '
+    'title="the last attempt failed; the portal tries again by itself">retrying</span>'
+)
+
+
+@functools.lru_cache(maxsize=64)
+def status_pill(status: str, retrying: bool = False) -> Markup:
+    """A status as a coloured pill ("retrying" while an automatic retry is coming).
+    Python, not a macro: the overview draws one per row."""
+    if retrying:
+        return RETRYING_PILL
+    return Markup('<span class="pill pill-{0}">{1}</span>').format(
+        str(status), str(status).replace("_", " ")
+    )
+
+
+def when(at: datetime | None, relative: bool = False) -> Markup:
+    """A moment in time. Without JavaScript it reads in UTC; static/portal.js rewrites it
+    in the viewer's time zone and keeps UTC on hover. ``relative``: "5 min ago"."""
+    if not at:
+        return Markup("")
+    stamp = _stamp(at)
+    return Markup('<time datetime="{0}" title="{1}" data-when="{2}">{3}</time>').format(
+        _iso(at), stamp, "ago" if relative else "at", _ago(at) if relative else stamp
+    )
+
+
 templates.env.filters["gpu"] = format_hundredths
 templates.env.filters["ago"] = _ago
 templates.env.filters["stamp"] = _stamp
 templates.env.filters["iso"] = _iso
 templates.env.filters["num"] = format_figure
 templates.env.globals["gauge"] = gauge
+templates.env.globals["status_pill"] = status_pill
+templates.env.globals["when"] = when
 templates.env.globals["form_label"] = labels.form_label  # what events' messages say too
 
 
