@@ -9,6 +9,8 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit import repository as audit
+from app.core.models import TeamStatus
+from app.teams import repository as teams
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 
@@ -32,3 +34,22 @@ def test_the_overview_drift_list_reads_the_action_index(
         plan = _plan(session, str(compiled))
     assert plan.count("ix_audit_events_action_id") == 5, plan
     assert "Sort" not in plan, "newest first straight from the index, no sort: " + plan
+
+
+def test_an_overview_page_reads_its_ids_along_the_name_index(
+    session_factory: sessionmaker[Session],
+) -> None:
+    # The live teams (the overview's default) in constants, as the index's predicate is
+    # written: a prepared statement's parameters could not be matched to it, and a later
+    # page would build and sort every team's joined row to skip them.
+    live = tuple(s.value for s in TeamStatus if s.value not in teams.NOT_LIVE)
+    query, _count = teams._page_query(live, "", "name")
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    assert not {k for k in query.compile(dialect=dialect).params if "status" in k}
+    compiled = query.params(offset=4950, limit=50).compile(
+        dialect=dialect, compile_kwargs={"literal_binds": True}
+    )
+    assert "NOT IN ('rejected', 'decommissioned')" in str(compiled)
+    with session_factory() as session:
+        plan = _plan(session, str(compiled))
+    assert "uq_teams_live_name" in plan, plan

@@ -7,7 +7,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ScalarSelect, Select, bindparam, func, select, update
+from sqlalchemy import (
+    Integer,
+    ScalarSelect,
+    Select,
+    bindparam,
+    func,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session, joinedload, selectinload
 
 from app.core.errors import NotFound
@@ -339,9 +348,19 @@ SQL_SORTS = {
 }
 
 
+# The teams whose names are unique: the predicate of the name index (uq_teams_live_name),
+# written as it is there, in constants, so that a filter to these teams is read from that
+# index (a prepared statement's parameters cannot be matched to an index's predicate).
+NOT_LIVE = (TeamStatus.REJECTED.value, TeamStatus.DECOMMISSIONED.value)
+_LIVE = Team.status.notin_(tuple(literal_column(f"'{status}'") for status in NOT_LIVE))
+
+
 def _team_filter(query: Any, statuses: Sequence[str] | None, name_contains: str) -> Any:
     if statuses is not None:
-        query = query.where(Team.status.in_(statuses))
+        if set(statuses) == {s.value for s in TeamStatus} - set(NOT_LIVE):
+            query = query.where(_LIVE)
+        else:
+            query = query.where(Team.status.in_(statuses))
     if name_contains:
         query = query.where(Team.name.contains(name_contains.lower(), autoescape=True))
     return query
@@ -391,12 +410,18 @@ def _page_query(
     parameters."""
     every = _team_filter(select(func.count(Team.id)), statuses, name_contains)
     count = every.correlate(None).scalar_subquery()  # all matching teams, not this row
-    query = (
-        _team_filter(_rows_query(count), statuses, name_contains)
-        .order_by(*SQL_SORTS.get(sort, SQL_SORTS["name"]))
-        .offset(bindparam("offset"))
-        .limit(bindparam("limit"))
+    order = SQL_SORTS.get(sort, SQL_SORTS["name"])
+    # The page's ids first, from the teams alone (a later page skips its offset along the
+    # name index), then only those rows joined: joined first, the database built and
+    # sorted every matching team's row to skip them (18 ms for page 100 of 10,000).
+    page = (
+        _team_filter(select(Team.id), statuses, name_contains)
+        .order_by(*order)
+        .offset(bindparam("offset", type_=Integer, literal_execute=True))
+        .limit(bindparam("limit", type_=Integer, literal_execute=True))
+        .subquery("page")
     )
+    query = _rows_query(count).join(page, page.c.id == Team.id).order_by(*order)
     return query, count
 
 

@@ -123,6 +123,8 @@ class OrgView:
     busy_count: int = 0  # the first of ``by_usage`` that hold GPUs (the rest, by name)
     borrowing_by_usage: tuple[int, ...] = ()  # the borrowing teams, by usage
     waiting_by_usage: tuple[int, ...] = ()
+    borrowing_by_name: tuple[int, ...] = ()  # the same teams by name (the default order)
+    waiting_by_name: tuple[int, ...] = ()
 
     @classmethod
     def of(
@@ -157,6 +159,8 @@ class OrgView:
             sum(1 for tid in by_usage if (shares[tid].allocated or 0.0) > 0),
             tuple(tid for tid in by_usage if tid in borrowing),
             tuple(tid for tid in by_usage if tid in waiting),
+            tuple(sorted(borrowing, key=lambda tid: names.get(tid, ""))),
+            tuple(sorted(waiting, key=lambda tid: names.get(tid, ""))),
         )
 
 

@@ -87,12 +87,14 @@ def _page_by_usage(
         return needle in view.names.get(team_id, "").lower()
 
     if status in ("borrowing", "waiting"):
-        found = view.borrowing_by_usage if status == "borrowing" else view.waiting_by_usage
-        ids = [i for i in found if not needle or named(i)]  # by usage already
+        by_name = sort not in SORTS and sort != "usage"  # both orders are ready in the view
+        if status == "borrowing":
+            found = view.borrowing_by_name if by_name else view.borrowing_by_usage
+        else:
+            found = view.waiting_by_name if by_name else view.waiting_by_usage
+        ids = [i for i in found if named(i)] if needle else list(found)
         if sort in SORTS:  # status or guarantee of the (few) borrowing or waiting teams
             ids = [r.id for r in sorted(repo.get_team_rows(session, ids=ids), key=SORTS[sort])]
-        elif sort != "usage":
-            ids.sort(key=lambda i: view.names[i])
         return _window(session, ids, page)
     if statuses is None or set(COMMITTED_STATUSES) <= set(statuses):
         # Every team the view holds, by usage; the others (not holding a guarantee: none
