@@ -328,7 +328,7 @@ def divide_columns(total: float, level: Columns, k_value: float = 0.0) -> npt.ND
     if left <= 0:
         return fair
     denied = np.full(len(fair), np.nan)  # the fraction a queue was denied, by priority
-    priorities = sorted({int(p) for p in level.priority}, reverse=True)
+    priorities = sorted((int(p) for p in np.unique(level.priority)), reverse=True)
     for priority in priorities:
         group = np.flatnonzero(level.priority == priority)
         left = _rounds(left, group, level, requestable, fair, denied, k_value)

@@ -7,6 +7,7 @@ a quota change, a new pool, or several changes at once on the what-if page).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
@@ -86,9 +87,10 @@ class Impact:
     teams: list[TeamImpact]
     total: int = 0  # teams in the org after the decision
 
-    @property
+    @functools.cached_property
     def changed(self) -> list[TeamImpact]:
-        """Teams whose numbers move, the subject first, then the biggest losers."""
+        """Teams whose numbers move, the subject first, then the biggest losers (kept:
+        a page asks for them, their count and the losers among them)."""
         moved = [t for t in self.teams if t.changed]
         return sorted(moved, key=lambda t: (not t.is_subject, min(t.busy_delta, t.now_delta)))
 
