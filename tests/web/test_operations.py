@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from app.cli import migrate
-from app.main import create_app
+from app.main import FULL_COLLECTION_EVERY, create_app
 from app.runtime import portal_of
 from tests.conftest import settings_for
 from tests.servers import free_port
@@ -173,11 +173,17 @@ def test_the_served_portal_freezes_its_start_up_heap(tmp_path: Path) -> None:
     settings = settings_for(f"sqlite:///{tmp_path / 'frozen.db'}")
     migrate(settings)
     gc.unfreeze()
+    thresholds = gc.get_threshold()
     try:
         with TestClient(create_app(settings)):
             assert gc.get_freeze_count() == 0
+            assert gc.get_threshold() == thresholds
         with TestClient(create_app(settings, freeze_heap=True)) as client:
             assert gc.get_freeze_count() > 10_000
+            # Full collections rarer, the younger generations as they were.
+            assert gc.get_threshold() == (*thresholds[:2], FULL_COLLECTION_EVERY)
+            assert thresholds[2] < FULL_COLLECTION_EVERY
             assert client.get("/healthz").status_code == 200
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
