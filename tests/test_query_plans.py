@@ -9,7 +9,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audit import repository as audit
-from app.core.models import TeamStatus
+from app.core.models import LIVE_STATUSES
 from app.teams import repository as teams
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
@@ -42,7 +42,7 @@ def test_an_overview_page_reads_its_ids_along_the_name_index(
     # The live teams (the overview's default) in constants, as the index's predicate is
     # written: a prepared statement's parameters could not be matched to it, and a later
     # page would build and sort every team's joined row to skip them.
-    live = tuple(s.value for s in TeamStatus if s.value not in teams.NOT_LIVE)
+    live = tuple(s.value for s in LIVE_STATUSES)
     query, _count = teams._page_query(live, "", "name")
     dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
     assert not {k for k in query.compile(dialect=dialect).params if "status" in k}

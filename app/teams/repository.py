@@ -348,16 +348,17 @@ SQL_SORTS = {
 }
 
 
-# The teams whose names are unique: the predicate of the name index (uq_teams_live_name),
-# written as it is there, in constants, so that a filter to these teams is read from that
-# index (a prepared statement's parameters cannot be matched to an index's predicate).
-NOT_LIVE = (TeamStatus.REJECTED.value, TeamStatus.DECOMMISSIONED.value)
+# The live teams (whose names are unique): the predicate of the name index
+# (uq_teams_live_name), written as it is there, in constants, so that a filter to these
+# teams is read from that index (a prepared statement's parameters cannot be matched to
+# an index's predicate).
+NOT_LIVE = tuple(s.value for s in TeamStatus if s not in LIVE_STATUSES)
 _LIVE = Team.status.notin_(tuple(literal_column(f"'{status}'") for status in NOT_LIVE))
 
 
 def _team_filter(query: Any, statuses: Sequence[str] | None, name_contains: str) -> Any:
     if statuses is not None:
-        if set(statuses) == {s.value for s in TeamStatus} - set(NOT_LIVE):
+        if set(statuses) == set(LIVE_STATUSES):
             query = query.where(_LIVE)
         else:
             query = query.where(Team.status.in_(statuses))

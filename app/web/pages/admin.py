@@ -23,6 +23,7 @@ from app.core.errors import Conflict, DomainError, InvalidInput, NotFound
 from app.core.events import Event
 from app.core.models import (
     COMMITTED_STATUSES,
+    LIVE_STATUSES,
     ClusterRequest,
     RequestStatus,
     Step,
@@ -149,7 +150,7 @@ def overview(
     org = figures.org
     statuses: list[str] | None
     if status in ("live", "borrowing", "waiting"):
-        statuses = [s.value for s in TeamStatus if s not in ("rejected", "decommissioned")]
+        statuses = [s.value for s in LIVE_STATUSES]
     elif status in {s.value for s in TeamStatus}:
         statuses = [status]
     else:
