@@ -42,16 +42,26 @@ def _span(seconds: int) -> str:
     return f"{seconds} s"
 
 
+def _utc_seconds(value: datetime) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` in UTC (a naive value is UTC already): the digits both
+    forms below are cut from (``isoformat`` is a third of ``strftime``'s cost)."""
+    if value.tzinfo is not None and value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return value.isoformat(timespec="seconds")[:19]
+
+
 def _stamp(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else ""
+    if not value:
+        return ""
+    text = _utc_seconds(value)
+    return f"{text[:10]} {text[11:]} UTC"
 
 
 def _iso(value: datetime | None) -> str:
     """A UTC instant as the browser's Date parses it (the `when` macro's datetime)."""
     if value is None:
         return ""
-    aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    return aware.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _utc_seconds(value) + "Z"
 
 
 RETRYING_PILL = Markup(
@@ -73,12 +83,18 @@ def status_pill(status: str, retrying: bool = False) -> Markup:
 
 def when(at: datetime | None, relative: bool = False) -> Markup:
     """A moment in time. Without JavaScript it reads in UTC; static/portal.js rewrites it
-    in the viewer's time zone and keeps UTC on hover. ``relative``: "5 min ago"."""
+    in the viewer's time zone and keeps UTC on hover. ``relative``: "5 min ago".
+
+    Every part is made here from the datetime's own fields (digits, fixed words), never
+    from text anyone wrote, so it is put together directly: ``Markup.format`` escaping
+    four fixed strings cost three quarters of this function (a team page shows some 25)."""
     if not at:
         return Markup("")
-    stamp = _stamp(at)
-    return Markup('<time datetime="{0}" title="{1}" data-when="{2}">{3}</time>').format(
-        _iso(at), stamp, "ago" if relative else "at", _ago(at) if relative else stamp
+    text = _utc_seconds(at)
+    stamp = f"{text[:10]} {text[11:]} UTC"
+    kind, shown = ("ago", _ago(at)) if relative else ("at", stamp)
+    return Markup(  # noqa: S704 - digits and fixed words only, made above from the datetime
+        f'<time datetime="{text}Z" title="{stamp}" data-when="{kind}">{shown}</time>'
     )
 
 
