@@ -329,7 +329,10 @@ class Reconciler:
                 # Someone changed the team during the pass (e.g. decommission): redo now.
                 team.next_attempt_at = now
                 return
-            rows = {row.step: row for row in teams.get_steps(session, team.id)}
+            # The team's lease fields are written with the rest below, in one UPDATE (an
+            # autoflush here would send them on their own: two statements per re-check).
+            with session.no_autoflush:
+                rows = {row.step: row for row in teams.get_steps(session, team.id)}
             vcluster = result.results.get(Step.VCLUSTER)
             if vcluster is not None and vcluster.version and vcluster.state != PROGRESSING:
                 # The version that serves the team (an upgrade counts once it is ready).
