@@ -9,9 +9,9 @@ from typing import Protocol
 
 @dataclass(frozen=True, slots=True)
 class QueueUsage:
-    """A queue's current allocation and pending demand, in GPUs. Slotted: a usage read
-    makes one per queue every few seconds (10,000 at 10,000 teams), each one object for
-    the collector to track, not three (the instance, its ``__dict__`` and a dict field)."""
+    """A queue's current allocation and pending demand, in GPUs. Slotted (no per-object
+    ``__dict__``): a usage read makes one per queue every few seconds, 10,000 at 10,000
+    teams."""
 
     allocated_gpu: float
     requested_gpu: float

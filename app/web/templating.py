@@ -50,11 +50,12 @@ def _utc_seconds(value: datetime) -> str:
     return value.isoformat(timespec="seconds")[:19]
 
 
+def _stamp_of(utc_seconds: str) -> str:
+    return f"{utc_seconds[:10]} {utc_seconds[11:]} UTC"
+
+
 def _stamp(value: datetime | None) -> str:
-    if not value:
-        return ""
-    text = _utc_seconds(value)
-    return f"{text[:10]} {text[11:]} UTC"
+    return _stamp_of(_utc_seconds(value)) if value else ""
 
 
 def _iso(value: datetime | None) -> str:
@@ -91,7 +92,7 @@ def when(at: datetime | None, relative: bool = False) -> Markup:
     if not at:
         return Markup("")
     text = _utc_seconds(at)
-    stamp = f"{text[:10]} {text[11:]} UTC"
+    stamp = _stamp_of(text)
     kind, shown = ("ago", _ago(at)) if relative else ("at", stamp)
     return Markup(  # noqa: S704 - digits and fixed words only, made above from the datetime
         f'<time datetime="{text}Z" title="{stamp}" data-when="{kind}">{shown}</time>'
