@@ -366,7 +366,10 @@ def test_changing_the_chart_version_upgrades_one_team_at_a_time(
             )
 
         reconcile_until(app, upgraded, timeout=180)
-        assert most_in_flight == 1, "two vClusters were upgraded at once"
+        # Sampled between polls, an upgrade can start and finish unseen (a fresh clone's
+        # CI once saw none in flight): that one was under way is what the pages below
+        # show ("Upgrading <b>"); the sampler holds the rule, never two at once.
+        assert most_in_flight <= 1, "two vClusters were upgraded at once"
         assert any("vCluster upgrade to 0.36.1" in p and "of 3 teams" in p for p in pages)
         assert any("Upgrading <b>" in p for p in pages)
         with portal_of(app).session_factory() as session:
