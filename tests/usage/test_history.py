@@ -18,6 +18,7 @@ from app.core.db import unit_of_work
 from app.core.models import Team, TeamStatus, UsageSample
 from app.teams.seed import seed_example
 from app.usage import division, history, service
+from app.usage import repository as usage_repo
 from app.usage.service import TeamQuota, UsageCache
 from app.usage.sources import QueueUsage
 
@@ -388,3 +389,51 @@ def test_a_decision_input_is_computed_once_per_view_and_old_views_are_let_go() -
     held = weakref.ref(first)
     del first
     assert held() is None, "the memo keeps no older view alive"
+
+
+def test_quota_rows_carry_whole_seconds_and_readiness(seeded: sessionmaker[Session]) -> None:
+    """What fair share is computed over, read as plain values on both databases: the
+    creation time cut to whole seconds as KAI's one-second tie-break reads it, readiness,
+    and only the teams holding a queue (a pending team counts once flushed)."""
+    with unit_of_work(seeded) as session:
+        teams = session.scalars(select(Team).order_by(Team.id)).all()
+        first, second = teams[0], teams[1]
+        first.created_at = datetime(2026, 11, 29, 12, 0, 30, 999_999, tzinfo=UTC)
+        second.created_at = datetime(2026, 11, 29, 12, 0, 30, 1, tzinfo=UTC)
+        second.status = TeamStatus.PROVISIONING
+        teams[2].status = TeamStatus.REJECTED
+        org_id = first.org_id
+    with seeded() as session:
+        rows = {row.id: row for row in usage_repo.get_quota_rows(session, org_id)}
+        first = session.get_one(Team, teams[0].id)
+        assert rows[first.id] == TeamQuota(
+            first.id,
+            first.name,
+            first.gpu_quota_centi,
+            first.gpu_limit_centi,
+            first.weight_centi,
+            first.priority,
+            created=int(NOW.timestamp()),
+            ready=True,
+        )
+        assert rows[teams[1].id].created == int(NOW.timestamp())
+        assert rows[teams[1].id].ready is False, "provisioning: committed, not running yet"
+        assert teams[2].id not in rows, "a rejected team holds no queue"
+        assert list(rows) == sorted(rows)
+        session.add(
+            Team(
+                org_id=org_id,
+                name="late",
+                status=TeamStatus.APPROVED,
+                gpu_quota_centi=25,
+                gpu_limit_centi=50,
+                created_at=datetime(2026, 11, 30, tzinfo=UTC),
+            )
+        )
+        pending = usage_repo.get_quota_rows(session, org_id)[-1]
+        assert (pending.name, pending.created, pending.ready) == (
+            "late",
+            int(datetime(2026, 11, 30, tzinfo=UTC).timestamp()),
+            False,
+        )
+        session.rollback()
