@@ -7,10 +7,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from app.cli import migrate
 from app.core.db import Effect, request_effect, unit_of_work
 from app.core.jobs import Loop, Role
 from app.runtime import JOBS, WEB_PARTS, Portal, serve_roles
+from app.usage.jobs import REFRESH_CPU_SHARE, refresh_wait
 from tests.conftest import settings_for
 
 
@@ -149,3 +152,16 @@ def test_a_web_process_makes_what_requests_share_before_serving(tmp_path: Path) 
         assert not deliver.built("backend"), "a deliver process never makes a cluster client"
     finally:
         deliver.stop()
+
+
+def test_the_view_refresher_keeps_within_its_share_of_a_core() -> None:
+    """A cheap pass (a small org) waits its period; a costly one (10,000 teams) waits long
+    enough to stay within REFRESH_CPU_SHARE of a core, but never so long that pages stop
+    taking its view (3 ttl + 1 s)."""
+    period, ttl = 2.5, 5.0
+    assert refresh_wait(0.005, period=period, ttl=ttl) == period
+    costly = refresh_wait(0.3, period=period, ttl=ttl)
+    assert costly > period
+    assert 0.3 / (0.3 + costly) == pytest.approx(REFRESH_CPU_SHARE)
+    assert refresh_wait(5.0, period=period, ttl=ttl) == 2 * ttl < 3 * ttl + 1
+    assert refresh_wait(0.0, period=0.2, ttl=0.0) == 0.2, "tests' ttl of 0: its period"

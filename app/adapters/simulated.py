@@ -83,6 +83,10 @@ class SimulatedBackend:
         # these among the top-level queues; the org's pool is its queue's guarantee.
         self.cluster_gpus = cluster_gpus
         self._objects: dict[tuple[Step, str], _Object] = {}
+        # Each queue's spec by name, made again after any object changed (the usage read
+        # and the cluster's top level ask for it every few seconds: at 10,000 teams a walk
+        # over 50,000 objects each time).
+        self._queue_specs: dict[str, TeamSpec] | None = None
         self._faults: list[_Fault] = []
         self._pinned: dict[str, tuple[float, float]] = {}
         self._smallest: dict[str, float] = {}
@@ -183,6 +187,7 @@ class SimulatedBackend:
                 if not kept:
                     ready_at += self._delay(step)
                 self._objects[(step, spec.team)] = _Object(spec, ready_at, version)
+                self._queue_specs = None
                 if step == Step.VCLUSTER and not kept:
                     self._template_gone.pop(spec.team, None)  # a new install applies it all
         return self.observe(step, spec)
@@ -201,6 +206,7 @@ class SimulatedBackend:
                 if step != Step.KUBECONFIG:
                     kept = version if step == Step.VCLUSTER else None
                     self._objects.setdefault((step, spec.team), _Object(spec, 0.0, kept))
+            self._queue_specs = None
 
     def remove(self, step: Step, spec: TeamSpec) -> Observation:
         self._slow_call()
@@ -208,6 +214,7 @@ class SimulatedBackend:
             self.calls += 1
             self._maybe_fail(step, spec.team)
             self._objects.pop((step, spec.team), None)
+            self._queue_specs = None
             if step == Step.VCLUSTER:
                 self._accounts.pop(spec.team, None)  # its accounts go with it
         return Observation(DONE, f"{_describe(step, spec)} deleted (simulated)")
@@ -245,6 +252,7 @@ class SimulatedBackend:
         """Play an operator deleting something by hand (drift)."""
         with self._lock:
             self._objects.pop((step, team), None)
+            self._queue_specs = None
 
     # --- personal credentials (in memory, with the same expiry and revocation) ------------
 
@@ -335,11 +343,7 @@ class SimulatedBackend:
         explains."""
         now = time.time()
         with self._lock:
-            specs = {
-                obj.spec.queue_name: obj.spec
-                for (step, _), obj in self._objects.items()
-                if step == Step.QUEUE
-            }
+            specs = self._specs_locked()
             pinned = dict(self._pinned)
             smallest = dict(self._smallest)
         if not specs:
@@ -363,11 +367,18 @@ class SimulatedBackend:
 
     def _specs(self) -> dict[str, TeamSpec]:
         with self._lock:
-            return {
+            return self._specs_locked()
+
+    def _specs_locked(self) -> dict[str, TeamSpec]:
+        """Every queue's spec by name (the caller holds the lock; the dict is not to be
+        changed: it is kept until an object changes)."""
+        if self._queue_specs is None:
+            self._queue_specs = {
                 obj.spec.queue_name: obj.spec
                 for (step, _), obj in self._objects.items()
                 if step == Step.QUEUE
             }
+        return self._queue_specs
 
     def _total(self, specs: dict[str, TeamSpec]) -> float:
         pool = max(spec.org_gpu.quota for spec in specs.values())
