@@ -133,10 +133,17 @@ def test_concurrent_quota_changes_leave_one_open_request(pg_url: str, tmp_path: 
 
             def ask(i: int) -> None:
                 body = {"gpu_quota": f"0.{10 + i}", "gpu_limit": "1"}
-                barrier.wait(timeout=30)
-                answers[i] = (
-                    clients[i].post("/api/v1/teams/1/quota-requests", json=body).status_code
+                # A new connection per browser, as it sends: the one kept from its sign-in
+                # sat idle while the team became ready, past the server's keep-alive (5 s),
+                # and a server closing it as the request left reset the request.
+                sender = httpx.Client(
+                    base_url=url, timeout=30, cookies=clients[i].cookies, headers=clients[i].headers
                 )
+                with sender:
+                    barrier.wait(timeout=30)
+                    answers[i] = sender.post(
+                        "/api/v1/teams/1/quota-requests", json=body
+                    ).status_code
 
             threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(clients))]
             for thread in threads:
