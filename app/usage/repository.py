@@ -27,7 +27,7 @@ def get_quota_rows(session: Session, org_id: int) -> list[TeamQuota]:
     as plain values (the creation time as whole seconds and readiness as a boolean, both
     computed by the database), not through the ORM: the view refresher reads every team's
     row every few seconds (at 10,000 teams about 90 ms of the portal's CPU through the
-    ORM and its datetime and enum conversions, 30 ms so)."""
+    ORM and its datetime and enum conversions, about 45 ms so)."""
     created: ColumnElement[int]
     if session.get_bind().dialect.name == "postgresql":
         created = cast(func.floor(func.extract("epoch", Team.created_at)), BigInteger)
