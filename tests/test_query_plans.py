@@ -53,3 +53,36 @@ def test_an_overview_page_reads_its_ids_along_the_name_index(
     with session_factory() as session:
         plan = _plan(session, str(compiled))
     assert "uq_teams_live_name" in plan, plan
+
+
+def test_the_overview_counts_the_teams_for_a_rollout_only_when_one_is_behind(
+    session_factory: sessionmaker[Session],
+) -> None:
+    # Whether any team is behind is asked along two indexes; the counts, which read every
+    # team, are not run when none is (at 10,000 teams they were 1-2 ms of every view).
+    from app.core.db import unit_of_work
+    from app.core.models import Team, TeamStatus
+    from app.provisioning import repository as provisioning
+    from tests.factories import make_org
+
+    with unit_of_work(session_factory) as session:
+        org = make_org(session, gpus="8")
+        session.add_all(
+            Team(org_id=org.id, name=f"t{i}", status=TeamStatus.READY, vcluster_version="0.36.1")
+            for i in range(3)
+        )
+    compiled = select(*provisioning.rollout_columns("0.36.1")).compile(
+        dialect=postgresql.dialect(),  # type: ignore[no-untyped-call]
+        compile_kwargs={"literal_binds": True},
+    )
+    with session_factory() as session:
+        plan = _plan(session, str(compiled))
+    assert "ix_teams_chart_version" in plan, plan
+    assert "ix_teams_template_behind" in plan, plan
+    with session_factory() as session:
+        run = "\n".join(
+            session.execute(text("EXPLAIN (ANALYZE, COSTS OFF) " + str(compiled))).scalars()
+        )
+    counts = run[run.index("CTE rollout_counts") :].splitlines()[1]
+    assert "Aggregate" in counts, run
+    assert "never executed" in counts, run

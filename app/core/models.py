@@ -228,6 +228,15 @@ class User(Base):
     last_sign_in_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
+# The teams a chart rollout counts (they hold a vCluster of a known chart version) and,
+# of them, those whose installed template is not the one wanted: index predicates.
+CHART_HOLDERS = "status IN ('ready', 'failed', 'provisioning') AND vcluster_version IS NOT NULL"
+TEMPLATE_BEHIND = (
+    "template_version_id IS NOT NULL"
+    " AND (template_installed_id IS NULL OR template_installed_id <> template_version_id)"
+)
+
+
 class Team(Base):
     """A team's cluster: its lifecycle and the quota the portal wants in the cluster."""
 
@@ -241,6 +250,22 @@ class Team(Base):
             postgresql_where=text("status NOT IN ('rejected', 'decommissioned')"),
         ),
         Index("ix_teams_work", "status", "next_attempt_at"),
+        # Teams behind a chart rollout, found without counting every team: their chart
+        # version (a range either side of the wanted one) and, almost always empty, those
+        # whose installed template is not the wanted one. The predicates are written as
+        # the rollout's query writes them, in constants (app/provisioning/repository.py).
+        Index(
+            "ix_teams_chart_version",
+            "vcluster_version",
+            sqlite_where=text(CHART_HOLDERS),
+            postgresql_where=text(CHART_HOLDERS),
+        ),
+        Index(
+            "ix_teams_template_behind",
+            "id",
+            sqlite_where=text(f"{CHART_HOLDERS} AND {TEMPLATE_BEHIND}"),
+            postgresql_where=text(f"{CHART_HOLDERS} AND {TEMPLATE_BEHIND}"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

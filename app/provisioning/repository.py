@@ -7,11 +7,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ScalarSelect, and_, func, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    ScalarSelect,
+    and_,
+    case,
+    exists,
+    func,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.core.models import ChartRollout, Team, TeamStatus
+from app.core.models import ChartRollout, RolloutState, Team, TeamStatus
 
 # Teams the reconciler looks at: everything that holds, or is building or removing, objects.
 WORK_STATUSES = (
@@ -213,11 +224,33 @@ class RolloutProgress:
         return round(100 * self.upgraded / self.total) if self.total else 100
 
 
-def rollout_columns(version: str) -> tuple[ScalarSelect[Any], ...]:
+def _in_constants(column: Any, values: Sequence[str]) -> Any:
+    """``column IN (...)`` in constants, as an index's predicate is written (a prepared
+    statement's parameters cannot be matched to it)."""
+    return column.in_(tuple(literal_column(f"'{value}'") for value in values))
+
+
+# The teams a rollout counts, written as ix_teams_chart_version's predicate is.
+_HOLDERS = (_in_constants(Team.status, HOLDING_STATUSES), Team.vcluster_version.is_not(None))
+# Of them, those whose installed template is not the wanted one (ix_teams_template_behind).
+_TEMPLATE_BEHIND = (
+    Team.template_version_id.is_not(None),
+    or_(
+        Team.template_installed_id.is_(None),
+        Team.template_installed_id != Team.template_version_id,
+    ),
+)
+
+
+def rollout_columns(version: str) -> tuple[ColumnElement[Any], ...]:
     """Where the move to ``version`` stands, as columns of a larger query: teams with a
     known version, of them at ``version``, and the rollout's state, start, error and the
-    name of the team whose turn it is (NULL when there is no rollout row)."""
-    known = (Team.status.in_(HOLDING_STATUSES), Team.vcluster_version.is_not(None))
+    name of the team whose turn it is (NULL when there is no rollout row).
+
+    The two counts read every team, so they are read only when the page shows them: when
+    a team is behind (found along two indexes, without counting) or the rollout is
+    stopped. Otherwise both are 0 (nothing to show); the database evaluates a subquery
+    only where the CASE takes it."""
 
     def of_row(column: Any) -> ScalarSelect[Any]:
         return select(column).where(ChartRollout.version == version).scalar_subquery()
@@ -238,12 +271,28 @@ def rollout_columns(version: str) -> tuple[ScalarSelect[Any], ...]:
             )
             .label("upgraded"),
         )
-        .where(*known)
+        .where(*_HOLDERS)
         .cte("rollout_counts")
     )
+    # Another version either side of the wanted one: two ranges of the version index.
+    other_version = or_(Team.vcluster_version < version, Team.vcluster_version > version)
+    shown = (
+        select(
+            or_(
+                exists().where(*_HOLDERS, other_version),
+                exists().where(*_HOLDERS, *_TEMPLATE_BEHIND),
+                of_row(ChartRollout.state) != RolloutState.RUNNING.value,
+            ).label("shown")
+        )
+        .cte("rollout_shown")
+        .c.shown
+    )
     return (
-        select(counts.c.total).scalar_subquery(),
-        select(counts.c.upgraded).scalar_subquery(),
+        case((select(shown).scalar_subquery(), select(counts.c.total).scalar_subquery()), else_=0),
+        case(
+            (select(shown).scalar_subquery(), select(counts.c.upgraded).scalar_subquery()),
+            else_=0,
+        ),
         of_row(ChartRollout.state),
         of_row(ChartRollout.started_at),
         of_row(ChartRollout.error),

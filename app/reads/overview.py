@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ScalarSelect
+from sqlalchemy import ColumnElement
 from sqlalchemy.orm import Session
 
 from app.audit import repository as audit
@@ -39,7 +39,7 @@ REPAIRS_SHOWN = 5
 
 
 @functools.lru_cache(maxsize=4)
-def _figure_groups(version: str) -> tuple[tuple[ScalarSelect[Any], ...], ...]:
+def _figure_groups(version: str) -> tuple[tuple[ColumnElement[Any], ...], ...]:
     # Built once per chart version: the expressions are immutable and shared by requests.
     return (
         (repo.pending_count_column(),),
@@ -50,7 +50,7 @@ def _figure_groups(version: str) -> tuple[tuple[ScalarSelect[Any], ...], ...]:
 
 
 @functools.lru_cache(maxsize=4)
-def _figure_columns(version: str) -> tuple[ScalarSelect[Any], ...]:
+def _figure_columns(version: str) -> tuple[ColumnElement[Any], ...]:
     return tuple(column for group in _figure_groups(version) for column in group)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     Integer,
     ScalarSelect,
     Select,
@@ -49,14 +50,14 @@ def get_org(session: Session) -> Org:
 
 
 @functools.lru_cache(maxsize=8)
-def _org_with(columns: tuple[ScalarSelect[Any], ...]) -> Select[Any]:
+def _org_with(columns: tuple[ColumnElement[Any], ...]) -> Select[Any]:
     return select(Org, *columns).order_by(Org.id).limit(1)
 
 
 def get_org_with(
-    session: Session, columns: tuple[ScalarSelect[Any], ...]
+    session: Session, columns: tuple[ColumnElement[Any], ...]
 ) -> tuple[Org, Sequence[Any]]:
-    """The pool and other figures in the same statement: ``columns`` are scalar subqueries
+    """The pool and other figures in the same statement: ``columns`` are scalar columns
     (of any domain). A caller that keeps its tuple reuses the built statement."""
     row = session.execute(_org_with(columns)).first()
     if row is None:
@@ -353,6 +354,7 @@ SQL_SORTS = {
 # teams is read from that index (a prepared statement's parameters cannot be matched to
 # an index's predicate).
 NOT_LIVE = tuple(s.value for s in TeamStatus if s not in LIVE_STATUSES)
+LIVE = frozenset(s.value for s in LIVE_STATUSES)
 _LIVE = Team.status.notin_(tuple(literal_column(f"'{status}'") for status in NOT_LIVE))
 
 
@@ -412,6 +414,11 @@ def _page_query(
     every = _team_filter(select(func.count(Team.id)), statuses, name_contains)
     count = every.correlate(None).scalar_subquery()  # all matching teams, not this row
     order = SQL_SORTS.get(sort, SQL_SORTS["name"])
+    if order is SQL_SORTS["name"] and statuses is not None and set(statuses) <= LIVE:
+        # Live names are unique (uq_teams_live_name): the name alone orders them, read
+        # straight from that index (with the id too, the database ran an incremental
+        # sort over every row it skipped: 0.5 ms of a later page at 10,000 teams).
+        order = (Team.name,)
     # The page's ids first, from the teams alone (a later page skips its offset along the
     # name index), then only those rows joined: joined first, the database built and
     # sorted every matching team's row to skip them (18 ms for page 100 of 10,000).

@@ -99,3 +99,47 @@ def test_nothing_to_show_when_every_team_runs_the_version(
     with unit_of_work(session_factory) as session:
         assert repo.rollout_progress(session, "0.36.0") is None
         assert repo.rollout_progress(session, VERSION) is not None
+
+
+def test_a_team_on_either_side_of_the_version_or_its_template_is_behind(
+    session_factory: sessionmaker[Session],
+) -> None:
+    # The overview counts the teams only when one is behind; "behind" is found along the
+    # version index on both sides of the wanted version, and along the template index.
+    first, second = _teams(session_factory, 2)
+    with unit_of_work(session_factory) as session:
+        assert repo.rollout_progress(session, "0.36.0") is None
+        session.get_one(Team, first).vcluster_version = "0.37.0"  # newer: moved back too
+        session.flush()
+        progress = repo.rollout_progress(session, "0.36.0")
+        assert progress is not None
+        assert (progress.total, progress.upgraded) == (2, 1)
+        session.get_one(Team, first).vcluster_version = "0.36.0"
+        team = session.get_one(Team, second)
+        team.template_version_id, team.template_installed_id = 7, 6  # installed an older one
+        session.flush()
+        progress = repo.rollout_progress(session, "0.36.0")
+        assert progress is not None
+        assert (progress.total, progress.upgraded) == (2, 1)
+        team.template_installed_id = None  # never installed
+        session.flush()
+        progress = repo.rollout_progress(session, "0.36.0")
+        assert progress is not None
+        assert (progress.total, progress.upgraded) == (2, 1)
+        team.template_installed_id = 7
+        session.get_one(Team, first).status = TeamStatus.DECOMMISSIONED
+        session.get_one(Team, first).vcluster_version = "0.1.0"  # not counted: gone
+        session.flush()
+        assert repo.rollout_progress(session, "0.36.0") is None
+
+
+def test_a_stopped_rollout_shows_its_counts_with_nobody_behind(
+    session_factory: sessionmaker[Session],
+) -> None:
+    first, _second = _teams(session_factory, 2)
+    with unit_of_work(session_factory) as session:
+        repo.take_turn(session, version="0.36.0", team_id=first, now=utcnow())
+        repo.stop_rollout(session, version="0.36.0", error="stuck", now=utcnow())
+        progress = repo.rollout_progress(session, "0.36.0")
+        assert progress is not None
+        assert (progress.state, progress.total, progress.upgraded) == ("stopped", 2, 2)
