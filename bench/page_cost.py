@@ -104,20 +104,24 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+CHART_VERSION = Settings(development=True).chart_version
+
+
 def ready_teams(url: str, resync_seconds: float = 300) -> None:
-    """The seeded teams as the worker leaves them once provisioned (no 10,000-team wait):
-    each is next re-checked for drift within the resync interval, spread over it as in a
-    portal that has been running a while. (Due all at once, a 10,000-team portal would be
-    measured during its start-up sweep over every team.)"""
+    """The seeded teams as the worker leaves them once provisioned (no 10,000-team wait),
+    on the portal's chart version (no rollout under way): each is next re-checked for
+    drift within the resync interval, spread over it as in a portal that has been running
+    a while. (Due all at once, a 10,000-team portal would be measured during its start-up
+    sweep over every team.)"""
     engine = make_engine(url)
     with engine.begin() as conn:
         conn.execute(
             text(
                 "UPDATE teams SET status = 'ready', observed_generation = desired_generation, "
-                "ready_at = now(), last_reconciled_at = now(), "
+                "ready_at = now(), last_reconciled_at = now(), vcluster_version = :version, "
                 "next_attempt_at = now() + random() * make_interval(secs => :resync)"
             ),
-            {"resync": resync_seconds},
+            {"resync": resync_seconds, "version": CHART_VERSION},
         )
         conn.execute(text("UPDATE cluster_requests SET status = 'applied'"))
         for position, step in enumerate(
