@@ -252,9 +252,9 @@ def reconcile_until(app: FastAPI, done: Any, timeout: float = 300.0) -> None:
     serves its vCluster about 15 s after it starts; with three starting at once beside
     another test file's (two run at a time) it took over 150 s on a loaded 2-core
     machine."""
-    from sqlalchemy import update
+    from sqlalchemy import select, update
 
-    from app.core.models import Team, utcnow
+    from app.core.models import ChartRollout, Team, utcnow
 
     deadline = time.monotonic() + timeout
     while not done():
@@ -267,7 +267,13 @@ def reconcile_until(app: FastAPI, done: Any, timeout: float = 300.0) -> None:
                     or "; ".join(f"{s.step}: {s.message}" for s in t.steps if s.status != "done")
                     for t in repo.get_teams(session, with_steps=True)
                 }
-            raise AssertionError(f"the reconciler did not get there in time: {errors}")
+                rollouts = {
+                    r.version: f"{r.state}: {r.error or ''}"
+                    for r in session.scalars(select(ChartRollout))
+                }
+            raise AssertionError(
+                f"the reconciler did not get there in time: {errors}; rollouts: {rollouts}"
+            )
         with unit_of_work(portal_of(app).session_factory) as session:
             session.execute(update(Team).values(next_attempt_at=utcnow(), lease_until=None))
         portal_of(app).reconciler.run_once()

@@ -430,6 +430,10 @@ def test_a_stuck_upgrade_stops_the_rollout_until_resumed(
         assert "Stopped." in page
         assert "is not ready 3s after its upgrade" in page
         assert "0 of 3 teams" in page, page[page.find("vCluster upgrade") :][:1500]
+        # Restarted with the default time-out before resuming: the 3 s that made the stuck
+        # upgrade stop would stop the next one too wherever a syncer takes longer to serve
+        # (a loaded machine: the rollout stopped again and never came back to "running").
+        use(app, vcluster_upgrade_timeout_seconds=kube_settings.vcluster_upgrade_timeout_seconds)
         resumed = admin.form("/admin/rollout/resume", follow_redirects=False)
         assert resumed.status_code == 303, resumed.text
         # The stuck team's new pod starts, then the other two upgrade one after another:
