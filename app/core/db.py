@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import MetaData, create_engine, event, text
+from sqlalchemy import ColumnElement, MetaData, create_engine, event, literal_column, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
@@ -40,6 +40,14 @@ _SQLITE_WRITES = (
 # An execution option: "NONE" for the read sessions of safe requests (``reads_of``), whose
 # statements each run on their own, as PostgreSQL's autocommit reads.
 SQLITE_BEGIN = "sqlite_begin"
+
+
+def constants(values: Iterable[str]) -> tuple[ColumnElement[Any], ...]:
+    """``values`` as SQL string constants, for an ``IN`` written as a partial index's
+    predicate is: the database matches a query to that index only when the values are
+    in the statement (a prepared statement's parameters cannot be matched to it). For
+    the code's own fixed values only (statuses), never for input."""
+    return tuple(literal_column(f"'{value}'") for value in values)
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:

@@ -14,7 +14,6 @@ from sqlalchemy import (
     case,
     exists,
     func,
-    literal_column,
     or_,
     select,
     update,
@@ -22,6 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.core.db import constants
 from app.core.models import ChartRollout, RolloutState, Team, TeamStatus
 
 # Teams the reconciler looks at: everything that holds, or is building or removing, objects.
@@ -224,14 +224,8 @@ class RolloutProgress:
         return round(100 * self.upgraded / self.total) if self.total else 100
 
 
-def _in_constants(column: Any, values: Sequence[str]) -> Any:
-    """``column IN (...)`` in constants, as an index's predicate is written (a prepared
-    statement's parameters cannot be matched to it)."""
-    return column.in_(tuple(literal_column(f"'{value}'") for value in values))
-
-
 # The teams a rollout counts, written as ix_teams_chart_version's predicate is.
-_HOLDERS = (_in_constants(Team.status, HOLDING_STATUSES), Team.vcluster_version.is_not(None))
+_HOLDERS = (Team.status.in_(constants(HOLDING_STATUSES)), Team.vcluster_version.is_not(None))
 # Of them, those whose installed template is not the wanted one (ix_teams_template_behind).
 _TEMPLATE_BEHIND = (
     Team.template_version_id.is_not(None),

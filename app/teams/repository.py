@@ -14,12 +14,12 @@ from sqlalchemy import (
     Select,
     bindparam,
     func,
-    literal_column,
     select,
     update,
 )
 from sqlalchemy.orm import Session, joinedload, selectinload
 
+from app.core.db import constants
 from app.core.errors import NotFound
 from app.core.models import (
     COMMITTED_STATUSES,
@@ -354,8 +354,7 @@ SQL_SORTS = {
 # teams is read from that index (a prepared statement's parameters cannot be matched to
 # an index's predicate).
 NOT_LIVE = tuple(s.value for s in TeamStatus if s not in LIVE_STATUSES)
-LIVE = frozenset(s.value for s in LIVE_STATUSES)
-_LIVE = Team.status.notin_(tuple(literal_column(f"'{status}'") for status in NOT_LIVE))
+_LIVE = Team.status.notin_(constants(NOT_LIVE))
 
 
 def _team_filter(query: Any, statuses: Sequence[str] | None, name_contains: str) -> Any:
@@ -414,7 +413,7 @@ def _page_query(
     every = _team_filter(select(func.count(Team.id)), statuses, name_contains)
     count = every.correlate(None).scalar_subquery()  # all matching teams, not this row
     order = SQL_SORTS.get(sort, SQL_SORTS["name"])
-    if order is SQL_SORTS["name"] and statuses is not None and set(statuses) <= LIVE:
+    if order is SQL_SORTS["name"] and statuses is not None and set(statuses) <= set(LIVE_STATUSES):
         # Live names are unique (uq_teams_live_name): the name alone orders them, read
         # straight from that index (with the id too, the database ran an incremental
         # sort over every row it skipped: 0.5 ms of a later page at 10,000 teams).
