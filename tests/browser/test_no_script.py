@@ -31,8 +31,9 @@ def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def _reload_until(page: Any, selector: str, text: str, seconds: float = 30) -> None:
     deadline = time.monotonic() + seconds
-    while text not in (page.locator(selector).text_content() or ""):
-        assert time.monotonic() < deadline, f"{selector} never showed {text!r}"
+    while text not in (seen := page.locator(selector).text_content() or ""):
+        status = " ".join((page.locator("#status").text_content() or "").split())
+        assert time.monotonic() < deadline, f"{selector} never showed {text!r}: {seen!r}, {status}"
         time.sleep(0.5)
         page.reload()
 
@@ -102,6 +103,7 @@ def test_the_whole_loop_without_javascript(portal: str, browser: Any, tmp_path: 
     expect(lead.locator("h1 .pill")).to_have_text("ready")
     lead.fill("#f-confirm", "audio")
     lead.click("button:has-text('Decommission audio')")
+    expect(lead.locator(".toast")).to_have_text("Decommissioning audio.")
     _reload_until(lead, "h1 .pill", "decommissioned")
     expect(lead.locator("#status")).to_contain_text("Everything in the cluster was deleted")
 
