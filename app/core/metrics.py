@@ -49,6 +49,11 @@ BACKEND_ERRORS = Counter(
     ["step"],
     registry=PROCESS,
 )
+STEADY_RECHECKS = Counter(
+    "portal_provisioning_steady_rechecks_total",
+    "Ready teams re-checked for drift and found exactly as recorded (written back together).",
+    registry=PROCESS,
+)
 RETRIES = Counter(
     "portal_provisioning_retries_total",
     "Provisioning passes that failed and were scheduled to be tried again.",

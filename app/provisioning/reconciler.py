@@ -30,6 +30,7 @@ from app.core.models import (
     RequestKind,
     RequestStatus,
     Step,
+    StepStatus,
     Team,
     TeamStatus,
     utcnow,
@@ -124,7 +125,11 @@ class Reconciler:
                     # On failure each team's own calls fail and report the outage.
                     with contextlib.suppress(BackendError):
                         self.backend.begin_pass()
-                for team_id in team_ids:
+                # Ready teams found as recorded are written back together; the rest
+                # (and any team that changed) get the full pass, one at a time.
+                full = self.recheck_steady(team_ids)
+                handled += len(team_ids) - len(full)
+                for team_id in full:
                     if self.stopping.is_set():
                         break  # the rest stay claimed until release_all hands them back
                     self.in_hand = team_id
@@ -158,6 +163,66 @@ class Reconciler:
     def _release(self, team_id: int) -> None:
         with unit_of_work(self.session_factory) as session:
             repo.release(session, team_id=team_id, owner=self.owner)
+
+    # --- ready teams, re-checked together ------------------------------------------------
+
+    def recheck_steady(self, team_ids: list[int]) -> list[int]:
+        """The drift re-check of ready teams in one read and one write: each settled ready
+        team (no error, no template to check inside, not holding a rollout turn) has its
+        steps observed, and those found exactly as recorded (done, same message, same
+        chart) are written back together: re-checked now, next after the resync interval.
+        The full pass (``reconcile``) would write the same, at two transactions and seven
+        statements a team (at 10,000 teams, 33 re-checks a second in the web process
+        cost a quarter of a core). Returns the teams that need the full pass, in order:
+        every other team, and any whose observation differs or fails."""
+        try:
+            steady = self._observed_as_recorded(team_ids)
+            if not steady:
+                return team_ids
+            now = utcnow()
+            with unit_of_work(self.session_factory) as session:
+                written = repo.settle_rechecked(
+                    session,
+                    team_ids=steady,
+                    owner=self.owner,
+                    now=now,
+                    next_at=now + timedelta(seconds=self.timing.resync_seconds),
+                )
+        except Exception:
+            log.exception("re-checking ready teams together failed; one at a time instead")
+            return team_ids
+        metrics.STEADY_RECHECKS.inc(len(written))
+        return [team_id for team_id in team_ids if team_id not in written]
+
+    def _observed_as_recorded(self, team_ids: list[int]) -> list[int]:
+        found: list[int] = []
+        with self.session_factory() as session:
+            holder, _ = repo.turn_holder(session, self.settings.chart_version)
+            org = teams.get_org(session)
+            for team in teams.get_teams(session, team_ids=team_ids, with_steps=True):
+                recorded = {Step(row.step): row for row in team.steps}
+                if not (
+                    team.status == TeamStatus.READY
+                    and team.observed_generation == team.desired_generation
+                    and team.attempts == 0
+                    and team.last_error is None
+                    and team.template_version_id is None
+                    and team.id != holder
+                    and len(recorded) == len(STEP_ORDER)
+                    and all(row.status == StepStatus.DONE for row in recorded.values())
+                ):
+                    continue
+                spec = spec_of(session, team, self.settings, org)
+                try:
+                    same = all(
+                        _as_recorded(self.backend.observe(step, spec), recorded[step], team)
+                        for step in STEP_ORDER
+                    )
+                except BackendError:
+                    same = False  # the full pass records the failure
+                if same:
+                    found.append(team.id)
+        return found
 
     # --- one team ------------------------------------------------------------------------
 
@@ -381,6 +446,15 @@ def _tell(session: Session, team: Team) -> None:
             f"{team.attempts} times in a row",
             facts={"attempts": team.attempts, "error": team.last_error or ""},
         )
+
+
+def _as_recorded(seen: Observation, row: ProvisioningStep, team: Team) -> bool:
+    """An observation the full pass would record as no change at all."""
+    return (
+        seen.state == DONE
+        and seen.message == row.message
+        and (not seen.version or seen.version == team.vcluster_version)
+    )
 
 
 def _now(team: Team, rows: dict[Step, ProvisioningStep]) -> TeamNow:

@@ -74,6 +74,31 @@ def claim_due(
     return [team_id for team_id in due if team_id in taken]
 
 
+def settle_rechecked(
+    session: Session, *, team_ids: Collection[int], owner: str, now: datetime, next_at: datetime
+) -> set[int]:
+    """The re-checked teams whose every step was found as recorded: re-checked at ``now``,
+    next at ``next_at``, their leases given back, in one statement. Only those still
+    ready, settled, without an error or a template and leased to ``owner`` are written (a
+    decision or a lost lease meanwhile leaves a team to the full pass); the ids written."""
+    written = session.scalars(
+        update(Team)
+        .where(
+            Team.id.in_(team_ids),
+            Team.lease_owner == owner,
+            Team.status == TeamStatus.READY,
+            Team.observed_generation == Team.desired_generation,
+            Team.attempts == 0,
+            Team.last_error.is_(None),
+            Team.template_version_id.is_(None),
+        )
+        .values(lease_owner=None, lease_until=None, last_reconciled_at=now, next_attempt_at=next_at)
+        .returning(Team.id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return set(written)
+
+
 def release(session: Session, *, team_id: int, owner: str) -> None:
     session.execute(
         update(Team)

@@ -12,18 +12,19 @@ from sqlalchemy.orm import Session
 from app.catalog import service as catalog
 from app.catalog.rules import deploy_values
 from app.core.config import Settings
-from app.core.models import Team
+from app.core.models import Org, Team
 from app.provisioning.backend import TeamSpec, spec_for
 from app.teams import repository as teams
 
 
-def spec_of(session: Session, team: Team, settings: Settings) -> TeamSpec:
-    """``team``'s spec under its org, with the configured queue label
-    (``PORTAL_KAI_QUEUE_LABEL``) and org queue limit (``PORTAL_ORG_QUEUE_GPU_LIMIT``),
-    and its cluster template rendered with the lead's parameters."""
+def spec_of(session: Session, team: Team, settings: Settings, org: Org | None = None) -> TeamSpec:
+    """``team``'s spec under its org (``org``, when the caller has read it already), with
+    the configured queue label (``PORTAL_KAI_QUEUE_LABEL``) and org queue limit
+    (``PORTAL_ORG_QUEUE_GPU_LIMIT``), and its cluster template rendered with the lead's
+    parameters."""
     spec = spec_for(
         team,
-        teams.get_org(session),
+        org if org is not None else teams.get_org(session),
         queue_label=settings.kai_queue_label,
         org_limit_is_pool=settings.org_queue_gpu_limit == "pool",
     )

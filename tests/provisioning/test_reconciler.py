@@ -5,17 +5,20 @@ from __future__ import annotations
 import threading
 import time
 from datetime import timedelta
+from typing import Any
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.access.credentials import Person
 from app.adapters.simulated import SimulatedBackend
+from app.core import metrics
 from app.core.db import unit_of_work
 from app.core.models import (
     AuditEvent,
     ClusterRequest,
+    ProvisioningStep,
     RequestStatus,
     Step,
     Team,
@@ -55,6 +58,22 @@ def approved_team(factory: sessionmaker[Session], name: str = "nlp", **values: s
         request = submit(session, lead, name, **values)
         service.approve(session, actor=admin, request_id=request.id)
         return request.team_id
+
+
+def approve_quota_change(factory: sessionmaker[Session], team_id: int, **values: str) -> int:
+    """The lead of ``nlp`` asks for a quota change and an admin approves it; its id."""
+    with unit_of_work(factory) as session:
+        team = repo.get_team(session, team_id)
+        lead = session.scalars(select(User).where(User.email == "lead-nlp@example.org")).one()
+        admin = session.scalars(select(User).where(User.is_admin)).one()
+        change = service.submit_quota_change(
+            session,
+            actor=lead,
+            team=team,
+            values=parse_quota_fields(request_values("nlp", **values)),
+        )
+        service.approve(session, actor=admin, request_id=change.id)
+        return change.id
 
 
 def team_of(factory: sessionmaker[Session], team_id: int) -> Team:
@@ -209,18 +228,7 @@ def test_quota_change_is_applied_to_the_queue(
 ) -> None:
     team_id = approved_team(session_factory)
     reconciler.run_once()
-    with unit_of_work(session_factory) as session:
-        team = repo.get_team(session, team_id)
-        lead = session.scalars(select(User).where(User.email == "lead-nlp@example.org")).one()
-        admin = session.scalars(select(User).where(User.is_admin)).one()
-        change = service.submit_quota_change(
-            session,
-            actor=lead,
-            team=team,
-            values=parse_quota_fields(request_values("nlp", gpu_quota="0.5")),
-        )
-        service.approve(session, actor=admin, request_id=change.id)
-        change_id = change.id
+    change_id = approve_quota_change(session_factory, team_id, gpu_quota="0.5")
     reconciler.run_once()
     with session_factory() as session:
         assert repo.get_request(session, change_id).status == RequestStatus.APPLIED
@@ -329,3 +337,133 @@ def test_an_approved_change_is_applied_not_reported_as_drift(
         request = session.get(ClusterRequest, change.id)
         assert request is not None
         assert request.status == RequestStatus.APPLIED
+
+
+def _due_now(factory: sessionmaker[Session]) -> None:
+    with unit_of_work(factory) as session:
+        session.execute(update(Team).values(next_attempt_at=utcnow()))
+
+
+def _statements(engine: Any, into: list[str]) -> Any:
+    def seen(_c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+        into.append(" ".join(statement.split()))
+
+    event.listen(engine, "before_cursor_execute", seen)
+    return seen
+
+
+def test_ready_teams_found_as_recorded_are_written_back_in_one_statement(
+    session_factory: sessionmaker[Session], reconciler: Reconciler, backend: SimulatedBackend
+) -> None:
+    ids = [approved_team(session_factory, name, gpu_quota="0.1") for name in ("a", "b", "c")]
+    reconciler.run_once()
+    assert {team_of(session_factory, i).status for i in ids} == {TeamStatus.READY}
+    _due_now(session_factory)
+    before = {i: actions(session_factory, i) for i in ids}
+    steps_before = {
+        i: [(s.message, s.updated_at) for s in team_of(session_factory, i).steps] for i in ids
+    }
+    calls, counted = backend.calls, metrics.STEADY_RECHECKS._value.get()
+    engine = session_factory.kw["bind"]
+    statements: list[str] = []
+    listener = _statements(engine, statements)
+    started = utcnow()
+    try:
+        assert reconciler.run_once() == 3
+    finally:
+        event.remove(engine, "before_cursor_execute", listener)
+    assert backend.calls - calls == 15, "five observations a team, nothing applied"
+    updates = [s for s in statements if s.startswith("UPDATE")]
+    assert len(updates) == 2, updates  # the claim, then the write-back of all three
+    assert updates[1].startswith("UPDATE teams SET"), updates
+    assert "lease_owner" in updates[1], updates
+    assert not [s for s in statements if s.startswith("INSERT")], "no audit, no notice"
+    assert metrics.STEADY_RECHECKS._value.get() - counted == 3
+    resync = reconciler.timing.resync_seconds
+    for i in ids:
+        team = team_of(session_factory, i)
+        assert team.lease_owner is None
+        assert team.lease_until is None
+        assert team.last_reconciled_at is not None
+        assert team.last_reconciled_at >= started
+        assert team.next_attempt_at is not None
+        assert team.next_attempt_at >= started + timedelta(seconds=resync - 1)
+        assert [(s.message, s.updated_at) for s in team.steps] == steps_before[i]
+        assert actions(session_factory, i) == before[i]
+
+
+def test_a_ready_team_not_as_recorded_gets_the_full_pass(
+    session_factory: sessionmaker[Session], reconciler: Reconciler, backend: SimulatedBackend
+) -> None:
+    """A step's message that changed is written; a deleted object is repaired and
+    audited; the others of the same batch are written back together."""
+    ids = [approved_team(session_factory, name, gpu_quota="0.1") for name in ("a", "b", "c")]
+    reconciler.run_once()
+    with unit_of_work(session_factory) as session:
+        session.execute(
+            update(ProvisioningStep)
+            .where(ProvisioningStep.team_id == ids[0], ProvisioningStep.step == Step.NAMESPACE)
+            .values(message="an older message")
+        )
+    backend.delete_object(Step.QUEUE, "b")
+    _due_now(session_factory)
+    counted = metrics.STEADY_RECHECKS._value.get()
+    assert reconciler.run_once() == 3
+    assert metrics.STEADY_RECHECKS._value.get() - counted == 1
+    namespace = {s.step: s.message for s in team_of(session_factory, ids[0]).steps}
+    assert namespace[Step.NAMESPACE] == "namespace vcluster-a is ready (simulated)"
+    assert "provisioning.drift_repaired" in actions(session_factory, ids[1])
+    assert (Step.QUEUE, "b") in backend._objects
+    assert "provisioning.drift_repaired" not in actions(session_factory, ids[2])
+
+
+def test_a_decision_during_the_recheck_is_applied_by_the_full_pass(
+    session_factory: sessionmaker[Session], reconciler: Reconciler, backend: SimulatedBackend
+) -> None:
+    """An approval between the read and the write-back: the team is not written back as
+    settled; the full pass applies the new quota (and marks the change applied)."""
+    team_id = approved_team(session_factory)
+    reconciler.run_once()
+    _due_now(session_factory)
+    observe = backend.observe
+    decided: list[int] = []
+
+    def observe_then_decide(step: Step, spec: Any) -> Any:
+        seen = observe(step, spec)
+        if not decided:
+            decided.append(approve_quota_change(session_factory, team_id, gpu_quota="0.5"))
+        return seen
+
+    backend.observe = observe_then_decide  # type: ignore[method-assign]
+    reconciler.run_once()
+    team = team_of(session_factory, team_id)
+    assert team.observed_generation == team.desired_generation == 2
+    assert backend._objects[(Step.QUEUE, "nlp")].spec.gpu.quota == 0.5
+    with session_factory() as session:
+        assert repo.get_request(session, decided[0]).status == RequestStatus.APPLIED
+
+
+def test_the_write_back_needs_the_lease_and_a_settled_ready_team(
+    session_factory: sessionmaker[Session], reconciler: Reconciler
+) -> None:
+    from app.provisioning.repository import settle_rechecked
+
+    ids = [approved_team(session_factory, name, gpu_quota="0.1") for name in ("a", "b", "c")]
+    reconciler.run_once()
+    _due_now(session_factory)
+    assert sorted(reconciler.claim()) == sorted(ids)
+    now = utcnow()
+    with unit_of_work(session_factory) as session:
+        session.execute(update(Team).where(Team.id == ids[1]).values(attempts=1))
+        session.execute(
+            update(Team)
+            .where(Team.id == ids[2])
+            .values(desired_generation=Team.desired_generation + 1)
+        )
+        assert (
+            settle_rechecked(session, team_ids=ids, owner="someone else", now=now, next_at=now)
+            == set()
+        )
+        assert settle_rechecked(
+            session, team_ids=ids, owner=reconciler.owner, now=now, next_at=now
+        ) == {ids[0]}
