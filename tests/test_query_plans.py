@@ -86,3 +86,19 @@ def test_the_overview_counts_the_teams_for_a_rollout_only_when_one_is_behind(
     counts = run[run.index("CTE rollout_counts") :].splitlines()[1]
     assert "Aggregate" in counts, run
     assert "never executed" in counts, run
+
+
+def test_the_api_pages_every_team_along_the_name_index(
+    session_factory: sessionmaker[Session],
+) -> None:
+    # An admin's teams list (every status) in name, then id order: read from the index
+    # in that order, not a sort of every team (5 ms of each page at 10,000 teams).
+    query = teams.teams_query(None, None, "", limit=50, offset=100)
+    compiled = query.compile(
+        dialect=postgresql.dialect(),  # type: ignore[no-untyped-call]
+        compile_kwargs={"literal_binds": True},
+    )
+    with session_factory() as session:
+        plan = _plan(session, str(compiled))
+    assert "ix_teams_name_id" in plan, plan
+    assert "Sort" not in plan, plan

@@ -249,6 +249,8 @@ class Team(Base):
             sqlite_where=text("status NOT IN ('rejected', 'decommissioned')"),
             postgresql_where=text("status NOT IN ('rejected', 'decommissioned')"),
         ),
+        # Every team by name, then id (the order the API pages every team in).
+        Index("ix_teams_name_id", "name", "id"),
         Index("ix_teams_work", "status", "next_attempt_at"),
         # Teams behind a chart rollout, found without counting every team: their chart
         # version (a range either side of the wanted one) and, almost always empty, those

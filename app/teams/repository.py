@@ -136,11 +136,23 @@ def get_teams(
     offset: int = 0,
 ) -> list[Team]:
     """Teams by name (then id: a stable order to page in)."""
-    query = _teams_where(select(Team), team_ids, statuses, name_contains)
-    query = query.order_by(Team.name, Team.id).offset(offset or None).limit(limit)
+    query = teams_query(team_ids, statuses, name_contains, limit=limit, offset=offset)
     if with_steps:
         query = query.options(selectinload(Team.steps))
     return list(session.scalars(query))
+
+
+def teams_query(
+    team_ids: Sequence[int] | None,
+    statuses: Sequence[str] | None,
+    name_contains: str,
+    *,
+    limit: int | None,
+    offset: int,
+) -> Select[tuple[Team]]:
+    """A page of teams by name, then id: read along ix_teams_name_id, not sorted."""
+    query = _teams_where(select(Team), team_ids, statuses, name_contains)
+    return query.order_by(Team.name, Team.id).offset(offset or None).limit(limit)
 
 
 def count_teams(session: Session, *, team_ids: Sequence[int] | None = None) -> int:
