@@ -328,15 +328,19 @@ def divide_columns(total: float, level: Columns, k_value: float = 0.0) -> npt.ND
     if left <= 0:
         return fair
     denied = np.full(len(fair), np.nan)  # the fraction a queue was denied, by priority
-    priorities = sorted((int(p) for p in np.unique(level.priority)), reverse=True)
+    highest, lowest = int(level.priority.max()), int(level.priority.min())
+    # One priority (an org's usual case): its group is every queue, found without a sort.
+    one = highest == lowest
+    priorities = [highest] if one else sorted({int(p) for p in np.unique(level.priority)})[::-1]
     for priority in priorities:
-        group = np.flatnonzero(level.priority == priority)
+        group = None if one else np.flatnonzero(level.priority == priority)
         left = _rounds(left, group, level, requestable, fair, denied, k_value)
     rank = np.arange(len(fair))
     for priority in priorities:
         if left <= 0:
             break
-        members = np.flatnonzero((level.priority == priority) & ~np.isnan(denied))
+        denied_ones = ~np.isnan(denied)
+        members = np.flatnonzero(denied_ones if one else (level.priority == priority) & denied_ones)
         if len(members) == 0:
             continue
         order = members[np.lexsort((rank[members], -denied[members]))]
@@ -351,7 +355,7 @@ def divide_columns(total: float, level: Columns, k_value: float = 0.0) -> npt.ND
 
 def _rounds(
     left: float,
-    group: npt.NDArray[np.intp],
+    group: npt.NDArray[np.intp] | None,
     level: Columns,
     requestable: npt.NDArray[np.float64],
     fair: npt.NDArray[np.float64],
@@ -359,8 +363,15 @@ def _rounds(
     k_value: float,
 ) -> float:
     """``_up_to_fair_share`` over one priority group's columns (``fair`` and ``denied``
-    are updated in place); returns what is left."""
-    weight, usage, wanted_all = level.weight[group], level.usage[group], requestable[group]
+    are updated in place); returns what is left. ``group``: None for every queue."""
+    if group is None:  # every queue, in order: the columns as they are, not copies
+        group = np.arange(len(fair))
+        weight, usage, wanted_all = level.weight, level.usage, requestable
+    else:
+        weight, usage, wanted_all = level.weight[group], level.usage[group], requestable[group]
+    # A queue of weight 0 takes nothing, and where past usage cannot raise its weight
+    # (kValue and usage not below 0) it adds exactly 0.0 to both sums: it is left out.
+    weightless_out = k_value >= 0 and not bool(np.any(usage < 0))
     while True:
         to_give = left
         mine = fair[group]
@@ -369,6 +380,8 @@ def _rounds(
         # over the others only, in the same order, so every sum adds the same values one
         # after another (at 10,000 teams most are satisfied after the first rounds).
         unsatisfied = wanted_all > mine
+        if weightless_out:
+            unsatisfied &= weight != 0
         if not unsatisfied.all():
             kept = np.flatnonzero(unsatisfied)
             group, weight, usage = group[kept], weight[kept], usage[kept]
@@ -382,24 +395,21 @@ def _rounds(
         weight_sum = _sequential_sum(weights)
         if weight_sum == 0:
             break
-        taking = np.flatnonzero(weight != 0)
-        wanted = remaining[taking]
-        offer = to_give * (weights[taking] / weight_sum)
+        if weightless_out:  # every queue left takes
+            taking, wanted, offered = None, remaining, weights
+        else:
+            taking = np.flatnonzero(weight != 0)
+            wanted, offered = remaining[taking], weights[taking]
+        offer = to_give * (offered / weight_sum)
         fits = wanted <= offer
         given = np.where(fits, wanted, np.maximum(0.0, np.floor(offer)))
         lefts = _sequential_minus(left, given)
         # The loop stops before the first queue it meets with nothing left.
         empty = np.flatnonzero(lefts[:-1] == 0)
-        cut = int(empty[0]) if len(empty) else len(taking)
-        taking, wanted, offer, fits, given = (
-            taking[:cut],
-            wanted[:cut],
-            offer[:cut],
-            fits[:cut],
-            given[:cut],
-        )
+        cut = int(empty[0]) if len(empty) else len(wanted)
+        wanted, offer, fits, given = wanted[:cut], offer[:cut], fits[:cut], given[:cut]
         left = float(lefts[cut])
-        where = group[taking]
+        where = group[:cut] if taking is None else group[taking[:cut]]
         fraction = offer - given
         denied[where[fits]] = np.nan
         short = ~fits & (fraction > 0)

@@ -184,9 +184,14 @@ def _may_move(before: Division, after: Division, existing: int) -> npt.NDArray[n
     reclaims = (np.round(above, 2) >= CHANGE) | _near_half(fair) | _near_half(above)
     found = np.flatnonzero(after.inputs.shown[:existing] & reclaims)
     # The pages name the teams KAI may take the most from: the largest, with a margin
-    # for the exact rounding (``Impact.reclaims`` sorts what is built).
-    largest = found[np.argsort(-above[found], kind="stable")[:RECLAIMS_BUILT]]
-    return np.union1d(np.flatnonzero(moves), largest)
+    # for the exact rounding (``Impact.reclaims`` sorts what is built). Those below the
+    # last one's value are left out before the sort (ties kept: the earlier rows win).
+    if len(found) > RECLAIMS_BUILT:
+        values = above[found]
+        cut = len(values) - RECLAIMS_BUILT
+        found = found[values >= np.partition(values, cut)[cut]]
+    moves[found[np.argsort(-above[found], kind="stable")[:RECLAIMS_BUILT]]] = True
+    return np.flatnonzero(moves)  # in row order, each once
 
 
 def _near_half(x: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:

@@ -6,6 +6,7 @@ quotas, weight 0, past usage, rounds that run out exactly)."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -63,6 +64,25 @@ def test_random_orgs_alike_bit_for_bit(seed: int) -> None:
     rng = random.Random(seed)
     total, queues, k_value = _random_org(rng, rng.choice([3, 12, 60, 400, 2500]))
     assert _same_bits(_by_columns(total, queues, k_value), divide(total, queues, k_value))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_orgs_of_one_priority_alike_bit_for_bit(seed: int) -> None:
+    # An org's usual case, which the columns divide without grouping by priority.
+    rng = random.Random(1000 + seed)
+    total, queues, k_value = _random_org(rng, rng.choice([3, 12, 60, 400, 2500]))
+    queues = [replace(q, priority=100) for q in queues]
+    assert _same_bits(_by_columns(total, queues, k_value), divide(total, queues, k_value))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_orgs_whose_past_usage_lifts_a_weight_of_0_alike_bit_for_bit(seed: int) -> None:
+    # A negative kValue (or usage) can give a queue of weight 0 a normalised weight above
+    # 0: the columns then keep those queues in the sums, as the loop does.
+    rng = random.Random(2000 + seed)
+    total, queues, _ = _random_org(rng, rng.choice([12, 60, 400]))
+    queues = [replace(q, usage=rng.random() / 10) for q in queues]
+    assert _same_bits(_by_columns(total, queues, -0.5), divide(total, queues, -0.5))
 
 
 def test_a_round_that_runs_out_exactly_stops_where_the_loop_does() -> None:
