@@ -7,12 +7,14 @@ and a decision's changes patched into the ready columns divide as the rows rebui
 from __future__ import annotations
 
 import random
+import threading
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from app.usage.division import Division, OrgInputs, divide_org
+from app.usage.division import DIVIDING, Division, OrgInputs, divide_org
+from app.usage.fairshare import Step
 from app.usage.service import Model, TeamQuota
 from app.usage.sources import ClusterTop, QueueUsage, TopQueue
 
@@ -125,3 +127,38 @@ def test_changes_patched_into_the_columns_divide_as_rows_rebuilt(seed: int) -> N
             for inputs in (patched, rebuilt)
         )
         assert _same(a, b)
+
+
+def test_one_division_over_columns_at_a_time() -> None:
+    # Another thread's division waits while one runs (here: while the test holds the
+    # lock), then divides; the queue-by-queue division of "why this share" does not wait.
+    rows, usage, model, _ = _org(random.Random(7), 50)
+    model = replace(model, k_value=0.0)  # no division without past usage beside
+    inputs = OrgInputs.of(rows, usage)
+    done: list[Division] = []
+
+    def divide(trace: list[Step] | None = None) -> None:
+        done.append(
+            divide_org(
+                inputs,
+                pool_centi=5000,
+                parent=PARENT,
+                model=model,
+                trace=trace,
+                busy_trace=trace,
+            )
+        )
+
+    with DIVIDING:
+        traced = threading.Thread(target=divide, args=([],))
+        traced.start()
+        traced.join(10)
+        assert len(done) == 1, "the traced division does not take the lock"
+        waiting = threading.Thread(target=divide)
+        waiting.start()
+        waiting.join(0.3)
+        assert waiting.is_alive()
+        assert len(done) == 1
+    waiting.join(10)
+    assert len(done) == 2
+    assert _same(done[0], done[1])
