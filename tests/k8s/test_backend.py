@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,51 @@ def test_drift_is_repaired(kube_app: FastAPI, admin_api: Any) -> None:
     assert "queue team-vision does not exist" in text
     assert "queue team-nlp differs from the approved quota" in text
     assert "admission policy gpu-portal-queue-recommender does not exist" in text
+
+
+def test_ready_teams_found_as_recorded_are_rechecked_together(kube_app: FastAPI) -> None:
+    # The worker's steady re-check on the real cluster: every object of the three ready
+    # teams is observed in the API server and found exactly as the steps record it, so
+    # the teams are written back together, with no repair, no audit and no new message.
+    from sqlalchemy import func, select, update
+
+    from app.core import metrics
+    from app.core.db import unit_of_work
+    from app.core.models import AuditEvent, ProvisioningStep, Team, utcnow
+
+    reconcile_until(kube_app, lambda: all_ready(kube_app))
+    portal = portal_of(kube_app)
+    recorded = select(
+        ProvisioningStep.team_id,
+        ProvisioningStep.step,
+        ProvisioningStep.message,
+        ProvisioningStep.updated_at,
+    ).order_by(ProvisioningStep.team_id, ProvisioningStep.position)
+    with portal.session_factory() as session:
+        steps = session.execute(recorded).all()
+        events = session.scalar(select(func.count()).select_from(AuditEvent))
+    with unit_of_work(portal.session_factory) as session:
+        # Teams without a cluster template (the fixture's have one, whose contents the
+        # full pass checks inside the vCluster): every object observed here is as recorded.
+        session.execute(
+            update(Team).values(
+                next_attempt_at=utcnow(),
+                lease_until=None,
+                template_version_id=None,
+                template_installed_id=None,
+            )
+        )
+    counted, started = metrics.STEADY_RECHECKS._value.get(), utcnow()
+    resync = portal.reconciler.timing.resync_seconds
+    assert portal.reconciler.run_once() == 3
+    assert metrics.STEADY_RECHECKS._value.get() - counted == 3, "each team in the batch"
+    with portal.session_factory() as session:
+        assert session.execute(recorded).all() == steps
+        assert session.scalar(select(func.count()).select_from(AuditEvent)) == events
+        for team in session.scalars(select(Team)):
+            assert team.lease_owner is None
+            assert team.next_attempt_at is not None
+            assert team.next_attempt_at >= started + timedelta(seconds=resync - 1)
 
 
 def _queue_exists(api: Any, name: str) -> bool:
