@@ -32,7 +32,7 @@ class Window:
         return list(items[self.offset : self.offset + self.limit])
 
 
-def _window(
+async def _window(
     limit: Annotated[
         int,
         Query(ge=1, le=LIMIT_MAX, description=f"At most this many (1 to {LIMIT_MAX})."),

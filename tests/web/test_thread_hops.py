@@ -1,0 +1,108 @@
+"""Thread hops per request. A sync dependency or handler runs on the thread pool, and each
+hop costs CPU and, under load, a wait for the interpreter lock: the team in the path and
+its caller are read on one thread, the caller is looked up once per request, and
+dependencies that do no I/O are coroutines. The session's ending is not counted (a read
+with nothing to write ends without one; SQLite's reads commit on a thread). An API call
+that answers a model takes one more: FastAPI validates a sync handler's answer on the
+thread pool."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import anyio.to_thread
+import pytest
+from fastapi import FastAPI
+
+from app.auth import sessions
+from app.core import db
+from tests.web.conftest import Client, client_for
+
+
+@pytest.fixture
+def hops(monkeypatch: pytest.MonkeyPatch) -> list[Callable[..., Any]]:
+    """Every function sent to the thread pool, but the session's ending."""
+    sent: list[Callable[..., Any]] = []
+    real = anyio.to_thread.run_sync
+
+    async def counting(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if not (isinstance(func, partial) and func.func is db.finish):
+            sent.append(func)
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    return sent
+
+
+@pytest.fixture
+def lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every look-up of a browser session (its user and memberships)."""
+    seen: list[str] = []
+    real = sessions.resolve_with_memberships
+
+    def counting(session: Any, raw: str, **kwargs: Any) -> Any:
+        seen.append(raw)
+        return real(session, raw, **kwargs)
+
+    monkeypatch.setattr(sessions, "resolve_with_memberships", counting)
+    return seen
+
+
+def _get(client: Client, path: str, hops: list[Callable[..., Any]]) -> int:
+    hops.clear()
+    response = client.get(path)
+    assert response.status_code == 200, response.text
+    return len(hops)
+
+
+def test_the_team_in_the_path_and_its_caller_are_read_on_one_thread(
+    app: FastAPI, hops: list[Callable[..., Any]], lookups: list[str]
+) -> None:
+    lead = client_for(app, "lead-nlp@example.org")
+    admin = client_for(app, "admin@example.org", admin=True)
+    for client, path, expected in (
+        (lead, "/teams/1", 2),  # the team page: the team and its caller, then the handler
+        (lead, "/teams/1/status", 2),
+        (admin, "/teams/1", 2),
+        (lead, "/teams/1/quota", 2),  # a lead's page
+        (lead, "/api/v1/teams/1", 3),  # and the answer's validation
+        (lead, "/api/v1/teams/1/members", 3),  # paged: the window read on the event loop
+    ):
+        lookups.clear()
+        assert _get(client, path, hops) == expected, (path, hops)
+        assert len(lookups) == 1, f"{path}: the caller is looked up once, not {len(lookups)}"
+
+
+def test_other_pages_hop_once_for_the_caller_and_once_for_the_handler(
+    app: FastAPI, hops: list[Callable[..., Any]], lookups: list[str]
+) -> None:
+    admin = client_for(app, "admin@example.org", admin=True)
+    for path, expected in (
+        ("/admin", 2),
+        ("/admin/requests", 2),
+        ("/api/v1/teams", 3),  # paged, and the answer's validation
+        ("/api/v1/requests", 3),
+        ("/api/v1/me", 3),
+    ):
+        lookups.clear()
+        assert _get(admin, path, hops) == expected, (path, hops)
+        assert len(lookups) == 1, path
+
+
+def test_reading_the_caller_with_the_team_still_refuses_who_may_not_see_it(
+    app: FastAPI, hops: list[Callable[..., Any]]
+) -> None:
+    lead = client_for(app, "lead-nlp@example.org")
+    anonymous = client_for(app)
+    other = client_for(app, "lead-vision@example.org")
+    member = client_for(app, "member-nlp@example.org")
+    # One after another: nobody is taken for the caller before them.
+    assert lead.get("/api/v1/teams/1").status_code == 200
+    assert anonymous.get("/api/v1/teams/1").status_code == 401
+    assert anonymous.get("/teams/1", follow_redirects=False).status_code == 303
+    assert other.get("/api/v1/teams/1").status_code == 404
+    assert other.get("/teams/1", follow_redirects=False).status_code == 404
+    assert member.get("/api/v1/teams/1").status_code == 200
+    assert member.get("/teams/1/quota", follow_redirects=False).status_code == 403
