@@ -8,16 +8,20 @@ thread pool."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
 import anyio.to_thread
 import pytest
 from fastapi import FastAPI
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 
 from app.auth import sessions
 from app.core import db
+from app.web import deps
 from tests.web.conftest import Client, client_for
 
 
@@ -106,3 +110,43 @@ def test_reading_the_caller_with_the_team_still_refuses_who_may_not_see_it(
     assert other.get("/teams/1", follow_redirects=False).status_code == 404
     assert member.get("/api/v1/teams/1").status_code == 200
     assert member.get("/teams/1/quota", follow_redirects=False).status_code == 403
+
+
+def _routes(routes: list[Any]) -> Iterator[APIRoute]:
+    for route in routes:
+        if isinstance(route, APIRoute):
+            yield route
+        elif hasattr(route, "original_router"):  # an included router
+            yield from _routes(route.original_router.routes)
+
+
+def _flat(dependant: Dependant) -> list[Callable[..., Any]]:
+    """Every dependency in the order FastAPI resolves them (sub-dependencies first)."""
+    order: list[Callable[..., Any]] = []
+    for sub in dependant.dependencies:
+        for call in [*_flat(sub), sub.call]:
+            if call is not None and call not in order:
+                order.append(call)
+    return order
+
+
+# The only dependencies that run on a thread: they read the database.
+ON_A_THREAD = {deps.team_for_viewer, deps.team_for_lead}
+
+
+def test_every_route_reads_its_team_before_its_caller_and_hops_only_for_io(
+    app: FastAPI,
+) -> None:
+    routes = list(_routes(app.routes))
+    assert len(routes) > 50, "every route of the portal is looked at"
+    for route in routes:
+        calls = _flat(route.dependant)
+        name = f"{sorted(route.methods)} {route.path}"
+        for call in calls:
+            coroutine = inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
+            assert coroutine or call in ON_A_THREAD, f"{name}: {call} takes a thread hop"
+        teams = [i for i, call in enumerate(calls) if call in ON_A_THREAD]
+        if teams and deps.get_principal_optional in calls:
+            assert teams[0] < calls.index(deps.get_principal_optional), (
+                f"{name}: declare the team before the caller (one thread for both)"
+            )
