@@ -141,7 +141,7 @@ def test_every_route_reads_its_team_before_its_caller_and_hops_only_for_io(
     assert len(routes) > 50, "every route of the portal is looked at"
     for route in routes:
         calls = _flat(route.dependant)
-        name = f"{sorted(route.methods)} {route.path}"
+        name = f"{sorted(route.methods or ())} {route.path}"
         for call in calls:
             coroutine = inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
             assert coroutine or call in ON_A_THREAD, f"{name}: {call} takes a thread hop"
