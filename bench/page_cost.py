@@ -3,19 +3,21 @@
 For each size (100, 1,000 and 10,000 teams by default) a fresh PostgreSQL database is
 seeded with ready teams (on the portal's chart version, as one pass of its own worker
 leaves them) and 20 audit events per team, then vacuumed and analysed as a database that
-has served a while; the portal runs under
-uvicorn in its own process, and, once its start-up work is done (the first usage sample
-of every team, the right-sizing pass), 4 client threads load the team page and the
-admin overview. Beside it runs the ceiling: a minimal FastAPI app in its own process that
-returns the same page bytes through a trivial Jinja2 template. The two are measured
-interleaved, 3 rounds (the ceiling's 8 times as many requests: rounds of about the same
-length), and the medians are printed with their ratio, server CPU per
-request (from /proc) and the portal's peak memory. The portal's own floor is measured
-in the same run: /healthz (the middleware stack alone) and /api/v1/me (plus the
-session, user and memberships lookup), against the team page's ceiling: no page can
-cost less than the signed-in no-op. Each page is judged against that signed-in floor
-(at least a quarter of its requests per second, at every size); its share of the
-ceiling is printed for reference.
+has served a while; each size's portal runs under uvicorn in its own process, and, once
+its start-up work is done (the first usage sample of every team, the right-sizing pass),
+5 quota changes are asked for (the admins' pages show them). The sizes take turns, round
+by round (3 rounds): every portal but the one measured is stopped (SIGSTOP), so a
+machine that grows busier or quieter over the run moves every size alike, and the one
+resumed first finishes the work its loops missed. In a round, 4 client threads load the
+team page and the admin overview, each beside the ceiling: a minimal FastAPI app in its
+own process that returns the same page bytes through a trivial Jinja2 template (8 times
+as many requests: rounds of about the same length); then every other page and API call
+an admin uses; then the portal's own floor: /healthz (the middleware stack alone) and
+/api/v1/me (plus the session, user and memberships lookup). The medians are printed
+with server CPU per request (from /proc), each size's 10,000/100 ratio and the
+portal's peak memory. No page can cost less than the signed-in no-op: each page is
+judged against that signed-in floor (at least a quarter of its requests per second, at
+every size); its share of the ceiling is printed for reference.
 
     .venv/bin/python bench/page_cost.py [--sizes 100,1000,10000] [--rounds 3] [--worker off]
 """
@@ -25,12 +27,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -203,9 +207,8 @@ ADMIN_ROWS = (
 )
 
 
-def run_size(
-    server_url: str, teams: int, rounds: int, requests: int, *, worker: bool
-) -> dict[str, object]:
+def prepare(server_url: str, teams: int) -> str:
+    """A fresh database of ``teams`` ready teams, vacuumed and analysed; its URL."""
     admin_engine = make_engine(server_url, isolation_level="AUTOCOMMIT")
     database = f"portal_cost_{teams}"
     with admin_engine.connect() as conn:
@@ -223,92 +226,162 @@ def run_size(
     with vacuum.connect() as conn:
         conn.execute(text("VACUUM ANALYZE"))
     vacuum.dispose()
-    figures: dict[str, dict[str, list[float]]] = {}
-    # As production serves it: no template file checks (the bench signs in through the
-    # development sign-in, which would otherwise turn them on), the worker's default poll.
-    # --worker off: a web replica whose provisioning worker runs elsewhere, so the figures
-    # are the pages' own (at 10,000 teams the drift re-check alone is 33 teams a second).
-    with running_portal(
-        url,
-        f"page-cost-{teams}.log",
-        PORTAL_TEMPLATE_RELOAD="false",
-        PORTAL_WORKER_INTERVAL_SECONDS="2",  # the default (the teams are seeded ready)
-        PORTAL_WORKER_ENABLED="true" if worker else "false",
-    ) as (
-        base,
-        pid,
-        _,
-    ):
-        settled = settle(pid)
-        print(f"-- start-up work done after {settled:.0f} s", flush=True)
-        lead = sign_in(base, "lead-0@example.org", False)
-        admin = sign_in(base, "admin@example.org", True)
-        team_id = int(lead.get("/api/v1/teams").json()[0]["id"])
-        pages = {"team page": (lead, f"/teams/{team_id}"), "admin overview": (admin, "/admin")}
-        for name, (client, path) in pages.items():
-            body = client.get(path).text
-            with ceiling(body) as (ceiling_base, ceiling_pid):
-                plain = httpx.Client(base_url=ceiling_base, timeout=30)
-                for _ in range(rounds):
-                    for who, make, process, count in (
-                        ("portal", lambda _w, c=client, p=path: lambda: c.get(p), pid, requests),
-                        (
-                            "ceiling",
-                            lambda _w, c=plain, p=path: lambda: c.get(p),
-                            ceiling_pid,
-                            requests * CEILING_REQUESTS,
-                        ),
-                    ):
-                        got = load(f"{name}, {who}, {teams}", make, process, count)
-                        slot = figures.setdefault(f"{name}|{who}", {})
-                        for key, value in got.items():
-                            slot.setdefault(key, []).append(value)
-        # Every other page and API call an admin uses, with five quota changes waiting.
-        for i in range(1, 6):
-            asker = sign_in(base, f"lead-{i}@example.org", False)
-            mine = int(asker.get("/api/v1/teams").json()[0]["id"])
-            asked = asker.post(
-                f"/api/v1/teams/{mine}/quota-requests", json={"gpu_quota": "1", "gpu_limit": "3"}
-            )
-            assert asked.status_code == 201, asked.text
-        htmx = {"HX-Request": "true"}
-        keystroke = {f"q_{team_id}": "1.5"}  # as the page's script sends one
-        admin_rows: dict[str, Callable[[int], Callable[[], httpx.Response]]] = {
-            "requests page": getter(admin, "/admin/requests"),
-            "what-if page": getter(admin, "/admin/what-if"),
-            "what-if keystroke": lambda _w: (
-                lambda: admin.post("/admin/what-if", data=keystroke, headers=htmx)
-            ),
-            "API teams (admin)": getter(admin, "/api/v1/teams"),
-            "overview by usage": getter(admin, "/admin?sort=usage"),
-            "overview borrowing": getter(admin, "/admin?status=borrowing"),
-            "overview later page": getter(admin, f"/admin?page={max(1, teams // 100)}"),
-        }
-        for name, call in admin_rows.items():
-            load(f"{name}, {teams} (warm-up)", call, pid, 10)
-        body_sizes: dict[str, int] = {}
-        for _ in range(rounds):
-            for name, call in admin_rows.items():
-                got = load(f"{name}, {teams}", call, pid, max(20, requests // 4))
-                slot = figures.setdefault(f"{name}|portal", {})
-                for key, value in got.items():
-                    slot.setdefault(key, []).append(value)
-        for name, call in admin_rows.items():
-            body_sizes[name] = len(call(0)().content)
-        # The portal's own floor: what any request costs before a page does anything
-        # (the middleware stack; then also the session, user and memberships lookup).
-        for _ in range(rounds):
-            for name, path in FLOORS.items():
-                got = load(f"{name}, {teams}", getter(lead, path), pid, requests)
-                slot = figures.setdefault(f"{name}|portal", {})
-                for key, value in got.items():
-                    slot.setdefault(key, []).append(value)
-        memory = peak_memory_mb(pid)
-        resident = resident_mb(pid)
-    medians = {
-        key: {k: statistics.median(v) for k, v in values.items()} for key, values in figures.items()
+    return url
+
+
+@dataclass
+class Measured:
+    """One size's portal, its signed-in clients and the figures of its rounds so far."""
+
+    teams: int
+    base: str
+    pid: int
+    lead: httpx.Client
+    admin: httpx.Client
+    team_id: int
+    figures: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+
+    def add(self, key: str, got: dict[str, float]) -> None:
+        slot = self.figures.setdefault(key, {})
+        for name, value in got.items():
+            slot.setdefault(name, []).append(value)
+
+
+def signed_in(teams: int, base: str, pid: int) -> Measured:
+    """The portal's clients, with five quota changes waiting (the admins' pages show
+    them: the requests page's review cards, the overview's count)."""
+    lead = sign_in(base, "lead-0@example.org", False)
+    admin = sign_in(base, "admin@example.org", True)
+    team_id = int(lead.get("/api/v1/teams").json()[0]["id"])
+    for i in range(1, 6):
+        asker = sign_in(base, f"lead-{i}@example.org", False)
+        mine = int(asker.get("/api/v1/teams").json()[0]["id"])
+        asked = asker.post(
+            f"/api/v1/teams/{mine}/quota-requests", json={"gpu_quota": "1", "gpu_limit": "3"}
+        )
+        assert asked.status_code == 201, asked.text
+    return Measured(teams, base, pid, lead, admin, team_id)
+
+
+def admin_rows(m: Measured) -> dict[str, Callable[[int], Callable[[], httpx.Response]]]:
+    """Every other page and API call an admin uses."""
+    htmx = {"HX-Request": "true"}
+    keystroke = {f"q_{m.team_id}": "1.5"}  # as the page's script sends one
+    admin = m.admin
+    return {
+        "requests page": getter(admin, "/admin/requests"),
+        "what-if page": getter(admin, "/admin/what-if"),
+        "what-if keystroke": lambda _w: (
+            lambda: admin.post("/admin/what-if", data=keystroke, headers=htmx)
+        ),
+        "API teams (admin)": getter(admin, "/api/v1/teams"),
+        "overview by usage": getter(admin, "/admin?sort=usage"),
+        "overview borrowing": getter(admin, "/admin?status=borrowing"),
+        "overview later page": getter(admin, f"/admin?page={max(1, m.teams // 100)}"),
     }
-    return {"medians": medians, "memory": memory, "resident": resident, "sizes": body_sizes}
+
+
+def one_round(m: Measured, requests: int, *, first: bool) -> None:
+    """One round of every page, API call and floor of one size, each page beside its
+    ceiling (the same bytes from a minimal app started for the round)."""
+    teams, pid = m.teams, m.pid
+    pages = {
+        "team page": (m.lead, f"/teams/{m.team_id}"),
+        "admin overview": (m.admin, "/admin"),
+    }
+    for name, (client, path) in pages.items():
+        with ceiling(client.get(path).text) as (ceiling_base, ceiling_pid):
+            plain = httpx.Client(base_url=ceiling_base, timeout=30)
+            for who, make, process, count in (
+                ("portal", lambda _w, c=client, p=path: lambda: c.get(p), pid, requests),
+                (
+                    "ceiling",
+                    lambda _w, c=plain, p=path: lambda: c.get(p),
+                    ceiling_pid,
+                    requests * CEILING_REQUESTS,
+                ),
+            ):
+                m.add(f"{name}|{who}", load(f"{name}, {who}, {teams}", make, process, count))
+            plain.close()
+    rows = admin_rows(m)
+    if first:
+        for name, call in rows.items():
+            load(f"{name}, {teams} (warm-up)", call, pid, 10)
+    for name, call in rows.items():
+        m.add(f"{name}|portal", load(f"{name}, {teams}", call, pid, max(20, requests // 4)))
+        m.sizes[name] = len(call(0)().content)
+    # The portal's own floor: what any request costs before a page does anything
+    # (the middleware stack; then also the session, user and memberships lookup).
+    for name, path in FLOORS.items():
+        m.add(f"{name}|portal", load(f"{name}, {teams}", getter(m.lead, path), pid, requests))
+
+
+@contextlib.contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    """The process stopped (SIGSTOP) while the block runs: no CPU, no background work."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def run_sizes(
+    server_url: str, sizes: list[int], rounds: int, requests: int, *, worker: bool
+) -> dict[int, dict[str, object]]:
+    """Every size's portal runs at once, each stopped but while its own rounds run: the
+    sizes take turns, round by round, so that a machine that grows busier or quieter
+    over the run moves every size alike, not the last one measured."""
+    urls = {}
+    for teams in sizes:
+        started = time.perf_counter()
+        urls[teams] = prepare(server_url, teams)
+        print(f"-- {teams} teams seeded in {time.perf_counter() - started:.0f} s", flush=True)
+    measured: dict[int, Measured] = {}
+    with contextlib.ExitStack() as stack:
+        for teams in sizes:
+            # As production serves it: no template file checks (the bench signs in
+            # through the development sign-in, which would otherwise turn them on), the
+            # worker's default poll. --worker off: a web replica whose provisioning
+            # worker runs elsewhere, so the figures are the pages' own (at 10,000 teams
+            # the drift re-check alone is 33 teams a second).
+            base, pid, _ = stack.enter_context(
+                running_portal(
+                    urls[teams],
+                    f"page-cost-{teams}.log",
+                    PORTAL_TEMPLATE_RELOAD="false",
+                    PORTAL_WORKER_INTERVAL_SECONDS="2",  # the default (teams seeded ready)
+                    PORTAL_WORKER_ENABLED="true" if worker else "false",
+                )
+            )
+            settled = settle(pid)
+            print(f"-- {teams} teams: start-up work done after {settled:.0f} s", flush=True)
+            measured[teams] = signed_in(teams, base, pid)
+            # Stopped until its turn (resumed before the portal is shut down).
+            stack.enter_context(stopped(pid))
+        for number in range(rounds):
+            for teams in sizes:
+                m = measured[teams]
+                os.kill(m.pid, signal.SIGCONT)
+                # Its loops were stopped too: their catching up is done before the round.
+                settle(m.pid)
+                one_round(m, requests, first=number == 0)
+                os.kill(m.pid, signal.SIGSTOP)
+            print(f"-- round {number + 1} of {rounds} done", flush=True)
+        results: dict[int, dict[str, object]] = {}
+        for teams, m in measured.items():
+            medians = {
+                key: {k: statistics.median(v) for k, v in values.items()}
+                for key, values in m.figures.items()
+            }
+            results[teams] = {
+                "medians": medians,
+                "memory": peak_memory_mb(m.pid),
+                "resident": resident_mb(m.pid),
+                "sizes": m.sizes,
+            }
+    return results
 
 
 def main() -> None:
@@ -324,14 +397,12 @@ def main() -> None:
     )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    results: dict[int, dict[str, object]] = {}
     with postgres_server() as server_url:
-        for teams in sizes:
-            started = time.perf_counter()
-            results[teams] = run_size(
-                server_url, teams, args.rounds, args.requests, worker=args.worker == "on"
-            )
-            print(f"-- {teams} teams measured in {time.perf_counter() - started:.0f} s", flush=True)
+        started = time.perf_counter()
+        results = run_sizes(
+            server_url, sizes, args.rounds, args.requests, worker=args.worker == "on"
+        )
+        print(f"-- measured in {time.perf_counter() - started:.0f} s", flush=True)
     print()
     print(f"provisioning worker in the measured process: {args.worker}")
     print("teams | page | portal p50 / p99 | req/s | CPU/request | ceiling req/s | share")
