@@ -265,6 +265,95 @@ def test_one_cluster_read_serves_every_viewer() -> None:
     assert backend.reads == 2
 
 
+class SlowUsage(FixedUsage):
+    """Usage read slowly, as a real cluster's list of 10,000 queues is: each read waits
+    until the test lets it go."""
+
+    def __init__(self, values: dict[str, tuple[float, float]]) -> None:
+        super().__init__(values)
+        self.started = threading.Event()
+        self.go = threading.Event()
+
+    def usage(self, queue_names: list[str]) -> dict[str, QueueUsage]:
+        self.started.set()
+        assert self.go.wait(10), "the test never let the read go"
+        return super().usage(queue_names)
+
+
+def one_row() -> list[TeamQuota]:
+    return [
+        TeamQuota(
+            id=1, name="a", gpu_quota_centi=50, gpu_limit_centi=100, weight_centi=100, priority=100
+        )
+    ]
+
+
+def test_a_page_never_waits_for_a_cluster_read() -> None:
+    """While the refresher reads the cluster (slow at 10,000 teams), a page takes the
+    ready view and the last usage at once: the read holds no lock the pages take."""
+    backend = SlowUsage({"team-a": (0.5, 0.5)})
+    cache = UsageCache(backend, ttl=0)  # every refresh reads usage again
+    backend.go.set()
+    cache.refresh_view(one_row, pool_centi=100, parent="org")
+    backend.go.clear()
+    backend.started.clear()
+    cache.refresher_running = True
+    refresh = threading.Thread(
+        target=cache.refresh_view, args=(one_row,), kwargs={"pool_centi": 100, "parent": "org"}
+    )
+    refresh.start()
+    try:
+        assert backend.started.wait(10)
+        began = time.monotonic()
+        view = cache.org_view(one_row, pool_centi=100, parent="org")
+        assert view.shares[1].allocated == 0.5
+        assert cache.remembered(view, "k", lambda: "v") == "v"
+        assert cache.division() is not None
+        assert time.monotonic() - began < 1, "a page waited for the cluster read"
+    finally:
+        backend.go.set()
+        refresh.join(10)
+    assert backend.reads == 2
+
+
+def test_callers_that_wait_for_a_read_take_its_result() -> None:
+    """Several callers finding the usage stale at once: one reads, the others wait for
+    that read and take its result (one read, not one each)."""
+    backend = SlowUsage({"team-a": (0.5, 0.5), "team-b": (0.2, 0.3)})
+    cache = UsageCache(backend, ttl=60)
+    seen: list[float] = []
+
+    def read() -> None:
+        seen.append(cache.get(["team-a", "team-b"])["team-b"].requested_gpu)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    assert backend.started.wait(10)
+    time.sleep(0.2)  # the others are waiting by now
+    backend.go.set()
+    for thread in threads:
+        thread.join(10)
+    assert seen == [0.3] * 8
+    assert backend.reads == 1
+
+
+def test_usage_forgotten_during_a_read_is_read_again() -> None:
+    """``forget`` (after a change on the cluster) while a read is under way: that read may
+    predate the change, so the next caller reads again instead of taking it as fresh."""
+    backend = SlowUsage({"team-a": (0.5, 0.5)})
+    cache = UsageCache(backend, ttl=60)
+    reading = threading.Thread(target=cache.get, args=(["team-a"],))
+    reading.start()
+    assert backend.started.wait(10)
+    cache.forget()
+    backend.go.set()
+    reading.join(10)
+    backend.values["team-a"] = (0.9, 1.0)
+    assert cache.get(["team-a"])["team-a"].allocated_gpu == 0.9
+    assert backend.reads == 2
+
+
 def test_one_computation_however_many_viewers_wait() -> None:
     """When the org view is stale, one caller computes it and the others wait for that
     result: no herd of identical computations (16 viewers, a slow quota read)."""
