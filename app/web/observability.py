@@ -68,8 +68,9 @@ class RequestContext:
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
-    """The process answers. Nothing else is checked: a slow database must not restart it."""
+async def healthz() -> dict[str, str]:
+    """The process answers. Nothing else is checked: a slow database must not restart it
+    (a coroutine: a liveness probe takes no thread from the pages)."""
     return {"status": "ok"}
 
 

@@ -89,11 +89,26 @@ def test_other_pages_hop_once_for_the_caller_and_once_for_the_handler(
         ("/admin/requests", 2),
         ("/api/v1/teams", 3),  # paged, and the answer's validation
         ("/api/v1/requests", 3),
-        ("/api/v1/me", 3),
+        ("/api/v1/me", 1),  # no I/O in the handler: only the caller's lookup
     ):
         lookups.clear()
         assert _get(admin, path, hops) == expected, (path, hops)
         assert len(lookups) == 1, path
+
+
+def test_handlers_without_io_take_no_thread(
+    app: FastAPI, hops: list[Callable[..., Any]], lookups: list[str]
+) -> None:
+    """The liveness probe takes no thread; the start page only the caller's lookup."""
+    admin = client_for(app, "admin@example.org", admin=True)
+    lookups.clear()
+    assert _get(admin, "/healthz", hops) == 0
+    assert lookups == []
+    hops.clear()
+    start = admin.get("/", follow_redirects=False)
+    assert (start.status_code, start.headers["location"]) == (303, "/admin")
+    assert len(hops) == 1, hops
+    assert len(lookups) == 1
 
 
 def test_reading_the_caller_with_the_team_still_refuses_who_may_not_see_it(

@@ -11,8 +11,9 @@ router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["me"])
 
 
 @router.get("/me", response_model=MeOut)
-def me(principal: CurrentPrincipal) -> MeOut:
-    """Who the portal thinks you are, and your teams."""
+async def me(principal: CurrentPrincipal) -> MeOut:
+    """Who the portal thinks you are, and your teams. A coroutine: it does no I/O, so
+    neither it nor the validation of its answer takes a thread (the caller's lookup does)."""
     return MeOut(
         email=principal.user.email,
         name=principal.user.display_name,

@@ -60,7 +60,8 @@ FORM_FIELDS = (
 
 
 @router.get("/")
-def home(principal: MaybePrincipal) -> Response:
+async def home(principal: MaybePrincipal) -> Response:
+    """Where a visitor starts: sign-in, or their own pages (no I/O but the caller's lookup)."""
     if principal is None:
         return RedirectResponse("/login", status_code=303)
     return RedirectResponse("/admin" if principal.is_admin else "/teams", status_code=303)
