@@ -257,18 +257,32 @@ class UsageCache:
         self._memo: OrderedDict[Hashable, object] = OrderedDict()
         self._memo_view: object = None
 
-    def get(self, queue_names: list[str]) -> dict[str, QueueUsage]:
-        """Usage of ``queue_names``, read from the cluster at most once per ``ttl``. The
-        read happens outside the lock every page takes for the ready view: at 10,000
+    @property
+    def ready_for(self) -> float:
+        """How old a view or reading pages still take while the refresher runs (it is
+        about to replace it; past this, a page computes its own)."""
+        return 3 * self.ttl + 1
+
+    def get(self, queue_names: list[str], *, latest: bool = False) -> dict[str, QueueUsage]:
+        """Usage of ``queue_names``, read from the cluster at most once per ``ttl``. A
+        page (``latest`` false) takes the reading the ready view was built from while the
+        refresher runs, as it takes the view (up to 3 ttl + 1 s old): at 10,000 teams the
+        refresher reads every 7 to 8 s, and a page that read the cluster itself between
+        two of its reads held its viewer (and the pages waiting for it) for a whole read
+        of every queue. The refresher and the collector ask for the ``latest``.
+
+        The read happens outside the lock every page takes for the ready view: at 10,000
         teams it takes a tenth of a second or more (a real cluster's list of queues
         longer), and the pages that overlapped it waited for it (28 of the 33 slowest team
         page views at 10,000 teams did). One read at a time; a caller that waited for
         another's read takes its result when it covers the queues it wants."""
         wanted = frozenset(queue_names)
-        data = self._fresh_data(wanted)
+        if not wanted:
+            return {}  # nothing to read (a preview whose readings are in the ready view)
+        data = self._fresh_data(wanted, latest=latest)
         if data is None:
             with self._reading:
-                data = self._fresh_data(wanted)
+                data = self._fresh_data(wanted, latest=latest)
                 if data is None:
                     data = self._read(wanted)
                 else:
@@ -277,11 +291,14 @@ class UsageCache:
             metrics.CLUSTER_READS.labels("hit").inc()
         return {name: data[name] for name in wanted if name in data}
 
-    def _fresh_data(self, wanted: frozenset[str]) -> dict[str, QueueUsage] | None:
-        """The last read, if it is fresh and covers ``wanted`` (a published read's dict is
-        never changed afterwards)."""
+    def _fresh_data(self, wanted: frozenset[str], *, latest: bool) -> dict[str, QueueUsage] | None:
+        """The last read, if it covers ``wanted`` and is fresh enough (a published read's
+        dict is never changed afterwards)."""
         with self._lock:
-            if time.monotonic() - self._at < self.ttl and wanted <= self._queues:
+            if not wanted <= self._queues:
+                return None
+            age = time.monotonic() - self._at
+            if age < self.ttl or (not latest and self.refresher_running and age < self.ready_for):
                 return self._data
         return None
 
@@ -389,7 +406,7 @@ class UsageCache:
         quotas, the usage read, the pool, KAI's own fair shares. Comparing those costs a
         few milliseconds at 10,000 teams; the computation, a few hundred (the refresher
         re-reads both every interval and most intervals nothing moved)."""
-        usage = self.get([t.queue_name for t in teams])
+        usage = self.get([t.queue_name for t in teams], latest=True)
         fair, model = self.fair_override, self.model
         key = (pool_centi, parent)
         with self._lock:
@@ -495,7 +512,7 @@ class UsageCache:
             if cached is None or cached[1] != wanted:
                 return None
             age = time.monotonic() - cached[0]
-            if age < self.ttl or (self.refresher_running and age < 3 * self.ttl + 1):
+            if age < self.ttl or (self.refresher_running and age < self.ready_for):
                 return cached[2]
         return None
 

@@ -354,6 +354,34 @@ def test_usage_forgotten_during_a_read_is_read_again() -> None:
     assert backend.reads == 2
 
 
+def test_pages_take_the_refreshers_reading_as_they_take_its_view() -> None:
+    """While the refresher runs, a page takes the reading the ready view was built from
+    (up to 3 ttl + 1 s old, as the view) instead of reading every queue itself between
+    two of its reads; the refresher asks for the latest. Asked for no queue, nobody
+    reads."""
+    backend = FixedUsage({"team-a": (0.5, 0.5)})
+    cache = UsageCache(backend, ttl=0.2)
+    assert cache.get([]) == {}
+    assert backend.reads == 0, "nothing asked for, nothing read"
+    cache.get(["team-a"], latest=True)
+    assert backend.reads == 1
+    cache.refresher_running = True
+    backend.values["team-a"] = (0.9, 0.9)
+    time.sleep(0.3)  # older than ttl, younger than 3 ttl + 1 s
+    assert cache.get(["team-a"])["team-a"].allocated_gpu == 0.5
+    assert cache.get([]) == {}
+    assert backend.reads == 1
+    assert cache.get(["team-a"], latest=True)["team-a"].allocated_gpu == 0.9
+    assert backend.reads == 2
+    cache.refresher_running = False  # no refresher: a page reads what is older than ttl
+    backend.values["team-a"] = (0.1, 0.1)
+    time.sleep(0.3)
+    assert cache.get(["team-a"])["team-a"].allocated_gpu == 0.1
+    assert backend.reads == 3
+    assert cache.get(["team-b"]) == {}, "a queue not read yet is read"
+    assert backend.reads == 4
+
+
 def test_one_computation_however_many_viewers_wait() -> None:
     """When the org view is stale, one caller computes it and the others wait for that
     result: no herd of identical computations (16 viewers, a slow quota read)."""
@@ -478,6 +506,97 @@ def test_a_decision_input_is_computed_once_per_view_and_old_views_are_let_go() -
     held = weakref.ref(first)
     del first
     assert held() is None, "the memo keeps no older view alive"
+
+
+def test_the_quota_rows_digest_moves_with_every_value_read(
+    seeded: sessionmaker[Session],
+) -> None:
+    """PostgreSQL's digest of the quota rows moves with every value fair share is
+    computed over, and only then; SQLite gives none (the rows are read every time)."""
+    with seeded() as session:
+        org_id = session.scalars(select(Team.org_id)).first()
+        assert org_id is not None
+        if session.get_bind().dialect.name != "postgresql":
+            assert usage_repo.quota_rows_digest(session, org_id) is None
+            return
+        team = session.scalars(select(Team).order_by(Team.id)).first()
+        assert team is not None
+        seen = {usage_repo.quota_rows_digest(session, org_id)}
+        assert usage_repo.quota_rows_digest(session, org_id) in seen, "nothing moved"
+        assert usage_repo.quota_rows_digest(session, org_id + 1) not in seen, "another org"
+        changes: list[tuple[str, object]] = [
+            ("gpu_quota_centi", team.gpu_quota_centi + 1),
+            ("gpu_limit_centi", team.gpu_limit_centi + 1),
+            ("weight_centi", team.weight_centi + 1),
+            ("priority", team.priority + 1),
+            ("name", team.name + ",1"),
+            ("created_at", team.created_at + timedelta(seconds=1)),
+            ("status", TeamStatus.PROVISIONING),  # still holds a queue, not ready
+            ("status", TeamStatus.DECOMMISSIONED),  # holds none
+        ]
+        for field, value in changes:
+            setattr(team, field, value)
+            digest = usage_repo.quota_rows_digest(session, org_id)  # flushed first
+            assert digest not in seen, field
+            seen.add(digest)
+        session.add(
+            Team(org_id=org_id, name="late", status=TeamStatus.APPROVED, gpu_quota_centi=25)
+        )
+        assert usage_repo.quota_rows_digest(session, org_id) not in seen, "a new team"
+        session.rollback()
+
+
+def test_the_refresher_reads_the_rows_again_only_when_they_moved(
+    seeded: sessionmaker[Session],
+) -> None:
+    cache = UsageCache(FixedUsage({"team-nlp": (0.8, 1.0)}), ttl=0)
+    cache.refresher_running = True  # pages take its view (up to a second old here)
+    refresher = history.ViewRefresher(seeded, cache)
+    refresher.refresh_once()
+    first = cache.org_view(lambda: [], pool_centi=100, parent="ml-org")
+    refresher.refresh_once()
+    refresher.refresh_once()
+    postgres = seeded().get_bind().dialect.name == "postgresql"
+    assert refresher.rows_read == (1 if postgres else 3)
+    with unit_of_work(seeded) as session:
+        session.execute(update(Team).where(Team.id == 1).values(gpu_quota_centi=77))
+    refresher.refresh_once()
+    assert refresher.rows_read == (2 if postgres else 4)
+    view = cache.org_view(lambda: [], pool_centi=100, parent="ml-org")
+    assert view.by_id[1].gpu_quota_centi == 77
+    assert view.shares[1].guaranteed == 0.77
+    assert first.by_id[1].gpu_quota_centi != 77
+
+
+def test_rows_kept_under_a_digest_are_the_rows_of_that_digest(
+    seeded: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decision committed between the digest and the rows, then undone: the rows kept
+    under the first digest must be the rows it was computed from (one snapshot), or the
+    undone value would be shown until the next change."""
+    cache = UsageCache(FixedUsage({}), ttl=0)
+    cache.refresher_running = True
+    refresher = history.ViewRefresher(seeded, cache)
+    digest = usage_repo.quota_rows_digest
+
+    def set_quota(centi: int) -> None:
+        with unit_of_work(seeded) as other:
+            other.execute(update(Team).where(Team.id == 1).values(gpu_quota_centi=centi))
+
+    def racing(session: Session, org_id: int) -> str | None:
+        value = digest(session, org_id)
+        set_quota(77)  # committed after the digest, before the rows are read
+        return value
+
+    with seeded() as session:
+        before = session.get_one(Team, 1).gpu_quota_centi
+    monkeypatch.setattr(usage_repo, "quota_rows_digest", racing)
+    refresher.refresh_once()
+    monkeypatch.setattr(usage_repo, "quota_rows_digest", digest)
+    set_quota(before)  # undone: the digest is the first one again
+    refresher.refresh_once()
+    view = cache.org_view(lambda: [], pool_centi=100, parent="ml-org")
+    assert view.by_id[1].gpu_quota_centi == before
 
 
 def test_quota_rows_carry_whole_seconds_and_readiness(seeded: sessionmaker[Session]) -> None:
