@@ -28,7 +28,7 @@ from app.core.models import utcnow
 from app.teams import repository as teams
 from app.usage import repository as repo
 from app.usage import rightsizing
-from app.usage.service import TeamQuota, UsageCache
+from app.usage.service import UsageCache
 
 log = logging.getLogger(__name__)
 
@@ -155,33 +155,21 @@ class ViewRefresher:
     def __init__(self, session_factory: sessionmaker[Session], usage: UsageCache) -> None:
         self.session_factory = session_factory
         self.usage = usage
-        self._kept: tuple[tuple[int, str], list[TeamQuota]] | None = None
+        self._kept: repo.QuotaRows | None = None
         self.rows_read = 0  # times the rows were read (the others kept them)
 
     def refresh_once(self) -> None:
         with self.session_factory() as session:
-            if session.get_bind().dialect.name == "postgresql":
-                # The digest and the rows from one snapshot: rows read after a change
-                # that the digest predates would otherwise be kept as that digest's.
-                session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             org = teams.get_org(session)
+            kept = self._kept
+            self._kept = repo.quota_rows_since(session, org.id, kept)
+            if self._kept is not kept:
+                self.rows_read += 1
+            # The same list while nothing moved: the view then compares rows by identity.
+            rows = self._kept.rows
             self.usage.refresh_view(
-                lambda: self._rows(session, org.id),
-                pool_centi=org.gpus_centi,
-                parent=org.parent_queue,
+                lambda: rows, pool_centi=org.gpus_centi, parent=org.parent_queue
             )
-
-    def _rows(self, session: Session, org_id: int) -> list[TeamQuota]:
-        """The org's quota rows: the same list as last time while their digest is the
-        same (the view then compares them by identity), else read again."""
-        digest = repo.quota_rows_digest(session, org_id)
-        kept = self._kept
-        if digest is not None and kept is not None and kept[0] == (org_id, digest):
-            return kept[1]
-        rows = repo.get_quota_rows(session, org_id)
-        self.rows_read += 1
-        self._kept = ((org_id, digest), rows) if digest is not None else None
-        return rows
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ bounded usage history."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -74,22 +75,58 @@ def get_quota_rows(session: Session, org_id: int) -> list[TeamQuota]:
     ]
 
 
-def quota_rows_digest(session: Session, org_id: int) -> str | None:
-    """A digest of every value ``get_quota_rows`` reads, computed by PostgreSQL: one short
-    row back instead of every team's (the refresher reads the rows again only when it
-    moved; at 10,000 teams reading them costs some 45 ms of the portal's CPU, the digest
-    a few milliseconds of the database's). None on SQLite, the development database."""
+@dataclass(frozen=True)
+class QuotaRows:
+    """An org's quota rows and PostgreSQL's digest of them (None on SQLite)."""
+
+    org_id: int
+    digest: str | None
+    rows: list[TeamQuota]
+
+
+def quota_rows_since(session: Session, org_id: int, kept: QuotaRows | None) -> QuotaRows:
+    """``kept`` itself while nothing ``get_quota_rows`` reads moved, else the rows read
+    again. On PostgreSQL one statement reads a digest of every value (md5 over each one
+    quoted, in id order) and, only when it differs from ``kept``'s, the rows too: one
+    short row back when nothing moved (at 10,000 teams reading the rows costs some 45 ms
+    of the portal's CPU, the digest a few milliseconds of the database's), and the rows
+    and their digest always from one snapshot. On SQLite, the development database, the
+    rows are read every time."""
     if session.get_bind().dialect.name != "postgresql":
-        return None
+        return QuotaRows(org_id, None, get_quota_rows(session, org_id))
+    columns = _quota_columns(session)
     # Every value quoted: a name cannot pass for two fields.
-    line = func.concat_ws(",", *(func.quote_nullable(c) for c in _quota_columns(session)))
+    line = func.concat_ws(",", *(func.quote_nullable(c) for c in columns))
     in_order: postgresql.aggregate_order_by[str] = postgresql.aggregate_order_by(
         literal_column("';'"), Team.id
     )
-    digest = func.md5(func.coalesce(func.string_agg(line, in_order), ""))
+    digest = (
+        select(func.md5(func.coalesce(func.string_agg(line, in_order), "")).label("value"))
+        .where(_holding_a_queue(org_id))
+        .subquery()
+    )
+    last = kept.digest if kept is not None and kept.org_id == org_id else None
+    moved = _holding_a_queue(org_id) & digest.c.value.is_distinct_from(last)
+    statement = (
+        select(digest.c.value, *columns)
+        .select_from(digest.outerjoin(Team, moved))
+        .order_by(Team.id)
+    )
     if session.autoflush:
         session.flush()
-    return session.connection().execute(select(digest).where(_holding_a_queue(org_id))).scalar()
+    rows = session.connection().execute(statement).all()
+    value = rows[0][0]  # one row with no team's columns when nothing moved
+    if kept is not None and last == value:
+        return kept
+    return QuotaRows(
+        org_id,
+        value,
+        [
+            TeamQuota(team_id, name, quota, limit, weight, priority, int(at), bool(ready))
+            for _, team_id, name, quota, limit, weight, priority, at, ready in rows
+            if team_id is not None
+        ],
+    )
 
 
 def add_samples(session: Session, rows: list[dict[str, object]]) -> None:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import event, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.adapters.simulated import SimulatedBackend
@@ -508,22 +508,30 @@ def test_a_decision_input_is_computed_once_per_view_and_old_views_are_let_go() -
     assert held() is None, "the memo keeps no older view alive"
 
 
-def test_the_quota_rows_digest_moves_with_every_value_read(
+def test_the_quota_rows_are_read_again_when_any_value_read_moved(
     seeded: sessionmaker[Session],
 ) -> None:
     """PostgreSQL's digest of the quota rows moves with every value fair share is
-    computed over, and only then; SQLite gives none (the rows are read every time)."""
+    computed over, and only then: the kept rows are returned while it stays; SQLite
+    gives none (the rows are read every time)."""
     with seeded() as session:
         org_id = session.scalars(select(Team.org_id)).first()
         assert org_id is not None
+        kept = usage_repo.quota_rows_since(session, org_id, None)
+        assert kept.rows == usage_repo.get_quota_rows(session, org_id)
         if session.get_bind().dialect.name != "postgresql":
-            assert usage_repo.quota_rows_digest(session, org_id) is None
+            assert kept.digest is None
+            again = usage_repo.quota_rows_since(session, org_id, kept)
+            assert again is not kept
+            assert again.rows == kept.rows
             return
+        assert usage_repo.quota_rows_since(session, org_id, kept) is kept, "nothing moved"
+        other = usage_repo.quota_rows_since(session, org_id + 1, kept)
+        assert other.rows == [], "another org"
+        assert other.digest != kept.digest, "another org"
         team = session.scalars(select(Team).order_by(Team.id)).first()
         assert team is not None
-        seen = {usage_repo.quota_rows_digest(session, org_id)}
-        assert usage_repo.quota_rows_digest(session, org_id) in seen, "nothing moved"
-        assert usage_repo.quota_rows_digest(session, org_id + 1) not in seen, "another org"
+        seen = {kept.digest}
         changes: list[tuple[str, object]] = [
             ("gpu_quota_centi", team.gpu_quota_centi + 1),
             ("gpu_limit_centi", team.gpu_limit_centi + 1),
@@ -536,13 +544,23 @@ def test_the_quota_rows_digest_moves_with_every_value_read(
         ]
         for field, value in changes:
             setattr(team, field, value)
-            digest = usage_repo.quota_rows_digest(session, org_id)  # flushed first
-            assert digest not in seen, field
-            seen.add(digest)
+            moved = usage_repo.quota_rows_since(session, org_id, kept)  # flushed first
+            assert moved.digest not in seen, field
+            assert moved.rows == usage_repo.get_quota_rows(session, org_id), field
+            seen.add(moved.digest)
+            kept = moved
         session.add(
             Team(org_id=org_id, name="late", status=TeamStatus.APPROVED, gpu_quota_centi=25)
         )
-        assert usage_repo.quota_rows_digest(session, org_id) not in seen, "a new team"
+        moved = usage_repo.quota_rows_since(session, org_id, kept)
+        assert moved.digest not in seen, "a new team"
+        assert [row.name for row in moved.rows][-1] == "late"
+        session.execute(
+            update(Team).where(Team.org_id == org_id).values(status=TeamStatus.DECOMMISSIONED)
+        )
+        emptied = usage_repo.quota_rows_since(session, org_id, moved)
+        assert emptied is not moved, "no team holds a queue"
+        assert emptied.rows == []
         session.rollback()
 
 
@@ -568,35 +586,31 @@ def test_the_refresher_reads_the_rows_again_only_when_they_moved(
     assert first.by_id[1].gpu_quota_centi != 77
 
 
-def test_rows_kept_under_a_digest_are_the_rows_of_that_digest(
-    seeded: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+def test_the_digest_and_the_rows_are_read_in_one_statement(
+    seeded: sessionmaker[Session],
 ) -> None:
-    """A decision committed between the digest and the rows, then undone: the rows kept
-    under the first digest must be the rows it was computed from (one snapshot), or the
-    undone value would be shown until the next change."""
-    cache = UsageCache(FixedUsage({}), ttl=0)
-    cache.refresher_running = True
-    refresher = history.ViewRefresher(seeded, cache)
-    digest = usage_repo.quota_rows_digest
-
-    def set_quota(centi: int) -> None:
-        with unit_of_work(seeded) as other:
-            other.execute(update(Team).where(Team.id == 1).values(gpu_quota_centi=centi))
-
-    def racing(session: Session, org_id: int) -> str | None:
-        value = digest(session, org_id)
-        set_quota(77)  # committed after the digest, before the rows are read
-        return value
-
+    """Rows kept under a digest must be the rows it was computed from: a decision
+    committed between a digest and a second read of the rows, then undone, would
+    otherwise be shown until the next change. One statement sees one snapshot."""
     with seeded() as session:
-        before = session.get_one(Team, 1).gpu_quota_centi
-    monkeypatch.setattr(usage_repo, "quota_rows_digest", racing)
-    refresher.refresh_once()
-    monkeypatch.setattr(usage_repo, "quota_rows_digest", digest)
-    set_quota(before)  # undone: the digest is the first one again
-    refresher.refresh_once()
-    view = cache.org_view(lambda: [], pool_centi=100, parent="ml-org")
-    assert view.by_id[1].gpu_quota_centi == before
+        org_id = session.scalars(select(Team.org_id)).first()
+        assert org_id is not None
+        statements: list[str] = []
+
+        def count(*args: object) -> None:
+            statements.append(str(args[2]))
+
+        engine = session.get_bind()
+        event.listen(engine, "before_cursor_execute", count)
+        try:
+            kept = usage_repo.quota_rows_since(session, org_id, None)
+            unmoved = usage_repo.quota_rows_since(session, org_id, kept)
+        finally:
+            event.remove(engine, "before_cursor_execute", count)
+    postgres = engine.dialect.name == "postgresql"
+    assert (unmoved is kept) is postgres, "SQLite reads the rows every time"
+    assert len(statements) == 2, statements
+    assert ("md5" in statements[0]) is postgres
 
 
 def test_quota_rows_carry_whole_seconds_and_readiness(seeded: sessionmaker[Session]) -> None:
