@@ -23,6 +23,7 @@ from app.teams import service
 from app.teams.rules import QuotaValues
 from app.usage import division
 from app.usage import impact as usage_impact
+from app.usage import what_if as usage_what_if
 from tests.web.conftest import Client
 
 EXTRA = 117  # with the example org's three: 120 teams, three pages of what-if rows
@@ -197,3 +198,35 @@ def test_the_overview_by_usage_pages_through_busy_then_idle_by_name(
     assert len(everything) == len(set(everything)) == 121
     borrowing = names(admin.get("/admin?status=borrowing").text)
     assert borrowing == ["vision"], "nlp's 0.2 is within its guarantee of 0.33"
+
+
+def test_the_what_if_with_nothing_changed_is_computed_once_per_view(
+    crowded: FastAPI, admin: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over the ready view, the page with nothing changed (and values typed back to
+    today's) is computed once however often it is asked for; a typed change, and the
+    step-by-step account, each time."""
+    computed: list[int] = []
+    impact: Callable[..., Any] = usage_impact.impact
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        computed.append(len(kwargs.get("changes") or {}))
+        return impact(*args, **kwargs)
+
+    monkeypatch.setattr(usage_what_if, "impact", counting)
+    portal_of(crowded).usage_cache.refresher_running = True  # hold the ready view
+    htmx = {"HX-Request": "true", "X-CSRF-Token": admin.csrf}
+    first = admin.get("/admin/what-if").text
+    assert admin.get("/admin/what-if").text == first
+    assert computed == [0], "the page with nothing changed, once"
+    team = _team_id(crowded, "crowd-005")
+    today = admin.post("/admin/what-if", data={f"q_{team}": "0"}, headers=htmx).text
+    assert computed == [0], "a value typed back to today's is nothing changed"
+    assert "0 teams changed" in today
+    typed = admin.post("/admin/what-if", data={f"q_{team}": "0.5"}, headers=htmx).text
+    assert admin.post("/admin/what-if", data={f"q_{team}": "0.5"}, headers=htmx).text == typed
+    assert computed == [0, 1, 1], "a typed change, each time"
+    assert "1 team changed" in typed
+    for _ in range(2):
+        admin.post("/admin/what-if", data={"explain_now": str(team)}, headers=htmx)
+    assert computed == [0, 1, 1, 0, 0], "the account is traced each time"

@@ -422,23 +422,35 @@ def what_if(
     busy: Trace | None = [] if explain_for is not None else None
     after_model = replace(model, usage={**model.usage, **tried}) if tried else None
     before = view.division if usage.fair_override is None else None
-    result = usage_what_if(
-        view.rows,
-        # Readings: in the ready division already, unless both sides are computed here.
-        usage.get([] if before is not None else [row.queue_name for row in view.rows]),
-        pool_centi=org.gpus_centi,
-        parent=org.parent_queue,
-        changes=changes,
-        new_pool_centi=pool_centi,
-        before=before,
-        model=model,
-        after_model=after_model,
-        also_changed=tried_ids,
-        trace=now,
-        busy_trace=busy,
-        fill=WHAT_IF_PAGE,
-        by_id=by_id,
-    )
+
+    def compute() -> Impact:
+        return usage_what_if(
+            view.rows,
+            # Readings: in the ready division already, unless both sides are computed here.
+            usage.get([] if before is not None else [row.queue_name for row in view.rows]),
+            pool_centi=org.gpus_centi,
+            parent=org.parent_queue,
+            changes=changes,
+            new_pool_centi=pool_centi,
+            before=before,
+            model=model,
+            after_model=after_model,
+            also_changed=tried_ids,
+            trace=now,
+            busy_trace=busy,
+            fill=WHAT_IF_PAGE,
+            by_id=by_id,
+        )
+
+    # Nothing changed (every admin's first view of the page, or values typed back to
+    # today's): once per ready view, as a review card's impact. A typed change is
+    # computed each time: the memo would otherwise hold one result per keystroke.
+    unchanged = not changes and not tried and pool_centi == org.gpus_centi
+    if unchanged and now is None:
+        key = ("what-if, unchanged", org.gpus_centi, org.parent_queue, before is not None)
+        result = usage.remembered(view, key, compute)
+    else:
+        result = compute()
     subject = by_id.get(explain_for) if explain_for is not None else None
     account = (
         account_of(subject.queue_name, subject.name, now, busy, subject.ready)
