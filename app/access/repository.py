@@ -9,6 +9,7 @@ from sqlalchemy import and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.models import KubeconfigGrant, Team, TeamMember, TeamStatus, User
+from app.core.together import Read, Rows, read
 
 Grant = KubeconfigGrant
 
@@ -26,12 +27,19 @@ _TEAM_GRANTS = (
 )
 
 
-def get_team_grants(session: Session, team_id: int) -> list[tuple[User, Grant, str | None]]:
+def team_grants(team_id: int) -> Read[list[tuple[User, Grant, str | None]]]:
     """The team's grants whose account may still exist, newest expiry first, each with its
     holder and the holder's role in the team now (None: no longer a member): one query
     for the team page's access card."""
-    rows = session.execute(_TEAM_GRANTS, {"team_id": team_id}).all()
+    return Read(_TEAM_GRANTS, {"team_id": team_id}, _grants)
+
+
+def _grants(rows: Rows) -> list[tuple[User, Grant, str | None]]:
     return [(user, grant, str(role) if role is not None else None) for user, grant, role in rows]
+
+
+def get_team_grants(session: Session, team_id: int) -> list[tuple[User, Grant, str | None]]:
+    return read(session, team_grants(team_id))
 
 
 def get_open_grants(session: Session, team_id: int) -> Sequence[Grant]:

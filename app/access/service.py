@@ -288,12 +288,19 @@ def holders(session: Session, team: Team, settings: Settings) -> tuple[list[Hold
     are decided but not yet carried out in the vCluster. A holder who may no longer hold
     theirs (removed a moment ago) is shown as being revoked at once, before the sweeper
     has recorded it."""
+    return holders_of(team, repo.get_team_grants(session, team.id), settings)
+
+
+def holders_of(
+    team: Team, grants: list[tuple[User, KubeconfigGrant, str | None]], settings: Settings
+) -> tuple[list[Holder], list[Pending]]:
+    """``holders`` from the team's grants as read (``repository.team_grants``)."""
     now = utcnow()
     live: list[Holder] = []
     pending: dict[str, Pending] = {}
     pending_ids: set[int] = set()
     seen: dict[int, int] = {}  # user id -> index in live
-    for u, g, role in repo.get_team_grants(session, team.id):
+    for u, g, role in grants:
         if g.expires_at <= now:
             continue  # expired: nothing to hold or to revoke
         if g.revoked_at is not None:

@@ -9,6 +9,7 @@ from sqlalchemy import ScalarSelect, bindparam, select
 from sqlalchemy.orm import Session
 
 from app.core.models import AuditEvent
+from app.core.together import Read, Rows, read
 
 
 def get(session: Session, event_id: int) -> AuditEvent | None:
@@ -24,9 +25,17 @@ _TEAM_EVENTS = (
 )
 
 
-def get_team_events(session: Session, team_id: int, limit: int) -> list[AuditEvent]:
+def team_events(team_id: int, limit: int) -> Read[list[AuditEvent]]:
     """The team's newest ``limit`` events, newest first."""
-    return list(session.scalars(_TEAM_EVENTS, {"team_id": team_id, "limit": limit}))
+    return Read(_TEAM_EVENTS, {"team_id": team_id, "limit": limit}, _events)
+
+
+def _events(rows: Rows) -> list[AuditEvent]:
+    return [event for (event,) in rows]
+
+
+def get_team_events(session: Session, team_id: int, limit: int) -> list[AuditEvent]:
+    return read(session, team_events(team_id, limit))
 
 
 def get_all(

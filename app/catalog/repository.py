@@ -32,6 +32,11 @@ def get_version(session: Session, version_id: int) -> TemplateVersion:
     return found
 
 
+def find_version(session: Session, version_id: int | None) -> TemplateVersion | None:
+    """The version, if there is one (as a request's ``template_version`` reads it)."""
+    return session.get(TemplateVersion, version_id) if version_id is not None else None
+
+
 def versions(session: Session, template_id: int) -> list[TemplateVersion]:
     """Newest first."""
     return list(

@@ -38,6 +38,7 @@ from app.core.models import (
     TemplateVersion,
     User,
 )
+from app.core.together import Read, Rows, read
 
 NO_ORG = "no GPU pool is configured yet: run `gpu-portal seed` or create one"
 
@@ -248,12 +249,21 @@ _TEAM_MEMBERS = (
 )
 
 
+def team_requests_decided(
+    team_id: int,
+) -> Read[tuple[list[ClusterRequest], dict[int, Decision]]]:
+    """A team's requests, newest first, and the decision on each decided one: one query."""
+    return Read(_TEAM_REQUESTS_DECIDED, {"team_id": team_id}, _requests_decided)
+
+
+def _requests_decided(rows: Rows) -> tuple[list[ClusterRequest], dict[int, Decision]]:
+    return [r for r, _ in rows], {d.request_id: d for _, d in rows if d is not None}
+
+
 def get_team_requests_decided(
     session: Session, team_id: int
 ) -> tuple[list[ClusterRequest], dict[int, Decision]]:
-    """A team's requests, newest first, and the decision on each decided one: one query."""
-    rows = session.execute(_TEAM_REQUESTS_DECIDED, {"team_id": team_id}).all()
-    return [r for r, _ in rows], {d.request_id: d for _, d in rows if d is not None}
+    return read(session, team_requests_decided(team_id))
 
 
 def get_decisions(session: Session, request_ids: Sequence[int]) -> dict[int, Decision]:
@@ -273,9 +283,17 @@ def pending_count_column() -> ScalarSelect[int]:
     )
 
 
-def get_members(session: Session, team_id: int) -> list[tuple[User, TeamMember]]:
-    rows = session.execute(_TEAM_MEMBERS, {"team_id": team_id}).all()
+def team_members(team_id: int) -> Read[list[tuple[User, TeamMember]]]:
+    """A team's members with their accounts, leads first, then by email."""
+    return Read(_TEAM_MEMBERS, {"team_id": team_id}, _members)
+
+
+def _members(rows: Rows) -> list[tuple[User, TeamMember]]:
     return [(u, m) for u, m in rows]
+
+
+def get_members(session: Session, team_id: int) -> list[tuple[User, TeamMember]]:
+    return read(session, team_members(team_id))
 
 
 def get_member(session: Session, team_id: int, user_id: int) -> TeamMember | None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from app.core.models import Step
@@ -106,6 +109,33 @@ def test_team_page_shows_status_gauge_pod_spec_and_kubeconfig(lead: Client) -> N
     assert re.search(r'data-gauge="allocated">[0-9.]+<', page), "usage is shown"
     status_tag = page.split('id="status"')[1].split(">")[0]
     assert 'hx-trigger="every 15s"' in status_tag, "ready: only a slow look for changes"
+
+
+def test_the_team_page_reads_its_lists_in_one_statement(app: FastAPI, lead: Client) -> None:
+    """Its requests, members, grants and events: one statement on PostgreSQL, each read
+    on its own on SQLite (in-process, no round trip to save)."""
+    lead.form(f"/teams/{NLP}/kubeconfig", {"ttl": "8h"})  # a grant to show
+    lead.get(f"/teams/{NLP}")  # the caches a page fills (the org, the usage history)
+    seen: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if threading.current_thread().name.startswith("AnyIO worker"):  # the request's
+            seen.append(statement)
+
+    engine = portal_of(app).engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        page = lead.get(f"/teams/{NLP}").text
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert "cluster-admin · expires" in page
+    assert "downloaded a personal kubeconfig" in page
+    lists = [s for s in seen if any(t in s for t in ("cluster_requests", "_grants", "audit_"))]
+    if engine.dialect.name == "postgresql":
+        assert len(lists) == 1, lists
+        assert "team_members" in lists[0]
+    else:
+        assert len(lists) == 3, lists
 
 
 def test_kubeconfig_download_is_audited(lead: Client, admin: Client) -> None:

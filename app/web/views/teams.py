@@ -10,6 +10,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from app.access import repository as access_repo
 from app.access import service as access
 from app.audit import repository as audit
 from app.catalog import repository as catalog_repo
@@ -31,8 +32,8 @@ from app.core.models import (
     TemplateVersion,
     User,
 )
+from app.core.together import read_together
 from app.reads.org import org_view
-from app.teams import members as team_members
 from app.teams import repository as repo
 from app.teams.repository import TeamRow
 from app.usage import rightsizing
@@ -121,8 +122,12 @@ def team_template(
     asked = team.status in (TeamStatus.SUBMITTED, TeamStatus.REJECTED)
     source: Team | ClusterRequest | None = team
     if asked:
+        # The requests are read for showing (detached): the version by its id.
         source = next((r for r in requests if r.kind == RequestKind.CREATE), None)
-    version = source.template_version if source is not None else None
+        asked_for = source.template_version_id if source is not None else None
+        version = catalog_repo.find_version(session, asked_for)
+    else:
+        version = team.template_version
     if source is None or version is None:
         return None
     spec = catalog.spec_of(version)
@@ -205,9 +210,14 @@ def team_detail(session: Session, team: Team, usage: UsageCache, settings: Setti
     """Costs the same whatever the number of teams: the org-wide parts are read ready."""
     org = repo.get_team_org(session, team)
     view = org_view(session, usage, org)
-    requests, decisions = repo.get_team_requests_decided(session, team.id)
-    people = team_members.get_all(session, team)
-    holders, pending = access.holders(session, team, settings)
+    (requests, decisions), people, grants, events = read_together(
+        session,
+        repo.team_requests_decided(team.id),
+        repo.team_members(team.id),
+        access_repo.team_grants(team.id),
+        audit.team_events(team.id, ACTIVITY_SHOWN),
+    )
+    holders, pending = access.holders_of(team, grants, settings)
     return TeamDetail(
         team=team,
         org=org,
@@ -220,7 +230,7 @@ def team_detail(session: Session, team: Team, usage: UsageCache, settings: Setti
         members=people,
         requests=requests,
         decisions=decisions,
-        events=audit.get_team_events(session, team.id, ACTIVITY_SHOWN),
+        events=events,
         usage_error=usage.error or usage.model.history_error,
         holders=holders,
         pending=pending,
