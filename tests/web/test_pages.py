@@ -111,11 +111,8 @@ def test_team_page_shows_status_gauge_pod_spec_and_kubeconfig(lead: Client) -> N
     assert 'hx-trigger="every 15s"' in status_tag, "ready: only a slow look for changes"
 
 
-def test_the_team_page_reads_its_lists_in_one_statement(app: FastAPI, lead: Client) -> None:
-    """Its requests, members, grants and events: one statement on PostgreSQL, each read
-    on its own on SQLite (in-process, no round trip to save)."""
-    lead.form(f"/teams/{NLP}/kubeconfig", {"ttl": "8h"})  # a grant to show
-    lead.get(f"/teams/{NLP}")  # the caches a page fills (the org, the usage history)
+def statements_of(app: FastAPI, client: Client, url: str) -> tuple[str, list[str]]:
+    """The page at ``url`` and the statements its request issued (on its own thread)."""
     seen: list[str] = []
 
     def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
@@ -125,17 +122,37 @@ def test_the_team_page_reads_its_lists_in_one_statement(app: FastAPI, lead: Clie
     engine = portal_of(app).engine
     event.listen(engine, "before_cursor_execute", count)
     try:
-        page = lead.get(f"/teams/{NLP}").text
+        return client.get(url).text, seen
     finally:
         event.remove(engine, "before_cursor_execute", count)
+
+
+LISTS = ("cluster_requests", "_grants", "audit_")  # the team page's lists' tables
+
+
+def test_the_team_page_reads_its_lists_in_one_statement(app: FastAPI, lead: Client) -> None:
+    """Its requests, members, grants and events: one statement on PostgreSQL, each read
+    on its own on SQLite (in-process, no round trip to save)."""
+    lead.form(f"/teams/{NLP}/kubeconfig", {"ttl": "8h"})  # a grant to show
+    lead.get(f"/teams/{NLP}")  # the caches a page fills (the org, the usage history)
+    page, seen = statements_of(app, lead, f"/teams/{NLP}")
     assert "cluster-admin · expires" in page
     assert "downloaded a personal kubeconfig" in page
-    lists = [s for s in seen if any(t in s for t in ("cluster_requests", "_grants", "audit_"))]
-    if engine.dialect.name == "postgresql":
+    lists = [s for s in seen if any(t in s for t in LISTS)]
+    if portal_of(app).engine.dialect.name == "postgresql":
         assert len(lists) == 1, lists
         assert "team_members" in lists[0]
     else:
         assert len(lists) == 3, lists
+
+
+def test_the_live_share_gauge_reads_none_of_the_lists(app: FastAPI, lead: Client) -> None:
+    """Its poll (every 10 s while the numbers move) reads the gauge's figures only."""
+    lead.get(f"/teams/{NLP}")
+    gauge, seen = statements_of(app, lead, f"/teams/{NLP}/share")
+    assert 'data-gauge="guaranteed">0.33<' in gauge
+    assert 'data-gauge="limit">1<' in gauge
+    assert [s for s in seen if any(t in s for t in LISTS)] == []
 
 
 def test_kubeconfig_download_is_audited(lead: Client, admin: Client) -> None:

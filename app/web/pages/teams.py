@@ -43,7 +43,15 @@ from app.web.deps import (
 )
 from app.web.templating import flash, redirect, render
 from app.web.views.impact import own_impact
-from app.web.views.teams import STEP_LABELS, TeamDetail, cards, team_detail, why_share
+from app.web.views.teams import (
+    STEP_LABELS,
+    ShareDetail,
+    TeamDetail,
+    cards,
+    share_detail,
+    team_detail,
+    why_share,
+)
 
 router = APIRouter(include_in_schema=False)
 
@@ -254,7 +262,7 @@ STEADY_POLLS = 6  # a minute without change at one poll every 10 s
 
 
 def share_context(
-    portal: Portal, session: Session, detail: TeamDetail, *, last: str, same: int
+    portal: Portal, session: Session, detail: TeamDetail | ShareDetail, *, last: str, same: int
 ) -> dict[str, Any]:
     """Live polling that stops itself once the numbers stop changing."""
     share = detail.share
@@ -282,7 +290,7 @@ def team_share(
     last: str = "",
     same: int = 0,
 ) -> Response:
-    detail = team_detail(session, team, portal.usage_cache, portal.settings)
+    detail = share_detail(session, team, portal.usage_cache)
     context = {
         "principal": principal,
         "d": detail,

@@ -149,6 +149,33 @@ def team_template(
     )
 
 
+@dataclass(frozen=True)
+class ShareDetail:
+    """What the team's live share gauge shows: its poll reads nothing else (no lists, no
+    template), every 10 s while the numbers move."""
+
+    team: Team
+    org: Org
+    share: GpuShare
+    borrowers: list[tuple[str, float]]
+    usage_error: str | None
+
+
+def share_detail(session: Session, team: Team, usage: UsageCache) -> ShareDetail:
+    """Costs the same whatever the number of teams: read from the ready org view."""
+    org = repo.get_team_org(session, team)
+    view = org_view(session, usage, org)
+    return ShareDetail(
+        team=team,
+        org=org,
+        share=view.shares.get(team.id)
+        or asked_shares(session, [team.id], org.gpus_centi).get(team.id)
+        or share_of(team, None, org.gpus_centi),
+        borrowers=view.borrowers,
+        usage_error=usage.error or usage.model.history_error,
+    )
+
+
 @dataclass
 class TeamDetail:
     team: Team
@@ -208,8 +235,7 @@ class TeamDetail:
 
 def team_detail(session: Session, team: Team, usage: UsageCache, settings: Settings) -> TeamDetail:
     """Costs the same whatever the number of teams: the org-wide parts are read ready."""
-    org = repo.get_team_org(session, team)
-    view = org_view(session, usage, org)
+    gauge = share_detail(session, team, usage)
     (requests, decisions), people, grants, events = read_together(
         session,
         repo.team_requests_decided(team.id),
@@ -220,18 +246,16 @@ def team_detail(session: Session, team: Team, usage: UsageCache, settings: Setti
     holders, pending = access.holders_of(team, grants, settings)
     return TeamDetail(
         team=team,
-        org=org,
-        share=view.shares.get(team.id)
-        or asked_shares(session, [team.id], org.gpus_centi).get(team.id)
-        or share_of(team, None, org.gpus_centi),
-        borrowers=view.borrowers,
+        org=gauge.org,
+        share=gauge.share,
+        borrowers=gauge.borrowers,
         steps=list(team.steps),  # loaded with the team (``for_pages``)
         leads=[u for u, m in people if m.role == "lead"],
         members=people,
         requests=requests,
         decisions=decisions,
         events=events,
-        usage_error=usage.error or usage.model.history_error,
+        usage_error=gauge.usage_error,
         holders=holders,
         pending=pending,
         suggestion=rightsizing.current(team.suggestion, team.gpu_quota_centi)
