@@ -9,7 +9,7 @@ from sqlalchemy import ScalarSelect, bindparam, select
 from sqlalchemy.orm import Session
 
 from app.core.models import AuditEvent
-from app.core.together import Read, Rows, read
+from app.core.together import Read, Rows
 
 
 def get(session: Session, event_id: int) -> AuditEvent | None:
@@ -32,10 +32,6 @@ def team_events(team_id: int, limit: int) -> Read[list[AuditEvent]]:
 
 def _events(rows: Rows) -> list[AuditEvent]:
     return [event for (event,) in rows]
-
-
-def get_team_events(session: Session, team_id: int, limit: int) -> list[AuditEvent]:
-    return read(session, team_events(team_id, limit))
 
 
 def get_all(

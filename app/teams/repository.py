@@ -260,12 +260,6 @@ def _requests_decided(rows: Rows) -> tuple[list[ClusterRequest], dict[int, Decis
     return [r for r, _ in rows], {d.request_id: d for _, d in rows if d is not None}
 
 
-def get_team_requests_decided(
-    session: Session, team_id: int
-) -> tuple[list[ClusterRequest], dict[int, Decision]]:
-    return read(session, team_requests_decided(team_id))
-
-
 def get_decisions(session: Session, request_ids: Sequence[int]) -> dict[int, Decision]:
     if not request_ids:
         return {}
