@@ -279,10 +279,26 @@ def team_for_viewer(
     team_id: Id, request: Request, session: SessionDep, settings: SettingsDep
 ) -> Team:
     """The team in the path, if the caller may see it (else 404, as for a missing team)."""
+    return viewed_team(team_id, request, session, settings)[0]
+
+
+def viewed_team(
+    team_id: int, request: Request, session: Session, settings: Settings
+) -> tuple[Team, Principal]:
+    """The team in the path and its caller, if the caller may see it (else 404): for a
+    handler that reads them on its own thread (the team page and its polls, which would
+    otherwise take one hop for these and another for the page)."""
     principal = _signed_in(request, session, settings)
     team = team_repo.get_team(session, team_id, for_pages=True)
     principal.require_view(team)
-    return team
+    return team, principal
+
+
+def admin_asking(request: Request, session: Session, settings: Settings) -> Principal:
+    """The caller, if an admin: for a handler that reads it on its own thread."""
+    principal = _signed_in(request, session, settings)
+    principal.require_admin()
+    return principal
 
 
 def team_for_lead(

@@ -1,8 +1,10 @@
 """Thread hops per request. A sync dependency or handler runs on the thread pool, and each
 hop costs CPU and, under load, a wait for the interpreter lock: the team in the path and
 its caller are read on one thread, the caller is looked up once per request, and
-dependencies that do no I/O are coroutines. The session's ending is not counted (a read
-with nothing to write ends without one; SQLite's reads commit on a thread). An API call
+dependencies that do no I/O are coroutines. The pages kept open and polled (the team page
+and its polls, the admins' overview) read their caller on the page's own thread: one hop.
+The session's ending is not counted (a read with nothing to write ends without one;
+SQLite's reads commit on a thread). An API call
 that answers a model takes one more: FastAPI validates a sync handler's answer on the
 thread pool."""
 
@@ -68,9 +70,11 @@ def test_the_team_in_the_path_and_its_caller_are_read_on_one_thread(
     lead = client_for(app, "lead-nlp@example.org")
     admin = client_for(app, "admin@example.org", admin=True)
     for client, path, expected in (
-        (lead, "/teams/1", 2),  # the team page: the team and its caller, then the handler
-        (lead, "/teams/1/status", 2),
-        (admin, "/teams/1", 2),
+        (lead, "/teams/1", 1),  # the team page: its caller, the team and the page at once
+        (lead, "/teams/1/status", 1),  # and its polls
+        (lead, "/teams/1/share", 1),
+        (admin, "/teams/1", 1),
+        (lead, "/teams/1/workloads", 2),  # another team page: the team and caller, the page
         (lead, "/teams/1/quota", 2),  # a lead's page
         (lead, "/api/v1/teams/1", 3),  # and the answer's validation
         (lead, "/api/v1/teams/1/members", 3),  # paged: the window read on the event loop
@@ -85,7 +89,7 @@ def test_other_pages_hop_once_for_the_caller_and_once_for_the_handler(
 ) -> None:
     admin = client_for(app, "admin@example.org", admin=True)
     for path, expected in (
-        ("/admin", 2),
+        ("/admin", 1),  # the overview reads its caller on the page's own thread
         ("/admin/requests", 2),
         ("/api/v1/teams", 3),  # paged, and the answer's validation
         ("/api/v1/requests", 3),

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from app.access import service as access
 from app.auth.principal import Principal
@@ -40,6 +41,7 @@ from app.web.deps import (
     TeamForLead,
     TeamForViewer,
     UsageDep,
+    viewed_team,
 )
 from app.web.templating import flash, redirect, render
 from app.web.views.impact import own_impact
@@ -222,14 +224,20 @@ def submit_request(
     return redirect(request, f"/teams/{cluster_request.team_id}")
 
 
+# The team page and its polls, the pages every lead keeps open, are coroutines that read
+# the caller, the team and the page on one thread (``viewed_team``): one thread hop a view
+# instead of two.
+
+
 @router.get("/teams/{team_id}", response_class=HTMLResponse)
-def team_page(
-    request: Request,
-    team: TeamForViewer,
-    session: SessionDep,
-    principal: CurrentPrincipal,
-    portal: PortalDep,
+async def team_page(
+    team_id: Id, request: Request, session: SessionDep, portal: PortalDep
 ) -> Response:
+    return await run_in_threadpool(_team_page, team_id, request, session, portal)
+
+
+def _team_page(team_id: int, request: Request, session: Session, portal: Portal) -> Response:
+    team, principal = viewed_team(team_id, request, session, portal.settings)
     detail = team_detail(session, team, portal.usage_cache, portal.settings)
     return render(
         request,
@@ -281,15 +289,21 @@ def share_context(
 
 
 @router.get("/teams/{team_id}/share", response_class=HTMLResponse)
-def team_share(
+async def team_share(
+    team_id: Id,
     request: Request,
-    team: TeamForViewer,
     session: SessionDep,
-    principal: CurrentPrincipal,
     portal: PortalDep,
     last: str = "",
     same: int = 0,
 ) -> Response:
+    return await run_in_threadpool(_team_share, team_id, request, session, portal, last, same)
+
+
+def _team_share(
+    team_id: int, request: Request, session: Session, portal: Portal, last: str, same: int
+) -> Response:
+    team, principal = viewed_team(team_id, request, session, portal.settings)
     detail = share_detail(session, team, portal.usage_cache)
     context = {
         "principal": principal,
@@ -300,13 +314,14 @@ def team_share(
 
 
 @router.get("/teams/{team_id}/status", response_class=HTMLResponse)
-def team_status(
-    request: Request,
-    team: TeamForViewer,
-    session: SessionDep,
-    principal: CurrentPrincipal,
-    portal: PortalDep,
+async def team_status(
+    team_id: Id, request: Request, session: SessionDep, portal: PortalDep
 ) -> Response:
+    return await run_in_threadpool(_team_status, team_id, request, session, portal)
+
+
+def _team_status(team_id: int, request: Request, session: Session, portal: Portal) -> Response:
+    team, principal = viewed_team(team_id, request, session, portal.settings)
     detail = team_detail(session, team, portal.usage_cache, portal.settings)
     changed = request.headers.get("X-Page-Version", detail.version) != detail.version
     context = {**panels_context(portal, principal, detail), "changed": changed}
