@@ -29,7 +29,15 @@ from app.adapters.simulated import SimulatedBackend
 from app.audit.lines import EventLines
 from app.core import metrics
 from app.core.config import PROJECT_ROOT, Settings
-from app.core.db import Effect, make_engine, make_session_factory, migrations_behind, ping, reads_of
+from app.core.db import (
+    Effect,
+    make_engine,
+    make_session_factory,
+    migrations_behind,
+    ping,
+    read_engine,
+    reads_of,
+)
 from app.core.jobs import Job, Loop, Role
 from app.core.models import TeamStatus
 from app.notifications import jobs as notification_jobs
@@ -59,6 +67,7 @@ JOBS: tuple[Job[Portal], ...] = (
 WEB_PARTS = (
     "engine",
     "session_factory",
+    "read_engine",
     "read_session_factory",
     "backend",
     "usage_cache",
@@ -120,8 +129,13 @@ class Portal:
         )
 
     @cached_property
+    def read_engine(self) -> Engine:
+        """Safe requests' connections: on PostgreSQL a pool of their own, in autocommit."""
+        return read_engine(self.engine)
+
+    @cached_property
     def read_session_factory(self) -> sessionmaker[Session]:
-        return reads_of(self.session_factory)
+        return reads_of(self.session_factory, self.read_engine)
 
     @cached_property
     def backend(self) -> Cluster:
@@ -249,6 +263,8 @@ class Portal:
                 self.deliverer.close()
             except Exception:
                 log.exception("could not hand the delivery leases back; they expire on their own")
+        if self.built("read_engine") and self.read_engine is not self.engine:
+            self.read_engine.dispose()
         if self.built("engine"):
             self.engine.dispose()
 

@@ -119,12 +119,14 @@ def statements_of(app: FastAPI, client: Client, url: str) -> tuple[str, list[str
         if threading.current_thread().name.startswith("AnyIO worker"):  # the request's
             seen.append(statement)
 
-    engine = portal_of(app).engine
+    engine = portal_of(app).read_engine  # a GET's (on SQLite the one engine)
     event.listen(engine, "before_cursor_execute", count)
     try:
-        return client.get(url).text, seen
+        page = client.get(url).text
     finally:
         event.remove(engine, "before_cursor_execute", count)
+    assert any("web_sessions" in s for s in seen), "the caller's lookup is among them"
+    return page, seen
 
 
 LISTS = ("cluster_requests", "_grants", "audit_")  # the team page's lists' tables
