@@ -335,7 +335,6 @@ def divide_columns(total: float, level: Columns, k_value: float = 0.0) -> npt.ND
     for priority in priorities:
         group = None if one else np.flatnonzero(level.priority == priority)
         left = _rounds(left, group, level, requestable, fair, denied, k_value)
-    rank = np.arange(len(fair))
     for priority in priorities:
         if left <= 0:
             break
@@ -343,7 +342,12 @@ def divide_columns(total: float, level: Columns, k_value: float = 0.0) -> npt.ND
         members = np.flatnonzero(denied_ones if one else (level.priority == priority) & denied_ones)
         if len(members) == 0:
             continue
-        order = members[np.lexsort((rank[members], -denied[members]))]
+        # Largest denied fraction first, ties in KAI's order (``members`` is in it).
+        fractions = denied[members]
+        if fractions.min() == fractions.max():
+            order = members
+        else:
+            order = members[np.argsort(-fractions, kind="stable")]
         full = min(len(order), math.floor(left)) if left >= 1 else 0
         fair[order[:full]] += 1.0
         left -= float(full)
@@ -365,16 +369,25 @@ def _rounds(
     """``_up_to_fair_share`` over one priority group's columns (``fair`` and ``denied``
     are updated in place); returns what is left. ``group``: None for every queue."""
     if group is None:  # every queue, in order: the columns as they are, not copies
-        group = np.arange(len(fair))
         weight, usage, wanted_all = level.weight, level.usage, requestable
     else:
         weight, usage, wanted_all = level.weight[group], level.usage[group], requestable[group]
     # A queue of weight 0 takes nothing, and where past usage cannot raise its weight
     # (kValue and usage not below 0) it adds exactly 0.0 to both sums: it is left out.
     weightless_out = k_value >= 0 and not bool(np.any(usage < 0))
+    # Without past usage, ``w + kValue x (w - 0)`` is ``w + kValue x w`` (and ``w`` when
+    # kValue is 0), never below 0: the same doubles with fewer passes.
+    no_usage = weightless_out and not bool(np.any(usage))
+    # Weights in quarters (an org's usual 1, 0.5 or 2): every sum of them is exact in
+    # any order, so numpy's own sum gives the sequential one's double.
+    quarters = weight * 4
+    exact = bool(np.all(quarters == np.floor(quarters))) and (
+        len(weight) * float(np.max(quarters, initial=0.0)) < 2.0**50
+    )
     while True:
         to_give = left
-        mine = fair[group]
+        # ``group`` None: every queue still takes, in order (slices, not index arrays).
+        mine = fair if group is None else fair[group]
         # A queue with nothing left to want (its request or its limit reached: exactly
         # the queues the loop above calls satisfied) never takes again: each round runs
         # over the others only, in the same order, so every sum adds the same values one
@@ -384,14 +397,20 @@ def _rounds(
             unsatisfied &= weight != 0
         if not unsatisfied.all():
             kept = np.flatnonzero(unsatisfied)
-            group, weight, usage = group[kept], weight[kept], usage[kept]
+            group = kept if group is None else group[kept]
+            weight = weight[kept]
+            if not no_usage:
+                usage = usage[kept]
             wanted_all, mine = wanted_all[kept], mine[kept]
         remaining = wanted_all - mine
-        total_weight = _sequential_sum(weight)
+        total_weight = float(weight.sum()) if exact else _sequential_sum(weight)
         if total_weight == 0:
             break
         normalised = weight / total_weight
-        weights = np.maximum(0.0, normalised + k_value * (normalised - usage))
+        if no_usage:
+            weights = normalised if k_value == 0 else normalised + k_value * normalised
+        else:
+            weights = np.maximum(0.0, normalised + k_value * (normalised - usage))
         weight_sum = _sequential_sum(weights)
         if weight_sum == 0:
             break
@@ -404,18 +423,30 @@ def _rounds(
         fits = wanted <= offer
         given = np.where(fits, wanted, np.maximum(0.0, np.floor(offer)))
         lefts = _sequential_minus(left, given)
-        # The loop stops before the first queue it meets with nothing left.
-        empty = np.flatnonzero(lefts[:-1] == 0)
-        cut = int(empty[0]) if len(empty) else len(wanted)
-        wanted, offer, fits, given = wanted[:cut], offer[:cut], fits[:cut], given[:cut]
+        # The loop stops before the first queue it meets with nothing left. Nothing given
+        # is below 0, so ``left`` only falls: above 0 at the end, it never met 0.
+        if lefts[-1] > 0:
+            cut = len(wanted)
+        else:
+            empty = np.flatnonzero(lefts[:-1] == 0)
+            cut = int(empty[0]) if len(empty) else len(wanted)
+            wanted, offer, fits, given = wanted[:cut], offer[:cut], fits[:cut], given[:cut]
         left = float(lefts[cut])
-        where = group[:cut] if taking is None else group[taking[:cut]]
         fraction = offer - given
-        denied[where[fits]] = np.nan
-        short = ~fits & (fraction > 0)
-        denied[where[short]] = fraction[short]
+        # Denied: nothing once it fits, else the fraction it was refused (where above 0).
+        told = fits | (fraction > 0)
+        value = np.where(fits, np.nan, fraction)
+        # Every queue in order: slices (views), not index arrays.
+        at = slice(0, cut) if taking is None else taking[:cut]
+        where = at if group is None else group[at]
+        was = denied[where]
+        np.copyto(was, value, where=told)
+        if not isinstance(where, slice):
+            denied[where] = was
         fair[where] += given
-        if not bool(np.any((given != 0) & (wanted < offer))) or left == 0:
+        # Another round only if a queue took less than offered: one that fits takes
+        # what it wants, above 0 (its request above what it has).
+        if not bool(np.any(wanted < offer)) or left == 0:
             break
     return left
 

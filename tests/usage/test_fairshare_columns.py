@@ -85,6 +85,39 @@ def test_random_orgs_whose_past_usage_lifts_a_weight_of_0_alike_bit_for_bit(seed
     assert _same_bits(_by_columns(total, queues, -0.5), divide(total, queues, -0.5))
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_random_orgs_with_weights_not_in_quarters_alike_bit_for_bit(seed: int) -> None:
+    # Weights in quarters sum exactly in any order (the columns then take numpy's sum);
+    # these do not, and are summed one after another.
+    rng = random.Random(3000 + seed)
+    total, queues, k_value = _random_org(rng, rng.choice([12, 60, 400, 2500]))
+    queues = [replace(q, weight=rng.choice([0.0, 0.1, 0.3, 0.7, 1.7])) for q in queues]
+    if seed % 2:
+        queues = [replace(q, priority=100) for q in queues]
+    assert _same_bits(_by_columns(total, queues, k_value), divide(total, queues, k_value))
+
+
+@pytest.mark.parametrize("k_value", [-0.5, 0.0, 1.0])
+def test_every_queue_still_wanting_after_its_quota_alike_bit_for_bit(k_value: float) -> None:
+    # No quotas, one priority: every queue takes part in the first round (the columns
+    # as they are); weight 0 among them, and past usage that may lift it (kValue < 0).
+    rng = random.Random(4000)
+    queues = [
+        QueueInput(
+            f"team-{i:05d}",
+            0.0,
+            -1.0,
+            rng.choice([0.0, 0.5, 1.0, 2.0]),
+            100,
+            rng.random() * 4 + 0.5,
+            order=i,
+            usage=rng.random() / 10 if k_value < 0 else 0.0,
+        )
+        for i in range(600)
+    ]
+    assert _same_bits(_by_columns(700.3, queues, k_value), divide(700.3, queues, k_value))
+
+
 def test_a_round_that_runs_out_exactly_stops_where_the_loop_does() -> None:
     # 3 GPUs over quota for three queues wanting 1 each, then nothing left: the fourth
     # (priority below) gets nothing, and no fraction is remembered for it.
