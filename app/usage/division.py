@@ -15,7 +15,7 @@ import bisect
 import functools
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -193,6 +193,9 @@ class Division:
     if_all_busy: Floats
     usable_now: Floats
     without_history: Floats
+    # What readers derive once from this division (a ready view's serves every preview
+    # over it until the next view); never compared or shown.
+    derived: dict[str, object] = field(default_factory=dict, init=False, compare=False, repr=False)
 
 
 def divide_org(

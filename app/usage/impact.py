@@ -8,8 +8,9 @@ a quota change, a new pool, or several changes at once on the what-if page).
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -158,7 +159,7 @@ def impact(
     if every_team:
         built = list(range(len(after_inputs)))
     else:
-        chosen = subjects | set(_may_move(before, after, existing).tolist())
+        chosen = subjects | set(_may_move(before, after, existing, touched).tolist())
         for i in range(existing):  # the first teams in row order, to fill the list shown
             if len(chosen) >= fill:
                 break
@@ -173,16 +174,26 @@ def impact(
     )
 
 
-def _may_move(before: Division, after: Division, existing: int) -> npt.NDArray[np.intp]:
+def _may_move(
+    before: Division, after: Division, existing: int, touched: Sequence[int]
+) -> npt.NDArray[np.intp]:
     """The existing teams whose shown figures may differ (a superset: each is then judged
-    exactly, as the page rounds), and those that may run above what they keep."""
-    moves = _rounded_may_differ(before.if_all_busy, after.if_all_busy[:existing])
-    moves |= _rounded_may_differ(before.fair_now, after.fair_now[:existing])
-    fair = np.nan_to_num(after.fair_now[:existing])
-    kept = np.maximum(np.round(fair, 2), after.inputs.quota[:existing])
-    above = after.inputs.allocated[:existing] - kept
-    reclaims = (np.round(above, 2) >= CHANGE) | _near_half(fair) | _near_half(above)
-    found = np.flatnonzero(after.inputs.shown[:existing] & reclaims)
+    exactly, as the page rounds), and those that may run above what they keep. Only the
+    rows whose doubles differ from ``before`` are judged; the others' reclaims are the
+    ready division's, found once for it. ``touched``: the rows whose quotas changed."""
+    moves = np.zeros(existing, dtype=np.bool_)
+    busy_before, busy_after = before.if_all_busy, after.if_all_busy[:existing]
+    moves[_rounded_may_differ(busy_before, busy_after, _differ(busy_before, busy_after))] = True
+    now_before, now_after = before.fair_now, after.fair_now[:existing]
+    now_rows = _differ(now_before, now_after)
+    moves[_rounded_may_differ(now_before, now_after, now_rows)] = True
+    above, reclaims = _reclaims(before)
+    # (A row twice is the same values written twice.)
+    patched = np.concatenate((now_rows, np.array([i for i in touched if i < existing], np.intp)))
+    if len(patched):
+        above, reclaims = above.copy(), reclaims.copy()
+        above[patched], reclaims[patched] = _reclaims_of(after, patched)
+    found = np.flatnonzero(reclaims)
     # The pages name the teams KAI may take the most from: the largest, with a margin
     # for the exact rounding (``Impact.reclaims`` sorts what is built). Those below the
     # last one's value are left out before the sort (ties kept: the earlier rows win).
@@ -194,6 +205,35 @@ def _may_move(before: Division, after: Division, existing: int) -> npt.NDArray[n
     return np.flatnonzero(moves)  # in row order, each once
 
 
+def _reclaims(division: Division) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Every team's GPUs in use above what it keeps, and whether it may run above it,
+    found once per division (a keystroke patches the rows it moves)."""
+    found = division.derived.get("reclaims")
+    if found is None:
+        found = _reclaims_of(division, np.arange(len(division.inputs)))
+        division.derived["reclaims"] = found
+    return cast(tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]], found)
+
+
+def _reclaims_of(
+    division: Division, rows: npt.NDArray[np.intp]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """``_reclaims`` of ``rows`` (a superset of those KAI may take from, judged exactly
+    when built)."""
+    inputs = division.inputs
+    fair = np.nan_to_num(division.fair_now[rows])
+    kept = np.maximum(np.round(fair, 2), inputs.quota[rows])
+    above = inputs.allocated[rows] - kept
+    reclaims = (np.round(above, 2) >= CHANGE) | _near_half(fair) | _near_half(above)
+    return above, inputs.shown[rows] & reclaims
+
+
+def _differ(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.intp]:
+    """The rows whose doubles differ bit for bit (a superset of those that differ as
+    numbers, a missing one as 0: each is judged after)."""
+    return np.flatnonzero(a.view(np.int64) != b.view(np.int64))
+
+
 def _near_half(x: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
     """Where numpy's rounding to two decimals may differ from Python's: within a hair
     of a half hundredth (elsewhere the two agree)."""
@@ -203,13 +243,14 @@ def _near_half(x: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
 
 
 def _rounded_may_differ(
-    a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]
-) -> npt.NDArray[np.bool_]:
-    """Where two figures may show differently to two decimals (a missing one shows as
-    0); equal doubles never do."""
-    a, b = np.nan_to_num(a), np.nan_to_num(b)
-    differ: npt.NDArray[np.bool_] = (np.round(a, 2) != np.round(b, 2)) | _near_half(a)
-    moved: npt.NDArray[np.bool_] = (a != b) & (differ | _near_half(b))
+    a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], rows: npt.NDArray[np.intp]
+) -> npt.NDArray[np.intp]:
+    """Of ``rows`` (those whose doubles differ: equal doubles never show differently),
+    those where two figures may show differently to two decimals (a missing one shows
+    as 0)."""
+    x, y = np.nan_to_num(a[rows]), np.nan_to_num(b[rows])
+    differ = (np.round(x, 2) != np.round(y, 2)) | _near_half(x) | _near_half(y)
+    moved: npt.NDArray[np.intp] = rows[(x != y) & differ]
     return moved
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from app.usage.division import OrgInputs, divide_org
@@ -64,3 +66,44 @@ def test_the_moved_teams_are_those_of_the_full_impact(seed: int) -> None:
     assert len(sparse.teams) <= len(full.teams)
     if kind in (0, 1):
         assert any(t.is_subject for t in sparse.changed), "the subject is always built"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_decisions_over_one_ready_division_are_each_their_full_impact(seed: int) -> None:
+    # The ready view's division serves every keystroke until the next view: what is
+    # found once for it (who may run above what they keep) is patched per decision,
+    # never changed by one.
+    rng = random.Random(500 + seed)
+    rows, usage, model, _ = _org(rng, rng.choice([30, 300, 2000]))
+    pool = rng.randint(len(rows) * 50, 3 * len(rows) * 100)
+    before = divide_org(OrgInputs.of(rows, usage), pool_centi=pool, parent=PARENT, model=model)
+    reference: tuple[npt.NDArray[np.float64] | npt.NDArray[np.bool_], ...] | None = None
+    for _ in range(6):
+        row = rng.choice(rows)
+        quota = max(0, row.gpu_quota_centi + rng.choice([-400, -100, 50, 300, 2000]))
+        changes = {row.id: replace(row, gpu_quota_centi=quota)}
+
+        def run(every_team: bool, changes: dict[int, TeamQuota] = changes) -> Impact:
+            return impact(
+                rows,
+                usage,
+                pool_centi=pool,
+                parent=PARENT,
+                changes=changes,
+                before=before,
+                model=model,
+                every_team=every_team,
+            )
+
+        sparse, full = run(False), run(True)
+        assert sparse.changed == full.changed
+        assert [t.reclaimable for t in sparse.reclaims[:6]] == [
+            t.reclaimable for t in full.reclaims[:6]
+        ]
+        every = {t.team_id: t for t in full.teams}
+        assert all(every[t.team_id] == t for t in sparse.teams)
+        found = before.derived["reclaims"]
+        assert isinstance(found, tuple)
+        copied = tuple(np.array(a, copy=True) for a in found)
+        reference = reference or copied
+        assert all(np.array_equal(a, b) for a, b in zip(reference, copied, strict=True))
