@@ -106,6 +106,12 @@ class OrgInputs:
         return len(self.ids)
 
     @functools.cached_property
+    def in_order(self) -> bool:
+        """Whether the rows are already in KAI's order (teams created one after another,
+        as most are): the division then reads the columns as they are, not reordered."""
+        return bool(np.array_equal(self.perm, np.arange(len(self.perm))))
+
+    @functools.cached_property
     def index(self) -> dict[int, int]:
         """Team id -> row, built once per inputs (a decision touches a few rows)."""
         return {team_id: i for i, team_id in enumerate(self.ids)}
@@ -298,14 +304,18 @@ class _Level:
             for q in (top.queues if top is not None else ())
             if q.name != parent
         ]
-        perm = inputs.perm
-        self.sorted = (
-            inputs.quota[perm],
-            inputs.limit[perm],
-            inputs.weight[perm],
-            inputs.priority[perm],
-            past[perm],
-        )
+        columns = (inputs.quota, inputs.limit, inputs.weight, inputs.priority, past)
+        if inputs.in_order:  # read, never written, by the division
+            self.sorted = columns
+        else:
+            perm = inputs.perm
+            self.sorted = (
+                inputs.quota[perm],
+                inputs.limit[perm],
+                inputs.weight[perm],
+                inputs.priority[perm],
+                past[perm],
+            )
 
     def _org(self, demand: float, children: tuple[QueueInput, ...] = ()) -> QueueInput:
         own = self.own
@@ -333,8 +343,11 @@ class _Level:
         # A parent's request is the sum of its children's, one after another in row order.
         org = self._org(float(np.add.accumulate(demand)[-1]))
         org_fair = divide(total, [org, *self.others], k_value)[self.parent]
-        perm = self.inputs.perm
         quota, limit, weight, priority, past = self.sorted
+        if self.inputs.in_order:
+            level = Columns(quota, limit, weight, priority, demand, past)
+            return divide_columns(org_fair, level, k_value)
+        perm = self.inputs.perm
         level = Columns(quota, limit, weight, priority, demand[perm], past)
         fair = np.empty(len(perm))
         fair[perm] = divide_columns(org_fair, level, k_value)

@@ -96,6 +96,32 @@ def test_columns_divide_as_the_queue_by_queue_division(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(20))
+def test_teams_already_in_kais_order_divide_as_the_queue_by_queue_division(seed: int) -> None:
+    # Created one after another (most orgs): the columns are read as they are, not
+    # reordered; past usage and kValue weigh in as in any other order.
+    rng = random.Random(100 + seed)
+    rows, usage, model, override = _org(rng, rng.choice([3, 50, 300, 1500]))
+    rows = [replace(row, created=row.id) for row in rows]
+    usage = {name: replace(u, created=None, uid="") for name, u in usage.items()}
+    past = {row.queue_name: rng.random() / len(rows) for row in rows if rng.random() < 0.5}
+    model = replace(model, k_value=rng.choice([0.3, 1.0]), usage=past)
+    inputs = OrgInputs.of(rows, usage)
+    assert inputs.in_order
+    pool = rng.randint(0, 4 * len(rows) * 100)
+    fast = divide_org(inputs, pool_centi=pool, parent=PARENT, model=model, fair_override=override)
+    loop = divide_org(
+        inputs,
+        pool_centi=pool,
+        parent=PARENT,
+        model=model,
+        fair_override=override,
+        trace=[],
+        busy_trace=[],
+    )
+    assert _same(fast, loop)
+
+
+@pytest.mark.parametrize("seed", range(20))
 def test_changes_patched_into_the_columns_divide_as_rows_rebuilt(seed: int) -> None:
     rng = random.Random(seed)
     rows, usage, model, _ = _org(rng, rng.choice([5, 40, 400]))
