@@ -13,10 +13,11 @@ import secrets
 import threading
 import time
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import numpy.typing as npt
 import yaml
 
 from app.access import kubeconfigs
@@ -87,6 +88,7 @@ class SimulatedBackend:
         # and the cluster's top level ask for it every few seconds: at 10,000 teams a walk
         # over 50,000 objects each time).
         self._queue_specs: dict[str, TeamSpec] | None = None
+        self._columns: _QueueColumns | None = None  # of the ``_queue_specs`` it names
         self._faults: list[_Fault] = []
         self._pinned: dict[str, tuple[float, float]] = {}
         self._smallest: dict[str, float] = {}
@@ -343,27 +345,36 @@ class SimulatedBackend:
         explains."""
         now = time.time()
         with self._lock:
-            specs = self._specs_locked()
+            columns = self._columns_locked()
             pinned = dict(self._pinned)
             smallest = dict(self._smallest)
-        if not specs:
+        if columns is None:
             return {}
-        demand = {name: _demand(spec, now) for name, spec in specs.items()}
-        allocated = _share(specs, demand, self._total(specs))
-        for name, (held, asked) in pinned.items():
-            if name in specs:
-                allocated[name], demand[name] = held, asked
-        return {
+        asked = columns.demand(now)
+        used = _share(columns, asked, self._total(columns))
+        at = columns.at
+        wanted = [name for name in queue_names if name in at]
+        rows = [at[name] for name in wanted]
+        # Rounded down so that the sum never exceeds what is divided.
+        allocated = (np.floor(used[rows] * 100 + 1e-6) / 100).tolist()
+        requested = [round(want, 2) for want in asked[rows].tolist()]  # as Python rounds
+        found = {
             name: QueueUsage(
-                # Rounded down so that the sum never exceeds what is divided.
-                allocated_gpu=math.floor(allocated[name] * 100 + 1e-6) / 100,
-                requested_gpu=round(demand[name], 2),
+                allocated_gpu=held,
+                requested_gpu=want,
                 sampled_at=now,
                 smallest_waiting=smallest.get(name),
             )
-            for name in queue_names
-            if name in specs
+            for name, held, want in zip(wanted, allocated, requested, strict=True)
         }
+        for name, (held, want) in pinned.items():
+            if name in found:
+                found[name] = replace(
+                    found[name],
+                    allocated_gpu=math.floor(held * 100 + 1e-6) / 100,
+                    requested_gpu=round(want, 2),
+                )
+        return found
 
     def _specs(self) -> dict[str, TeamSpec]:
         with self._lock:
@@ -380,17 +391,27 @@ class SimulatedBackend:
             }
         return self._queue_specs
 
-    def _total(self, specs: dict[str, TeamSpec]) -> float:
-        pool = max(spec.org_gpu.quota for spec in specs.values())
-        return pool if self.cluster_gpus is None else self.cluster_gpus
+    def _columns_locked(self) -> _QueueColumns | None:
+        """Every queue's figures as columns, made again with the specs (the caller holds
+        the lock); None without queues."""
+        specs = self._specs_locked()
+        if not specs:
+            return None
+        if self._columns is None or self._columns.specs is not specs:
+            self._columns = _QueueColumns.of(specs)
+        return self._columns
+
+    def _total(self, columns: _QueueColumns) -> float:
+        return columns.pool if self.cluster_gpus is None else self.cluster_gpus
 
     def cluster_top(self) -> ClusterTop | None:
         """The simulated cluster: its GPUs and the org's queue, the only top-level one."""
-        specs = self._specs()
-        if not specs:
+        with self._lock:
+            columns = self._columns_locked()
+        if columns is None:
             return None
-        spec = next(iter(specs.values()))
-        demand = sum(_demand(s, time.time()) for s in specs.values())
+        spec = columns.first
+        demand = float(np.add.accumulate(columns.demand(time.time()))[-1])
         org = TopQueue(
             name=spec.parent_queue,
             quota=spec.org_gpu.quota,
@@ -399,14 +420,51 @@ class SimulatedBackend:
             priority=100,
             requested=round(demand, 2),
         )
-        return ClusterTop(gpus=self._total(specs), queues=(org,))
+        return ClusterTop(gpus=self._total(columns), queues=(org,))
 
 
-def _demand(spec: TeamSpec, now: float) -> float:
-    """A queue's demand in GPUs: a slow wave between idle and 1.2 x its limit."""
-    phase, period = _wave(spec.queue_name)
-    wave = 0.5 + 0.5 * math.sin(2 * math.pi * now / period + phase)
-    return max(0.0, spec.gpu.limit) * 1.2 * wave
+@dataclass(frozen=True)
+class _QueueColumns:
+    """The simulated queues as columns, in the specs' order (made once per specs: the
+    usage read every few seconds computes over arrays, not 10,000 specs one by one)."""
+
+    specs: dict[str, TeamSpec]
+    at: dict[str, int]  # queue name -> row
+    first: TeamSpec
+    pool: float  # the org's pool: its queue's guarantee
+    quota: npt.NDArray[np.float64]
+    limit: npt.NDArray[np.float64]
+    weight: npt.NDArray[np.float64]
+    priority: npt.NDArray[np.int64]
+    scale: npt.NDArray[np.float64]  # 1.2 x the limit (0 where unlimited)
+    phase: npt.NDArray[np.float64]
+    period: npt.NDArray[np.float64]
+
+    @classmethod
+    def of(cls, specs: dict[str, TeamSpec]) -> _QueueColumns:
+        names = list(specs)
+        gpu = [specs[name].gpu for name in names]
+        waves = [_wave(name) for name in names]
+        limit = np.array([g.limit for g in gpu], dtype=np.float64)
+        return cls(
+            specs=specs,
+            at={name: i for i, name in enumerate(names)},
+            first=specs[names[0]],
+            pool=max(spec.org_gpu.quota for spec in specs.values()),
+            quota=np.array([g.quota for g in gpu], dtype=np.float64),
+            limit=limit,
+            weight=np.array([g.over_quota_weight for g in gpu], dtype=np.float64),
+            priority=np.array([specs[name].priority for name in names], dtype=np.int64),
+            scale=np.maximum(0.0, limit) * 1.2,
+            phase=np.array([phase for phase, _ in waves], dtype=np.float64),
+            period=np.array([period for _, period in waves], dtype=np.float64),
+        )
+
+    def demand(self, now: float) -> npt.NDArray[np.float64]:
+        """Each queue's demand in GPUs: a slow wave between idle and 1.2 x its limit."""
+        wave = 0.5 + 0.5 * np.sin(2 * math.pi * now / self.period + self.phase)
+        demand: npt.NDArray[np.float64] = self.scale * wave
+        return demand
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -416,36 +474,34 @@ def _wave(queue_name: str) -> tuple[float, int]:
     return (seed % 1000) / 1000 * 2 * math.pi, 240 + seed % 180
 
 
-def _share(specs: dict[str, TeamSpec], demand: dict[str, float], total: float) -> dict[str, float]:
+def _share(
+    columns: _QueueColumns, asked: npt.NDArray[np.float64], total: float
+) -> npt.NDArray[np.float64]:
     """Each queue's fair share (KAI's division, in creation order: the cluster's ``total``
     GPUs to the org's queue, its share to the teams), used up to its limit and demand.
     The teams' level is divided over columns (the same doubles as the queue-by-queue
     division, a fraction of its time at thousands of teams)."""
-    names = list(specs)
-    teams = [specs[name].gpu for name in names]
-    asked = np.array([demand[name] for name in names], dtype=np.float64)
-    limit = np.array([gpu.limit for gpu in teams], dtype=np.float64)
-    any_spec = specs[names[0]]
+    spec, limit = columns.first, columns.limit
     org = fairshare.QueueInput(
-        name=any_spec.parent_queue,
-        quota=any_spec.org_gpu.quota,
-        limit=any_spec.org_gpu.limit,
-        weight=any_spec.org_gpu.over_quota_weight,
+        name=spec.parent_queue,
+        quota=spec.org_gpu.quota,
+        limit=spec.org_gpu.limit,
+        weight=spec.org_gpu.over_quota_weight,
         # A parent asks for the sum of its children's requests, one after another.
         demand=float(np.add.accumulate(asked)[-1]),
     )
     level = fairshare.Columns(
-        quota=np.array([gpu.quota for gpu in teams], dtype=np.float64),
+        quota=columns.quota,
         limit=limit,
-        weight=np.array([gpu.over_quota_weight for gpu in teams], dtype=np.float64),
-        priority=np.array([specs[name].priority for name in names], dtype=np.int64),
+        weight=columns.weight,
+        priority=columns.priority,
         request=asked,
-        usage=np.zeros(len(names)),
+        usage=np.zeros(len(asked)),
     )
     fair = fairshare.divide_columns(fairshare.divide(total, [org])[org.name], level)
     cap = np.where(limit == fairshare.UNLIMITED, asked, np.minimum(limit, asked))
-    used = np.maximum(0.0, np.minimum(fair, cap))
-    return {name: float(value) for name, value in zip(names, used, strict=True)}
+    used: npt.NDArray[np.float64] = np.maximum(0.0, np.minimum(fair, cap))
+    return used
 
 
 def _describe(step: Step, spec: TeamSpec) -> str:
