@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 
 from app.adapters import simulated
@@ -44,7 +45,11 @@ def test_the_simulated_cluster_allocates_kai_fair_shares(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     demands = {q.name: q.demand for q in queues}
-    monkeypatch.setattr(simulated, "_demand", lambda spec, _now: demands[spec.queue_name])
+    monkeypatch.setattr(
+        simulated._QueueColumns,
+        "demand",
+        lambda columns, _now: np.array([demands[name] for name in columns.specs]),
+    )
     backend = SimulatedBackend(step_seconds=0)
     for queue in queues:  # created in the golden case's order: KAI's ties go to the older
         backend.apply(Step.QUEUE, _spec(queue, pool))
@@ -63,7 +68,9 @@ def test_the_design_source_three_teams_share_one_gpu_as_kai_does(
 ) -> None:
     """0.33 each, limit 1, weight 1, all busy on one GPU: KAI gives the leftover hundredth
     to the oldest queue (0.34 / 0.33 / 0.33), not a third of the idle GPU to each."""
-    monkeypatch.setattr(simulated, "_demand", lambda _spec, _now: 1.2)
+    monkeypatch.setattr(
+        simulated._QueueColumns, "demand", lambda columns, _now: np.full(len(columns.specs), 1.2)
+    )
     backend = SimulatedBackend(step_seconds=0)
     for name in ("nlp", "vision", "recommender"):
         backend.apply(Step.QUEUE, _spec(QueueInput(name, 0.33, 1.0, 1.0), 1.0))
@@ -96,4 +103,7 @@ def test_thousands_of_queues_are_divided_as_queue_by_queue(seed: int) -> None:
     org = QueueInput("org", pool, -1.0, 1.0, children=tuple(queues))
     fair = fair_shares(total, [org])
     want = {q.name: usable(q, fair[q.name]) for q in queues}
-    assert simulated._share(specs, demand, total) == want
+    columns = simulated._QueueColumns.of(specs)
+    asked = np.array([demand[name] for name in specs], dtype=np.float64)
+    used = simulated._share(columns, asked, total).tolist()
+    assert dict(zip(specs, used, strict=True)) == want
