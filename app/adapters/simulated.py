@@ -376,10 +376,6 @@ class SimulatedBackend:
                 )
         return found
 
-    def _specs(self) -> dict[str, TeamSpec]:
-        with self._lock:
-            return self._specs_locked()
-
     def _specs_locked(self) -> dict[str, TeamSpec]:
         """Every queue's spec by name (the caller holds the lock; the dict is not to be
         changed: it is kept until an object changes)."""

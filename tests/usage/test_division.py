@@ -75,12 +75,10 @@ def _same(a: Division, b: Division) -> bool:
     )
 
 
-@pytest.mark.parametrize("seed", range(60))
-def test_columns_divide_as_the_queue_by_queue_division(seed: int) -> None:
-    rng = random.Random(seed)
-    rows, usage, model, override = _org(rng, rng.choice([1, 3, 10, 50, 300, 1500]))
-    pool = rng.randint(0, 4 * len(rows) * 100)
-    inputs = OrgInputs.of(rows, usage)
+def _by_columns_and_by_queue(
+    inputs: OrgInputs, pool: int, model: Model, override: dict[str, float] | None
+) -> tuple[Division, Division]:
+    """The same division over columns and queue by queue (the one that records its steps)."""
     fast = divide_org(inputs, pool_centi=pool, parent=PARENT, model=model, fair_override=override)
     loop = divide_org(
         inputs,
@@ -91,6 +89,16 @@ def test_columns_divide_as_the_queue_by_queue_division(seed: int) -> None:
         trace=[],
         busy_trace=[],
     )
+    return fast, loop
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_columns_divide_as_the_queue_by_queue_division(seed: int) -> None:
+    rng = random.Random(seed)
+    rows, usage, model, override = _org(rng, rng.choice([1, 3, 10, 50, 300, 1500]))
+    pool = rng.randint(0, 4 * len(rows) * 100)
+    inputs = OrgInputs.of(rows, usage)
+    fast, loop = _by_columns_and_by_queue(inputs, pool, model, override)
     assert _same(fast, loop)
     assert not np.isnan(fast.if_all_busy).any()
 
@@ -108,16 +116,7 @@ def test_teams_already_in_kais_order_divide_as_the_queue_by_queue_division(seed:
     inputs = OrgInputs.of(rows, usage)
     assert inputs.in_order
     pool = rng.randint(0, 4 * len(rows) * 100)
-    fast = divide_org(inputs, pool_centi=pool, parent=PARENT, model=model, fair_override=override)
-    loop = divide_org(
-        inputs,
-        pool_centi=pool,
-        parent=PARENT,
-        model=model,
-        fair_override=override,
-        trace=[],
-        busy_trace=[],
-    )
+    fast, loop = _by_columns_and_by_queue(inputs, pool, model, override)
     assert _same(fast, loop)
 
 
