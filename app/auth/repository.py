@@ -16,6 +16,7 @@ from app.core.models import (
     WebSession,
     utcnow,
 )
+from app.core.together import Read, Rows, read
 
 
 def get_user(session: Session, user_id: int) -> User | None:
@@ -69,15 +70,25 @@ _SIGNED_IN = (
 )
 
 
-def get_signed_in(
-    session: Session, token_hash: str
-) -> tuple[WebSession, User, list[tuple[int, str]]] | None:
-    """A browser session, its user and the user's memberships in one round trip."""
-    rows = session.execute(_SIGNED_IN, {"token_hash": token_hash}).all()
+SignedIn = tuple[WebSession, User, list[tuple[int, str]]]
+
+
+def signed_in(token_hash: str) -> Read[SignedIn | None]:
+    """A browser session, its user and the user's memberships: one select, to run alone
+    or together with a page's own reads (its entities are then detached)."""
+    return Read(_SIGNED_IN, {"token_hash": token_hash}, _signed_in)
+
+
+def _signed_in(rows: Rows) -> SignedIn | None:
     if not rows:
         return None
     memberships = [(int(r[2]), str(r[3])) for r in rows if r[2] is not None]
     return rows[0][0], rows[0][1], memberships
+
+
+def get_signed_in(session: Session, token_hash: str) -> SignedIn | None:
+    """A browser session, its user and the user's memberships in one round trip."""
+    return read(session, signed_in(token_hash))
 
 
 def revoke_web_session(session: Session, token_hash: str) -> None:

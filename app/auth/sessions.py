@@ -10,6 +10,7 @@ from app.auth import repository as repo
 from app.auth.secrets import digest, new_secret
 from app.core.config import Settings
 from app.core.models import User, WebSession, utcnow
+from app.core.together import Read
 
 TOUCH_EVERY = timedelta(seconds=60)
 
@@ -38,12 +39,26 @@ def resolve(session: Session, raw: str, *, settings: Settings) -> User | None:
     return signed_in[0] if signed_in is not None else None
 
 
+def lookup(raw: str) -> Read[repo.SignedIn | None]:
+    """The read behind the session cookie's value, to run together with a page's own
+    reads; ``still_valid`` judges what it found."""
+    return repo.signed_in(digest(raw))
+
+
 def resolve_with_memberships(
     session: Session, raw: str, *, settings: Settings
 ) -> tuple[User, list[tuple[int, str]]] | None:
     """The session's user and memberships, read in one query on every request (so a
     sign-out or a revoked session takes effect at once), or None."""
-    found = repo.get_signed_in(session, digest(raw))
+    return still_valid(session, repo.get_signed_in(session, digest(raw)), settings=settings)
+
+
+def still_valid(
+    session: Session, found: repo.SignedIn | None, *, settings: Settings
+) -> tuple[User, list[tuple[int, str]]] | None:
+    """What ``repo.signed_in`` found, if the session is still open (not revoked, not idle
+    too long, not too old); seen now, written at most once a minute. A session read
+    together with a page's reads comes detached: the session takes it back to write it."""
     if found is None:
         return None
     web, user, memberships = found
@@ -53,6 +68,8 @@ def resolve_with_memberships(
     if now - web.last_seen_at > timedelta(seconds=settings.session_idle_seconds):
         return None
     if now - web.last_seen_at > TOUCH_EVERY:
+        if web not in session:
+            session.add(web)
         web.last_seen_at = now
     return user, memberships
 

@@ -68,6 +68,12 @@ def read_together(
 def read_together(session: Session, *reads: Read[Any]) -> tuple[Any, ...]:
     """Every read's value, in one statement on PostgreSQL. Reads that share a parameter
     name must give it the same value."""
+    return read_all(session, reads)
+
+
+def read_all(session: Session, reads: Sequence[Read[Any]]) -> tuple[Any, ...]:
+    """``read_together`` of any number of reads, untyped: for a caller that runs its own
+    reads in the statement of reads it was given."""
     params: dict[str, Any] = {}
     for pending in reads:
         for name, value in pending.params.items():

@@ -18,6 +18,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.orm import Session, joinedload, selectinload
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app.core.db import constants
 from app.core.errors import NotFound
@@ -117,6 +118,58 @@ def get_team(session: Session, team_id: int, *, for_pages: bool = False) -> Team
     )
     if team is None:
         raise NotFound(f"no team with id {team_id}")
+    return team
+
+
+# The same team and what its pages show with it, as reads a page can run together with
+# its other reads (one statement on PostgreSQL): the team with its pool and suggestion,
+# and its steps in order.
+_TEAM_ORG_SUGGESTION = (
+    select(Team, Org, RightsizingSuggestion)
+    .join(Org, Org.id == Team.org_id)
+    .outerjoin(RightsizingSuggestion, RightsizingSuggestion.team_id == Team.id)
+    .where(Team.id == bindparam("team_id"))
+)
+_TEAM_STEPS = (
+    select(ProvisioningStep)
+    .where(ProvisioningStep.team_id == bindparam("team_id"))
+    .order_by(ProvisioningStep.position)
+)
+TeamForPages = tuple[Team, Org, RightsizingSuggestion | None] | None
+
+
+def team_for_pages(team_id: int) -> tuple[Read[TeamForPages], Read[list[ProvisioningStep]]]:
+    """``get_team(..., for_pages=True)`` as two reads; ``attach_for_pages`` makes the team
+    from their values."""
+    return (
+        Read(_TEAM_ORG_SUGGESTION, {"team_id": team_id}, _first),
+        Read(_TEAM_STEPS, {"team_id": team_id}, _firsts),
+    )
+
+
+def _first(rows: Rows) -> TeamForPages:
+    return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+
+def _firsts(rows: Rows) -> list[Any]:
+    return [row[0] for row in rows]
+
+
+def attach_for_pages(
+    session: Session, team_id: int, found: TeamForPages, steps: list[ProvisioningStep]
+) -> Team:
+    """The team read by ``team_for_pages``, in the session as ``get_team`` leaves it: its
+    pool in the identity map (``get_team_org`` reads no row), its steps and suggestion
+    loaded, its other relationships loading as usual."""
+    if found is None:
+        raise NotFound(f"no team with id {team_id}")
+    team, org, suggestion = found
+    set_committed_value(team, "org", org)
+    set_committed_value(team, "steps", steps)
+    set_committed_value(team, "suggestion", suggestion)
+    for instance in (org, team, *steps, *([suggestion] if suggestion else [])):
+        if instance not in session:
+            session.add(instance)
     return team
 
 

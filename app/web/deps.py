@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from functools import partial
-from typing import Annotated, cast
+from typing import Annotated, Any, cast
 
 from anyio import CancelScope, CapacityLimiter, to_thread
 from fastapi import Depends, Path, Query, Request
@@ -21,11 +21,13 @@ from app.auth import sessions
 from app.auth import tokens as api_tokens
 from app.auth.principal import Principal, principal_for
 from app.auth.provider import IdentityProvider, ProviderError
+from app.auth.secrets import digest
 from app.core.config import Settings
 from app.core.db import ends_quietly, finish
 from app.core.errors import Forbidden, Unavailable
 from app.core.models import Team, User
 from app.core.quantities import DB_INT_MAX
+from app.core.together import Read, read_all
 from app.runtime import Portal, portal_of
 from app.teams import repository as team_repo
 from app.usage.service import UsageCache
@@ -221,11 +223,29 @@ def _resolve(request: Request, session: Session, settings: Settings) -> Principa
     sid = request.session.get("sid")
     if not isinstance(sid, str):
         return None
-    signed_in = sessions.resolve_with_memberships(session, sid, settings=settings)
+    found = auth_repo.get_signed_in(session, digest(sid))
+    return _judged(request, session, settings, found)
+
+
+def _judged(
+    request: Request, session: Session, settings: Settings, found: auth_repo.SignedIn | None
+) -> Principal | None:
+    """The browser session's caller, if the session is still open (else the cookie is
+    cleared)."""
+    signed_in = sessions.still_valid(session, found, settings=settings)
     if signed_in is None:
         request.session.clear()
         return None
     return principal_for(*signed_in)
+
+
+def _caller_read(request: Request) -> Read[auth_repo.SignedIn | None] | None:
+    """The read of the browser session's caller, to run with a page's own reads; None
+    when the caller is known already, asks with a bearer token or has no session."""
+    if _PRINCIPAL in request.scope or bearer_token(request) is not None:
+        return None
+    sid = request.session.get("sid")
+    return sessions.lookup(sid) if isinstance(sid, str) else None
 
 
 def _bearer_user(request: Request, session: Session, settings: Settings, token: str) -> User:
@@ -292,6 +312,35 @@ def viewed_team(
     team = team_repo.get_team(session, team_id, for_pages=True)
     principal.require_view(team)
     return team, principal
+
+
+def viewed_team_reading(
+    team_id: int,
+    request: Request,
+    session: Session,
+    settings: Settings,
+    reads: Sequence[Read[Any]],
+) -> tuple[Team, Principal, tuple[Any, ...]]:
+    """``viewed_team``, and the page's own ``reads`` in the same statement as the caller
+    and the team (on PostgreSQL the team page is one round trip). The reads' values are
+    returned only once the caller may see the team: a caller who may not gets the same
+    401 or 404 as from ``viewed_team``."""
+    team_read, steps_read = team_repo.team_for_pages(team_id)
+    caller = _caller_read(request)
+    if caller is None:
+        principal = _signed_in(request, session, settings)
+        found, steps, *values = read_all(session, (team_read, steps_read, *reads))
+    else:
+        signed_in, found, steps, *values = read_all(
+            session, (caller, team_read, steps_read, *reads)
+        )
+        resolved = request.scope[_PRINCIPAL] = _judged(request, session, settings, signed_in)
+        if resolved is None:
+            raise NotAuthenticated
+        principal = resolved
+    team = team_repo.attach_for_pages(session, team_id, found, steps)
+    principal.require_view(team)
+    return team, principal, tuple(values)
 
 
 def admin_asking(request: Request, session: Session, settings: Settings) -> Principal:

@@ -215,9 +215,12 @@ def test_sessions_expire_when_idle_and_when_old(oidc_app: FastAPI, provider: str
     client = browser(oidc_app)
     sign_in(client, "u-someone")
     assert client.get("/teams").status_code == 200
+    # A team page reads its caller in its own statement: signed in, not one of its people.
+    assert client.get("/teams/1", follow_redirects=False).status_code == 404
     factory = portal_of(oidc_app).session_factory
     with factory() as session, session.begin():
         session.execute(update(WebSession).values(last_seen_at=utcnow() - timedelta(hours=2)))
+    assert client.get("/teams/1", follow_redirects=False).status_code == 303, "idle, on a team"
     assert client.get("/teams", follow_redirects=False).status_code == 303, "idle"
 
     sign_in(client, "u-someone")

@@ -132,18 +132,23 @@ def statements_of(app: FastAPI, client: Client, url: str) -> tuple[str, list[str
 LISTS = ("cluster_requests", "_grants", "audit_")  # the team page's lists' tables
 
 
-def test_the_team_page_reads_its_lists_in_one_statement(app: FastAPI, lead: Client) -> None:
-    """Its requests, members, grants and events: one statement on PostgreSQL, each read
-    on its own on SQLite (in-process, no round trip to save)."""
+def test_the_team_page_is_one_statement(app: FastAPI, lead: Client) -> None:
+    """Its caller, the team (its pool, steps and suggestion) and its requests, members,
+    grants and events: one statement on PostgreSQL, each read on its own on SQLite
+    (in-process, no round trip to save)."""
     lead.form(f"/teams/{NLP}/kubeconfig", {"ttl": "8h"})  # a grant to show
     lead.get(f"/teams/{NLP}")  # the caches a page fills (the org, the usage history)
     page, seen = statements_of(app, lead, f"/teams/{NLP}")
     assert "cluster-admin · expires" in page
     assert "downloaded a personal kubeconfig" in page
+    assert 'data-gauge="guaranteed">0.33<' in page, "the team's own figures"
+    assert "lead-nlp@example.org" in page, "its members"
     lists = [s for s in seen if any(t in s for t in LISTS)]
     if portal_of(app).engine.dialect.name == "postgresql":
-        assert len(lists) == 1, lists
-        assert "team_members" in lists[0]
+        # (Its template's versions are read on their own, when it has one: this one has.)
+        mine = [s for s in seen if any(t in s for t in (*LISTS, "web_sessions", "_steps"))]
+        assert len(mine) == 1, mine
+        assert all(t in mine[0] for t in ("web_sessions", "provisioning_steps", "team_members"))
     else:
         assert len(lists) == 3, lists
 

@@ -50,12 +50,19 @@ def test_only_an_autocommit_read_with_nothing_to_write_ends_quietly(
         assert not ends_quietly(session), "a write session's transaction must end"
 
 
-def test_a_get_that_writes_still_commits(app: FastAPI) -> None:
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/me",
+        "/teams/1",  # the caller read in the page's own statement (detached), then written
+    ],
+)
+def test_a_get_that_writes_still_commits(app: FastAPI, path: str) -> None:
     lead = client_for(app, "lead-nlp@example.org")
     long_ago = utcnow() - timedelta(minutes=30)
     with unit_of_work(portal_of(app).session_factory) as session:
         session.execute(update(WebSession).values(last_seen_at=long_ago))
-    assert lead.get("/api/v1/me").status_code == 200  # touches the session's last-seen time
+    assert lead.get(path).status_code == 200  # touches the session's last-seen time
     with unit_of_work(portal_of(app).session_factory) as session:
         seen = session.scalars(select(WebSession.last_seen_at)).all()
     assert seen, "a signed-in session exists"

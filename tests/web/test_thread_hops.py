@@ -45,15 +45,16 @@ def hops(monkeypatch: pytest.MonkeyPatch) -> list[Callable[..., Any]]:
 
 @pytest.fixture
 def lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every look-up of a browser session (its user and memberships)."""
+    """Every look-up of a browser session (its user and memberships), counted where what
+    was found is judged (read alone or with the page's reads)."""
     seen: list[str] = []
-    real = sessions.resolve_with_memberships
+    real = sessions.still_valid
 
-    def counting(session: Any, raw: str, **kwargs: Any) -> Any:
-        seen.append(raw)
-        return real(session, raw, **kwargs)
+    def counting(session: Any, found: Any, **kwargs: Any) -> Any:
+        seen.append(found[0].token_hash if found is not None else "")
+        return real(session, found, **kwargs)
 
-    monkeypatch.setattr(sessions, "resolve_with_memberships", counting)
+    monkeypatch.setattr(sessions, "still_valid", counting)
     return seen
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
@@ -42,6 +42,7 @@ from app.web.deps import (
     TeamForViewer,
     UsageDep,
     viewed_team,
+    viewed_team_reading,
 )
 from app.web.templating import flash, redirect, render
 from app.web.views.impact import own_impact
@@ -49,9 +50,11 @@ from app.web.views.teams import (
     STEP_LABELS,
     ShareDetail,
     TeamDetail,
+    TeamLists,
     cards,
     share_detail,
     team_detail,
+    team_lists,
     why_share,
 )
 
@@ -237,8 +240,13 @@ async def team_page(
 
 
 def _team_page(team_id: int, request: Request, session: Session, portal: Portal) -> Response:
-    team, principal = viewed_team(team_id, request, session, portal.settings)
-    detail = team_detail(session, team, portal.usage_cache, portal.settings)
+    # The caller, the team and its lists in one statement (PostgreSQL).
+    team, principal, lists = viewed_team_reading(
+        team_id, request, session, portal.settings, team_lists(team_id)
+    )
+    detail = team_detail(
+        session, team, portal.usage_cache, portal.settings, lists=cast(TeamLists, lists)
+    )
     return render(
         request,
         "teams/detail.html",

@@ -21,6 +21,7 @@ from app.core.models import (
     AuditEvent,
     ClusterRequest,
     Decision,
+    KubeconfigGrant,
     Org,
     ProvisioningStep,
     RequestKind,
@@ -32,7 +33,7 @@ from app.core.models import (
     TemplateVersion,
     User,
 )
-from app.core.together import read_together
+from app.core.together import Read, read_together
 from app.reads.org import org_view
 from app.teams import repository as repo
 from app.teams.repository import TeamRow
@@ -233,15 +234,43 @@ class TeamDetail:
         ) or any(r.status == "approved" for r in self.requests)
 
 
-def team_detail(session: Session, team: Team, usage: UsageCache, settings: Settings) -> TeamDetail:
-    """Costs the same whatever the number of teams: the org-wide parts are read ready."""
+TeamLists = tuple[
+    tuple[list[ClusterRequest], dict[int, Decision]],
+    list[tuple[User, TeamMember]],
+    list[tuple[User, KubeconfigGrant, str | None]],
+    list[AuditEvent],
+]
+
+
+def team_lists(
+    team_id: int,
+) -> tuple[
+    Read[tuple[list[ClusterRequest], dict[int, Decision]]],
+    Read[list[tuple[User, TeamMember]]],
+    Read[list[tuple[User, KubeconfigGrant, str | None]]],
+    Read[list[AuditEvent]],
+]:
+    """What the team page lists: its requests, members, grants and latest events."""
+    return (
+        repo.team_requests_decided(team_id),
+        repo.team_members(team_id),
+        access_repo.team_grants(team_id),
+        audit.team_events(team_id, ACTIVITY_SHOWN),
+    )
+
+
+def team_detail(
+    session: Session,
+    team: Team,
+    usage: UsageCache,
+    settings: Settings,
+    lists: TeamLists | None = None,
+) -> TeamDetail:
+    """Costs the same whatever the number of teams: the org-wide parts are read ready.
+    ``lists``: the values of ``team_lists``, when read with the caller and the team."""
     gauge = share_detail(session, team, usage)
-    (requests, decisions), people, grants, events = read_together(
-        session,
-        repo.team_requests_decided(team.id),
-        repo.team_members(team.id),
-        access_repo.team_grants(team.id),
-        audit.team_events(team.id, ACTIVITY_SHOWN),
+    (requests, decisions), people, grants, events = (
+        lists if lists is not None else read_together(session, *team_lists(team.id))
     )
     holders, pending = access.holders_of(team, grants, settings)
     return TeamDetail(
