@@ -8,16 +8,17 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlalchemy import ColumnElement
-from sqlalchemy.orm import Session
 
 from app.audit import repository as audit
 from app.core.events import Event
 from app.core.models import (
     Org,
 )
+from app.core.together import Read, Rows
 from app.provisioning import repository as provisioning
 from app.provisioning.repository import RolloutProgress
 from app.teams import repository as repo
@@ -54,8 +55,17 @@ def _figure_columns(version: str) -> tuple[ColumnElement[Any], ...]:
     return tuple(column for group in _figure_groups(version) for column in group)
 
 
-def overview_figures(session: Session, chart_version: str) -> OverviewFigures:
-    org, values = repo.get_org_with(session, _figure_columns(chart_version))
+def overview_figures_read(chart_version: str) -> Read[OverviewFigures]:
+    """The overview's org-wide figures besides usage: one select, to run with the page's
+    other reads."""
+    org_read = repo.org_with(_figure_columns(chart_version))
+    return Read(org_read.statement, org_read.params, partial(_figures, chart_version, org_read))
+
+
+def _figures(
+    chart_version: str, org_read: Read[tuple[Org, Sequence[Any]]], rows: Rows
+) -> OverviewFigures:
+    org, values = org_read.finish(rows)
     groups: list[Sequence[Any]] = []
     for group in _figure_groups(chart_version):  # the values, cut back into their groups
         groups.append(values[: len(group)])

@@ -56,15 +56,17 @@ def _org_with(columns: tuple[ColumnElement[Any], ...]) -> Select[Any]:
     return select(Org, *columns).order_by(Org.id).limit(1)
 
 
-def get_org_with(
-    session: Session, columns: tuple[ColumnElement[Any], ...]
-) -> tuple[Org, Sequence[Any]]:
+def org_with(columns: tuple[ColumnElement[Any], ...]) -> Read[tuple[Org, Sequence[Any]]]:
     """The pool and other figures in the same statement: ``columns`` are scalar columns
-    (of any domain). A caller that keeps its tuple reuses the built statement."""
-    row = session.execute(_org_with(columns)).first()
-    if row is None:
+    (of any domain). A caller that keeps its tuple reuses the built statement. Run with
+    other reads, the pool comes detached."""
+    return Read(_org_with(columns), {}, _org_and_figures)
+
+
+def _org_and_figures(rows: Rows) -> tuple[Org, Sequence[Any]]:
+    if not rows:
         raise NotFound(NO_ORG)
-    return row[0], tuple(row[1:])
+    return rows[0][0], tuple(rows[0][1:])
 
 
 def get_team_org(session: Session, team: Team) -> Org:
@@ -470,14 +472,25 @@ def get_team_page(
     """One page of the overview, filtered, sorted and counted by the database in one
     statement: the count is a subquery run once beside the page (a window over the
     matching rows would sort and join every team of a large org to return 50)."""
-    query, count = _page_query(
-        tuple(statuses) if statuses is not None else None, name_contains, sort
-    )
-    rows = session.execute(query, {"offset": offset, "limit": limit}).all()
-    if rows:
-        return int(rows[0][-1]), [_team_row(row) for row in rows]
+    found = read(session, team_page(statuses, name_contains, sort, offset, limit))
+    if found is not None:
+        return found
     # Past the last page (or nothing matches): the count on its own.
+    _, count = _page_query(tuple(statuses) if statuses is not None else None, name_contains, sort)
     return int(session.scalar(select(count)) or 0) if offset else 0, []
+
+
+def team_page(
+    statuses: Sequence[str] | None, name_contains: str, sort: str, offset: int, limit: int
+) -> Read[tuple[int, list[TeamRow]] | None]:
+    """``get_team_page`` as a read, to run with others: None when the page is empty (past
+    the last page, or nothing matches), where ``get_team_page`` counts on its own."""
+    query, _ = _page_query(tuple(statuses) if statuses is not None else None, name_contains, sort)
+    return Read(query, {"offset": offset, "limit": limit}, _page_rows)
+
+
+def _page_rows(rows: Rows) -> tuple[int, list[TeamRow]] | None:
+    return (int(rows[0][-1]), [_team_row(row) for row in rows]) if rows else None
 
 
 @functools.lru_cache(maxsize=64)

@@ -314,6 +314,22 @@ def viewed_team(
     return team, principal
 
 
+def signed_in_reading(
+    request: Request, session: Session, settings: Settings, reads: Sequence[Read[Any]]
+) -> tuple[Principal, tuple[Any, ...]]:
+    """The caller (401 without one) and a page's ``reads``, in one statement with the
+    caller's session lookup (PostgreSQL). Their values are the caller's to judge: the
+    page shows them only once the caller may see them."""
+    caller = _caller_read(request)
+    if caller is None:
+        return _signed_in(request, session, settings), read_all(session, reads)
+    signed_in, *values = read_all(session, (caller, *reads))
+    principal = request.scope[_PRINCIPAL] = _judged(request, session, settings, signed_in)
+    if principal is None:
+        raise NotAuthenticated
+    return principal, tuple(values)
+
+
 def viewed_team_reading(
     team_id: int,
     request: Request,
@@ -326,28 +342,22 @@ def viewed_team_reading(
     returned only once the caller may see the team: a caller who may not gets the same
     401 or 404 as from ``viewed_team``."""
     team_read, steps_read = team_repo.team_for_pages(team_id)
-    caller = _caller_read(request)
-    if caller is None:
-        principal = _signed_in(request, session, settings)
-        found, steps, *values = read_all(session, (team_read, steps_read, *reads))
-    else:
-        signed_in, found, steps, *values = read_all(
-            session, (caller, team_read, steps_read, *reads)
-        )
-        resolved = request.scope[_PRINCIPAL] = _judged(request, session, settings, signed_in)
-        if resolved is None:
-            raise NotAuthenticated
-        principal = resolved
+    principal, (found, steps, *values) = signed_in_reading(
+        request, session, settings, (team_read, steps_read, *reads)
+    )
     team = team_repo.attach_for_pages(session, team_id, found, steps)
     principal.require_view(team)
     return team, principal, tuple(values)
 
 
-def admin_asking(request: Request, session: Session, settings: Settings) -> Principal:
-    """The caller, if an admin: for a handler that reads it on its own thread."""
-    principal = _signed_in(request, session, settings)
+def admin_reading(
+    request: Request, session: Session, settings: Settings, reads: Sequence[Read[Any]]
+) -> tuple[Principal, tuple[Any, ...]]:
+    """The caller, if an admin, and the page's ``reads`` in the same statement as the
+    caller (for a handler that reads them on its own thread)."""
+    principal, values = signed_in_reading(request, session, settings, reads)
     principal.require_admin()
-    return principal
+    return principal, values
 
 
 def team_for_lead(

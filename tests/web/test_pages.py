@@ -370,6 +370,20 @@ def test_admin_overview_filters_and_sorts(admin: Client) -> None:
     assert re.findall(r'<a href="/teams/\d+"><b>(\w+)</b>', fragment) == ["vision"]
 
 
+def test_the_overview_is_one_statement(app: FastAPI, admin: Client) -> None:
+    """Its caller, the org-wide figures and the page's teams: one statement on
+    PostgreSQL (the caller and each read on its own on SQLite)."""
+    admin.get("/admin")  # the caches a page fills (the org view, the drift lines)
+    page, seen = statements_of(app, admin, "/admin")
+    assert "0.99 <small>(99%)</small>" in page
+    rows = re.findall(r'<a href="/teams/\d+"><b>(\w+)</b>', page)
+    assert rows == ["nlp", "recommender", "vision"]
+    # (The org view is read on its own when the usage figures it holds are out of date.)
+    mine = [s for s in seen if any(t in s for t in ("web_sessions", "FROM orgs", "AS page"))]
+    postgres = portal_of(app).engine.dialect.name == "postgresql"
+    assert len(mine) == (1 if postgres else 3), mine
+
+
 def test_pool_change_below_the_guarantees_needs_a_confirmation(admin: Client) -> None:
     typed = {"gpus": "0.5", "cpu_cores": "40", "memory_gb": "160"}
     refused = admin.form("/admin/pool", typed)

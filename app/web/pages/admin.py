@@ -32,9 +32,10 @@ from app.core.models import (
     utcnow,
 )
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.core.together import Read
 from app.provisioning import repository as provisioning
 from app.reads.org import org_view
-from app.reads.overview import overview_figures
+from app.reads.overview import overview_figures_read
 from app.runtime import Portal
 from app.teams import repository as repo
 from app.teams import service
@@ -51,7 +52,7 @@ from app.web.deps import (
     SessionDep,
     SettingsDep,
     UsageDep,
-    admin_asking,
+    admin_reading,
     page_number,
 )
 from app.web.templating import flash, is_htmx, redirect, render
@@ -148,7 +149,7 @@ async def overview(
     page: int = 1,
 ) -> Response:
     """The admins' overview: a coroutine that reads the caller and the page on one
-    thread (``admin_asking``), one thread hop a view instead of two."""
+    thread (``admin_reading``), one thread hop a view instead of two."""
     return await run_in_threadpool(
         _overview, request, session, portal, status=status, sort=sort, q=q, page=page
     )
@@ -165,9 +166,6 @@ def _overview(
     page: int,
 ) -> Response:
     usage, settings = portal.usage_cache, portal.settings
-    principal = admin_asking(request, session, settings)
-    figures = overview_figures(session, settings.chart_version)
-    org = figures.org
     statuses: list[str] | None
     if status in ("live", "borrowing", "waiting"):
         statuses = [s.value for s in LIVE_STATUSES]
@@ -175,9 +173,18 @@ def _overview(
         statuses = [status]
     else:
         statuses = None
-    view = org_view(session, usage, org)
     page = page_number(page)
-    if status in ("borrowing", "waiting") or sort == "usage":
+    by_usage = status in ("borrowing", "waiting") or sort == "usage"
+    # The caller, the org-wide figures and (ordered by the database) the page's teams:
+    # one statement on PostgreSQL.
+    reads: list[Read[Any]] = [overview_figures_read(settings.chart_version)]
+    if not by_usage:
+        offset = (page - 1) * PAGE_SIZE
+        reads.append(repo.team_page(statuses, q, sort, offset, PAGE_SIZE))
+    principal, (figures, *found) = admin_reading(request, session, settings, reads)
+    org = figures.org
+    view = org_view(session, usage, org)
+    if by_usage:
         total, page, rows = _page_by_usage(session, view, statuses, q, status, sort, page)
         pages = max(1, -(-total // PAGE_SIZE))
     else:
@@ -192,7 +199,7 @@ def _overview(
                 limit=PAGE_SIZE,
             )
 
-        total, rows = page_of(page)
+        total, rows = found[0] or page_of(page)  # none on this page: counted on its own
         pages = max(1, -(-total // PAGE_SIZE))
         if page > pages:  # past the end (the list shrank): the last page
             page = pages
