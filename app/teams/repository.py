@@ -17,7 +17,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.orm import Session, joinedload, selectinload
+from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.orm.attributes import set_committed_value
 
 from app.core.db import constants
@@ -70,7 +70,7 @@ def _org_and_figures(rows: Rows) -> tuple[Org, Sequence[Any]]:
 
 
 def get_team_org(session: Session, team: Team) -> Org:
-    """The team's pool: no query when it was loaded with the team (``for_pages``)."""
+    """The team's pool: no query when it was read with the team (``team_for_pages``)."""
     org = session.get(Org, team.org_id)
     if org is None:
         raise NotFound("the GPU pool no longer exists")
@@ -101,31 +101,16 @@ def committed_gpu_centi(
     return int(session.scalar(query) or 0)
 
 
-# What a team's pages show with it, joined into the one statement that loads it: its
-# pool, its provisioning steps and its right-sizing suggestion (built once).
-_TEAM_FOR_PAGES = (
-    select(Team)
-    .options(joinedload(Team.org), joinedload(Team.steps), joinedload(Team.suggestion))
-    .where(Team.id == bindparam("team_id"))
-)
-
-
-def get_team(session: Session, team_id: int, *, for_pages: bool = False) -> Team:
-    """The team; ``for_pages``: with its pool, steps and suggestion (``Team.org``,
-    ``Team.steps``, ``Team.suggestion``), for its pages."""
-    team = (
-        session.scalars(_TEAM_FOR_PAGES, {"team_id": team_id}).unique().first()
-        if for_pages
-        else session.get(Team, team_id)
-    )
+def get_team(session: Session, team_id: int) -> Team:
+    team = session.get(Team, team_id)
     if team is None:
         raise NotFound(f"no team with id {team_id}")
     return team
 
 
-# The same team and what its pages show with it, as reads a page can run together with
-# its other reads (one statement on PostgreSQL): the team with its pool and suggestion,
-# and its steps in order.
+# The team and what its pages show with it, as reads a page can run together with its
+# other reads (one statement on PostgreSQL): the team with its pool and suggestion, and
+# its steps in order.
 _TEAM_ORG_SUGGESTION = (
     select(Team, Org, RightsizingSuggestion)
     .join(Org, Org.id == Team.org_id)
@@ -141,8 +126,8 @@ TeamForPages = tuple[Team, Org, RightsizingSuggestion | None] | None
 
 
 def team_for_pages(team_id: int) -> tuple[Read[TeamForPages], Read[list[ProvisioningStep]]]:
-    """``get_team(..., for_pages=True)`` as two reads; ``attach_for_pages`` makes the team
-    from their values."""
+    """The team for its pages as two reads; ``attach_for_pages`` makes the team from their
+    values."""
     return (
         Read(_TEAM_ORG_SUGGESTION, {"team_id": team_id}, _first),
         Read(_TEAM_STEPS, {"team_id": team_id}, _firsts),
@@ -160,9 +145,9 @@ def _firsts(rows: Rows) -> list[Any]:
 def attach_for_pages(
     session: Session, team_id: int, found: TeamForPages, steps: list[ProvisioningStep]
 ) -> Team:
-    """The team read by ``team_for_pages``, in the session as ``get_team`` leaves it: its
-    pool in the identity map (``get_team_org`` reads no row), its steps and suggestion
-    loaded, its other relationships loading as usual."""
+    """The team read by ``team_for_pages``, in the session: its pool in the identity map
+    (``get_team_org`` reads no row), its steps and suggestion loaded, its other
+    relationships loading as usual."""
     if found is None:
         raise NotFound(f"no team with id {team_id}")
     team, org, suggestion = found

@@ -307,10 +307,9 @@ def viewed_team(
 ) -> tuple[Team, Principal]:
     """The team in the path and its caller, if the caller may see it (else 404): for a
     handler that reads them on its own thread (the team page and its polls, which would
-    otherwise take one hop for these and another for the page)."""
-    principal = _signed_in(request, session, settings)
-    team = team_repo.get_team(session, team_id, for_pages=True)
-    principal.require_view(team)
+    otherwise take one hop for these and another for the page). The caller and the team
+    are read in one statement (PostgreSQL)."""
+    team, principal, _ = viewed_team_reading(team_id, request, session, settings, ())
     return team, principal
 
 

@@ -26,6 +26,7 @@ from app.core.models import (
     User,
     utcnow,
 )
+from app.core.together import read_all
 from app.provisioning.backend import spec_for
 from app.provisioning.reconciler import Reconciler, backoff_seconds
 from app.teams import repository as repo
@@ -78,7 +79,8 @@ def approve_quota_change(factory: sessionmaker[Session], team_id: int, **values:
 
 def team_of(factory: sessionmaker[Session], team_id: int) -> Team:
     with factory() as session:
-        team = repo.get_team(session, team_id, for_pages=True)
+        found, steps = read_all(session, repo.team_for_pages(team_id))
+        team = repo.attach_for_pages(session, team_id, found, steps)
         session.expunge_all()
         return team
 

@@ -278,7 +278,7 @@ def team_detail(
         org=gauge.org,
         share=gauge.share,
         borrowers=gauge.borrowers,
-        steps=list(team.steps),  # loaded with the team (``for_pages``)
+        steps=list(team.steps),  # read with the team (``team_for_pages``)
         leads=[u for u, m in people if m.role == "lead"],
         members=people,
         requests=requests,
