@@ -8,6 +8,7 @@ writer in ``reconciler`` only copies the verdict onto the rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from app.core.events import Event
@@ -19,6 +20,19 @@ POLL_SECONDS = 1.0
 
 def backoff_seconds(attempts: int, *, base: float, cap: float) -> float:
     return float(min(cap, base * (2 ** max(0, attempts - 1))))
+
+
+def next_recheck(due: datetime | None, now: datetime, every: timedelta) -> datetime:
+    """When a ready team is next re-checked: one interval after it was due, not after it
+    was reached, so each team keeps its place in the cycle. Re-checks spread over the
+    interval stay spread after the worker was down or behind: its catching up re-checks
+    the overdue teams at once, then each returns to its own time (counted from when it
+    was reached, every team re-checked during one catching up would come due again
+    together, interval after interval). Never sooner than half an interval from now."""
+    if due is None or due > now:
+        return now + every
+    after = due + (now - due) // every * every + every  # the first of its times after now
+    return after if after - now >= every / 2 else after + every
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,7 @@ class Verdict:
     clear_error: bool = False
     error: str | None = None
     next_attempt_in: float | None = None  # seconds from now; None with ``idle`` clears it
+    recheck: bool = False  # ``next_attempt_in`` is the resync interval (``next_recheck``)
     idle: bool = False  # nothing more to do: no next attempt
     observed_generation: int | None = None  # the desired quota is in the cluster
     became_ready: bool = False
@@ -136,6 +151,7 @@ def decide(result: PassResult, team: TeamNow, timing: Timing) -> Verdict:
         clear_error=True,
         # A decision made during the pass wants another pass at once.
         next_attempt_in=timing.resync_seconds if caught_up else 0.0,
+        recheck=caught_up,
         observed_generation=result.generation if caught_up else None,
         became_ready=became_ready,
         audits=audits,

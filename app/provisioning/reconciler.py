@@ -55,6 +55,7 @@ from app.provisioning.decide import (
     Verdict,
     backoff_seconds,
     decide,
+    next_recheck,
 )
 from app.provisioning.specs import spec_of
 from app.teams import repository as teams
@@ -170,23 +171,24 @@ class Reconciler:
         """The drift re-check of ready teams in one read and one write: each settled ready
         team (no error, no template to check inside, not holding a rollout turn) has its
         steps observed, and those found exactly as recorded (done, same message, same
-        chart) are written back together: re-checked now, next after the resync interval.
-        The full pass (``reconcile``) would write the same, at two transactions and seven
-        statements a team (at 10,000 teams, 33 re-checks a second in the web process
-        cost a quarter of a core). Returns the teams that need the full pass, in order:
-        every other team, and any whose observation differs or fails."""
+        chart) are written back together: re-checked now, next one resync interval after
+        each was due (``next_recheck``). The full pass (``reconcile``) would write the
+        same, at two transactions and seven statements a team (at 10,000 teams, 33
+        re-checks a second in the web process cost a quarter of a core). Returns the
+        teams that need the full pass, in order: every other team, and any whose
+        observation differs or fails."""
         try:
             steady = self._observed_as_recorded(team_ids)
             if not steady:
                 return team_ids
             now = utcnow()
+            every = timedelta(seconds=self.timing.resync_seconds)
             with unit_of_work(self.session_factory) as session:
                 written = repo.settle_rechecked(
                     session,
-                    team_ids=steady,
+                    next_at={i: next_recheck(due, now, every) for i, due in steady.items()},
                     owner=self.owner,
                     now=now,
-                    next_at=now + timedelta(seconds=self.timing.resync_seconds),
                 )
         except Exception:
             log.exception("re-checking ready teams together failed; one at a time instead")
@@ -194,8 +196,9 @@ class Reconciler:
         metrics.STEADY_RECHECKS.inc(len(written))
         return [team_id for team_id in team_ids if team_id not in written]
 
-    def _observed_as_recorded(self, team_ids: list[int]) -> list[int]:
-        found: list[int] = []
+    def _observed_as_recorded(self, team_ids: list[int]) -> dict[int, datetime | None]:
+        """The settled ready teams found as recorded, each with when it was due."""
+        found: dict[int, datetime | None] = {}
         with self.session_factory() as session:
             holder, _ = repo.turn_holder(session, self.settings.chart_version)
             org = teams.get_org(session)
@@ -221,7 +224,7 @@ class Reconciler:
                 except BackendError:
                     same = False  # the full pass records the failure
                 if same:
-                    found.append(team.id)
+                    found[team.id] = team.next_attempt_at
         return found
 
     # --- one team ------------------------------------------------------------------------
@@ -494,6 +497,9 @@ def _write(
         team.last_error = None
     if verdict.idle:
         team.next_attempt_at = None
+    elif verdict.recheck and verdict.next_attempt_in is not None:
+        every = timedelta(seconds=verdict.next_attempt_in)
+        team.next_attempt_at = next_recheck(team.next_attempt_at, now, every)
     elif verdict.next_attempt_in is not None:
         team.next_attempt_at = now + timedelta(seconds=verdict.next_attempt_in)
     if verdict.became_ready:

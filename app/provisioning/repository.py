@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,6 +14,7 @@ from sqlalchemy import (
     case,
     exists,
     func,
+    literal,
     or_,
     select,
     update,
@@ -22,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.core.db import constants
-from app.core.models import ChartRollout, RolloutState, Team, TeamStatus
+from app.core.models import ChartRollout, RolloutState, Team, TeamStatus, UTCDateTime
 
 # Teams the reconciler looks at: everything that holds, or is building or removing, objects.
 WORK_STATUSES = (
@@ -75,16 +76,19 @@ def claim_due(
 
 
 def settle_rechecked(
-    session: Session, *, team_ids: Collection[int], owner: str, now: datetime, next_at: datetime
+    session: Session, *, next_at: Mapping[int, datetime], owner: str, now: datetime
 ) -> set[int]:
     """The re-checked teams whose every step was found as recorded: re-checked at ``now``,
-    next at ``next_at``, their leases given back, in one statement. Only those still
-    ready, settled, without an error or a template and leased to ``owner`` are written (a
-    decision or a lost lease meanwhile leaves a team to the full pass); the ids written."""
+    next at ``next_at`` (each team's own time), their leases given back, in one statement.
+    Only those still ready, settled, without an error or a template and leased to
+    ``owner`` are written (a decision or a lost lease meanwhile leaves a team to the full
+    pass); the ids written."""
+    if not next_at:
+        return set()
     written = session.scalars(
         update(Team)
         .where(
-            Team.id.in_(team_ids),
+            Team.id.in_(list(next_at)),
             Team.lease_owner == owner,
             Team.status == TeamStatus.READY,
             Team.observed_generation == Team.desired_generation,
@@ -92,7 +96,15 @@ def settle_rechecked(
             Team.last_error.is_(None),
             Team.template_version_id.is_(None),
         )
-        .values(lease_owner=None, lease_until=None, last_reconciled_at=now, next_attempt_at=next_at)
+        .values(
+            lease_owner=None,
+            lease_until=None,
+            last_reconciled_at=now,
+            next_attempt_at=case(
+                {team_id: literal(when, UTCDateTime()) for team_id, when in next_at.items()},
+                value=Team.id,
+            ),
+        )
         .returning(Team.id)
         .execution_options(synchronize_session=False)
     ).all()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from app.core.models import STEP_ORDER, Step, StepStatus, TeamStatus
 from app.provisioning.backend import DONE, PROGRESSING, Observation
-from app.provisioning.decide import PassResult, TeamNow, Timing, decide
+from app.provisioning.decide import PassResult, TeamNow, Timing, decide, next_recheck
 
 TIMING = Timing(retry_base_seconds=2, retry_max_seconds=60, resync_seconds=300)
 
@@ -90,3 +92,53 @@ def test_decommissioning_ends_when_every_step_is_removed() -> None:
     assert [a.action for a in verdict.audits] == ["team.decommissioned"]
     failing = PassResult(TeamStatus.DECOMMISSIONING, 1, 0, failed_step=Step.QUEUE, error="x")
     assert decide(failing, team(TeamStatus.DECOMMISSIONING), TIMING).status is None
+
+
+EVERY = timedelta(seconds=300)
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def test_a_recheck_on_time_is_next_one_interval_after_it_was_due() -> None:
+    assert next_recheck(NOW - timedelta(seconds=2), NOW, EVERY) == NOW + timedelta(seconds=298)
+
+
+def test_a_team_reached_late_keeps_its_time_in_the_cycle() -> None:
+    """Overdue by more than an interval (the worker was down): its next time is the first
+    of its own times after now, not an interval after it was reached."""
+    due = NOW - timedelta(seconds=1_000)  # 3 intervals and 100 s ago
+    assert next_recheck(due, NOW, EVERY) == NOW + timedelta(seconds=200)
+
+
+def test_teams_reached_together_after_an_outage_stay_spread() -> None:
+    dues = [NOW - timedelta(seconds=900 + 60 * i) for i in range(5)]
+    nexts = [(next_recheck(due, NOW, EVERY) - NOW).total_seconds() for due in dues]
+    # A minute apart, as they were due (the two that would come within half an
+    # interval, one interval later).
+    assert nexts == [300, 240, 180, 420, 360]
+
+
+def test_a_recheck_is_never_sooner_than_half_an_interval() -> None:
+    due = NOW - timedelta(seconds=290)  # its next own time would be 10 s from now
+    assert next_recheck(due, NOW, EVERY) == NOW + timedelta(seconds=310)
+
+
+def test_without_a_time_in_the_past_the_next_is_an_interval_from_now() -> None:
+    assert next_recheck(None, NOW, EVERY) == NOW + EVERY
+    assert next_recheck(NOW + timedelta(seconds=5), NOW, EVERY) == NOW + EVERY
+
+
+def test_a_caught_up_ready_pass_is_a_recheck_and_one_behind_is_not() -> None:
+    caught_up = decide(
+        PassResult(TeamStatus.READY, generation=1, attempts=0, results=all_done()),
+        team(TeamStatus.READY),
+        TIMING,
+    )
+    assert caught_up.recheck
+    assert caught_up.next_attempt_in == 300
+    behind = decide(
+        PassResult(TeamStatus.READY, generation=1, attempts=0, results=all_done()),
+        team(TeamStatus.READY, generation=2),
+        TIMING,
+    )
+    assert not behind.recheck
+    assert behind.next_attempt_in == 0

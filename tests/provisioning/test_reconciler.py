@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -394,6 +394,41 @@ def test_ready_teams_found_as_recorded_are_written_back_in_one_statement(
         assert actions(session_factory, i) == before[i]
 
 
+def test_teams_rechecked_together_after_an_outage_keep_their_own_times(
+    session_factory: sessionmaker[Session], reconciler: Reconciler
+) -> None:
+    """Due a minute apart before the worker was down for several intervals, reached in one
+    pass: each is next due at its own time in the cycle, still a minute apart (counted
+    from the pass, all would come due together again). The team whose steps changed meanwhile
+    gets the full pass, and keeps its time too."""
+    names = ("a", "b", "c")
+    ids = [approved_team(session_factory, name, gpu_quota="0.1") for name in names]
+    reconciler.run_once()
+    every = timedelta(seconds=reconciler.timing.resync_seconds)
+    now = utcnow()
+    due = {team_id: now - 3 * every - timedelta(minutes=i) for i, team_id in enumerate(ids)}
+    with unit_of_work(session_factory) as session:
+        for team_id, when in due.items():
+            session.execute(update(Team).where(Team.id == team_id).values(next_attempt_at=when))
+        session.execute(
+            update(ProvisioningStep)
+            .where(ProvisioningStep.team_id == ids[2], ProvisioningStep.step == Step.NAMESPACE)
+            .values(message="an older message")
+        )
+    counted = metrics.STEADY_RECHECKS._value.get()
+    assert reconciler.run_once() == 3
+    assert metrics.STEADY_RECHECKS._value.get() - counted == 2  # the third: the full pass
+    after: dict[int, datetime] = {}
+    for team_id in ids:
+        next_at = team_of(session_factory, team_id).next_attempt_at
+        assert next_at is not None
+        cycles = (next_at - due[team_id]) / every
+        assert abs(cycles - round(cycles)) < 1e-6, (team_id, cycles)  # its own time
+        assert next_at > utcnow()
+        after[team_id] = next_at
+    assert after[ids[0]] - after[ids[1]] == timedelta(minutes=1)
+
+
 def test_a_ready_team_not_as_recorded_gets_the_full_pass(
     session_factory: sessionmaker[Session], reconciler: Reconciler, backend: SimulatedBackend
 ) -> None:
@@ -463,9 +498,11 @@ def test_the_write_back_needs_the_lease_and_a_settled_ready_team(
             .values(desired_generation=Team.desired_generation + 1)
         )
         assert (
-            settle_rechecked(session, team_ids=ids, owner="someone else", now=now, next_at=now)
+            settle_rechecked(
+                session, next_at=dict.fromkeys(ids, now), owner="someone else", now=now
+            )
             == set()
         )
         assert settle_rechecked(
-            session, team_ids=ids, owner=reconciler.owner, now=now, next_at=now
+            session, next_at=dict.fromkeys(ids, now), owner=reconciler.owner, now=now
         ) == {ids[0]}
