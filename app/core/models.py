@@ -420,6 +420,9 @@ class ChartRollout(Base):
 
 class TeamMember(Base):
     __tablename__ = "team_members"
+    # A user's memberships (every signed-in request reads them): not a walk of the whole
+    # primary key, which leads with the team.
+    __table_args__ = (Index("ix_team_members_user", "user_id", "team_id"),)
 
     team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), primary_key=True)
