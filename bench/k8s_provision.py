@@ -40,7 +40,7 @@ from app.adapters.k8s.backend import KubernetesBackend  # noqa: E402
 from app.cli import migrate  # noqa: E402
 from app.core.config import Settings  # noqa: E402
 from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
-from app.core.models import Org, Team, TeamStatus, User, utcnow  # noqa: E402
+from app.core.models import Org, Team, TeamSchedule, TeamStatus, User, utcnow  # noqa: E402
 from app.provisioning.reconciler import Reconciler  # noqa: E402
 from app.teams import service  # noqa: E402
 from app.teams.rules import QuotaValues  # noqa: E402
@@ -135,7 +135,7 @@ def provision(args: argparse.Namespace) -> None:
         started = time.perf_counter()
         while not_ready():
             with unit_of_work(factory) as session:
-                session.execute(update(Team).values(next_attempt_at=utcnow()))
+                session.execute(update(TeamSchedule).values(next_attempt_at=utcnow()))
             reconciler.run_once()
         elapsed = time.perf_counter() - started
         calls = Counter(backend.calls)
@@ -162,7 +162,7 @@ def provision(args: argparse.Namespace) -> None:
         durations = []
         for _ in range(args.passes):
             with unit_of_work(factory) as session:
-                session.execute(update(Team).values(next_attempt_at=utcnow()))
+                session.execute(update(TeamSchedule).values(next_attempt_at=utcnow()))
             before = Counter(backend.calls)
             started = time.perf_counter()
             done = 0
@@ -264,7 +264,7 @@ def first_pod() -> None:
                     admin.api("POST", f"/api/v1/requests/{request_id}/approve", {})
                     while lead.get(f"/api/v1/teams/{team_id}").json()["status"] != "ready":
                         with unit_of_work(factory) as session:
-                            session.execute(update(Team).values(next_attempt_at=utcnow()))
+                            session.execute(update(TeamSchedule).values(next_attempt_at=utcnow()))
                         portal_of(app).reconciler.run_once()
                         time.sleep(0.1)
                     ready = time.perf_counter()

@@ -129,10 +129,12 @@ def ready_teams(url: str, resync_seconds: float = 300) -> None:
         conn.execute(
             text(
                 "UPDATE teams SET status = 'ready', observed_generation = desired_generation, "
-                "ready_at = now(), last_reconciled_at = now(), vcluster_version = :version, "
-                "next_attempt_at = now()"
+                "ready_at = now(), vcluster_version = :version"
             ),
             {"version": CHART_VERSION},
+        )
+        conn.execute(
+            text("UPDATE team_schedules SET last_reconciled_at = now(), next_attempt_at = now()")
         )
         conn.execute(text("UPDATE cluster_requests SET status = 'applied'"))
         for position, step in enumerate(
@@ -151,8 +153,9 @@ def ready_teams(url: str, resync_seconds: float = 300) -> None:
     with engine.begin() as conn:
         left = conn.execute(
             text(
-                "UPDATE teams SET next_attempt_at = now() + random() * "
-                "make_interval(secs => :resync) WHERE status = 'ready'"
+                "UPDATE team_schedules SET next_attempt_at = now() + random() * "
+                "make_interval(secs => :resync) FROM teams "
+                "WHERE teams.id = team_schedules.team_id AND teams.status = 'ready'"
             ),
             {"resync": resync_seconds},
         ).rowcount

@@ -37,6 +37,7 @@ from app.core.models import (  # noqa: E402
     Org,
     Team,
     TeamMember,
+    TeamSchedule,
     TeamStatus,
     User,
     utcnow,
@@ -154,11 +155,15 @@ def seed(url: str, teams: int, events: int) -> None:
                     "desired_generation": 1,
                     "observed_generation": 0,
                     "attempts": 0,
-                    "next_attempt_at": now,
                 }
             )
         conn.execute(insert(Team), rows)
         team_ids: dict[str, int] = dict(conn.execute(text("SELECT name, id FROM teams")).all())
+        # Approved: the worker's to provision now.
+        conn.execute(
+            insert(TeamSchedule),
+            [{"team_id": i, "next_attempt_at": now} for i in team_ids.values()],
+        )
         conn.execute(
             insert(TeamMember),
             [

@@ -35,7 +35,7 @@ def test_down_and_up_again(engine: Engine, db_url: str) -> None:
     command.upgrade(config, "head")
     assert tables(engine) == set(Base.metadata.tables)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0016"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0017"
 
 
 def test_offline_sql_for_postgresql(capsys: pytest.CaptureFixture[str]) -> None:

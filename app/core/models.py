@@ -254,7 +254,8 @@ class Team(Base):
         ),
         # Every team by name, then id (the order the API pages every team in).
         Index("ix_teams_name_id", "name", "id"),
-        Index("ix_teams_work", "status", "next_attempt_at"),
+        # Teams by status (the worker's schedule is in ``team_schedules``).
+        Index("ix_teams_status", "status"),
         # Teams behind a chart rollout, found without counting every team: their chart
         # version (a range either side of the wanted one) and, almost always empty, those
         # whose installed template is not the wanted one. The predicates are written as
@@ -294,10 +295,6 @@ class Team(Base):
     observed_generation: Mapped[int] = mapped_column(Integer, default=0)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    last_reconciled_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    lease_owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # The vCluster chart version last seen installed.
     vcluster_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # The cluster template the team's vCluster is wanted with (None: a plain vCluster),
@@ -317,6 +314,11 @@ class Team(Base):
     steps: Mapped[list[ProvisioningStep]] = relationship(
         lazy="raise", order_by="ProvisioningStep.position"
     )
+    # When the worker next looks at the team and who holds it meanwhile, loaded with the
+    # team (``next_attempt_at`` and the others below read and write it).
+    schedule: Mapped[TeamSchedule | None] = relationship(
+        lazy="joined", cascade="all, delete-orphan", back_populates="team"
+    )
     # The collector's right-sizing suggestion, if it made one (loaded with the team's pages).
     suggestion: Mapped[RightsizingSuggestion | None] = relationship(lazy="raise", viewonly=True)
     # Read when shown (one row per version, kept by the session's identity map).
@@ -325,6 +327,44 @@ class Team(Base):
         viewonly=True,
         lazy="select",
     )
+
+    def _scheduled(self) -> TeamSchedule:
+        if self.schedule is None:
+            self.schedule = TeamSchedule()
+        return self.schedule
+
+    @property
+    def next_attempt_at(self) -> datetime | None:
+        """When the worker next looks at the team (None: nothing to do)."""
+        return None if self.schedule is None else self.schedule.next_attempt_at
+
+    @next_attempt_at.setter
+    def next_attempt_at(self, value: datetime | None) -> None:
+        self._scheduled().next_attempt_at = value
+
+    @property
+    def last_reconciled_at(self) -> datetime | None:
+        return None if self.schedule is None else self.schedule.last_reconciled_at
+
+    @last_reconciled_at.setter
+    def last_reconciled_at(self, value: datetime | None) -> None:
+        self._scheduled().last_reconciled_at = value
+
+    @property
+    def lease_owner(self) -> str | None:
+        return None if self.schedule is None else self.schedule.lease_owner
+
+    @lease_owner.setter
+    def lease_owner(self, value: str | None) -> None:
+        self._scheduled().lease_owner = value
+
+    @property
+    def lease_until(self) -> datetime | None:
+        return None if self.schedule is None else self.schedule.lease_until
+
+    @lease_until.setter
+    def lease_until(self, value: datetime | None) -> None:
+        self._scheduled().lease_until = value
 
     @property
     def retrying(self) -> bool:
@@ -354,6 +394,27 @@ class Team(Base):
     @property
     def queue_name(self) -> str:
         return f"team-{self.name}"
+
+
+class TeamSchedule(Base):
+    """The worker's bookkeeping of a team: when it next looks at it, who holds its lease
+    and until when, when it last finished a pass. Apart from the team's row: the drift
+    re-check writes these for every ready team every resync interval (33 teams a second
+    at 10,000 teams), and in the team's row each re-check was two new versions of a wide
+    row under six indexes, which left the overview's name index and count reading the
+    table as well (a count of live teams became a scan of every team). A team without a
+    row here has nothing scheduled."""
+
+    __tablename__ = "team_schedules"
+    __table_args__ = (Index("ix_team_schedules_due", "next_attempt_at"),)
+
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), primary_key=True)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_reconciled_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    team: Mapped[Team] = relationship(lazy="raise", back_populates="schedule")
 
 
 class ClusterTemplate(Base):

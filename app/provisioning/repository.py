@@ -14,6 +14,7 @@ from sqlalchemy import (
     case,
     exists,
     func,
+    insert,
     literal,
     or_,
     select,
@@ -23,7 +24,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.core.db import constants
-from app.core.models import ChartRollout, RolloutState, Team, TeamStatus, UTCDateTime
+from app.core.models import (
+    ChartRollout,
+    RolloutState,
+    Team,
+    TeamSchedule,
+    TeamStatus,
+    UTCDateTime,
+)
 
 # Teams the reconciler looks at: everything that holds, or is building or removing, objects.
 WORK_STATUSES = (
@@ -44,30 +52,36 @@ def claim_due(
     limit: int,
     exclude: Collection[int] = (),
 ) -> list[int]:
-    """Lease up to ``limit`` teams that are due and not leased by anyone else."""
+    """Lease up to ``limit`` teams that are due and not leased by anyone else: read along
+    the schedule's due index, in the order they were due (a team with nothing scheduled
+    is never due). Only the schedule rows are locked and written."""
     query = (
-        select(Team.id)
+        select(TeamSchedule.team_id)
+        .join(Team, Team.id == TeamSchedule.team_id)
         .where(
+            TeamSchedule.next_attempt_at <= now,
+            or_(TeamSchedule.lease_until.is_(None), TeamSchedule.lease_until < now),
             Team.status.in_(WORK_STATUSES),
-            or_(Team.next_attempt_at.is_(None), Team.next_attempt_at <= now),
-            or_(Team.lease_until.is_(None), Team.lease_until < now),
         )
-        .order_by(Team.next_attempt_at)
+        .order_by(TeamSchedule.next_attempt_at)
         .limit(limit)
     )
     if exclude:
-        query = query.where(Team.id.not_in(exclude))
+        query = query.where(TeamSchedule.team_id.not_in(exclude))
     if session.get_bind().dialect.name == "postgresql":
-        query = query.with_for_update(skip_locked=True)
+        query = query.with_for_update(skip_locked=True, of=TeamSchedule)
     due = list(session.scalars(query).all())
     if not due:
         return []
     # One statement leases them all; a team another worker leased meanwhile is skipped.
     claimed = session.scalars(
-        update(Team)
-        .where(Team.id.in_(due), or_(Team.lease_until.is_(None), Team.lease_until < now))
+        update(TeamSchedule)
+        .where(
+            TeamSchedule.team_id.in_(due),
+            or_(TeamSchedule.lease_until.is_(None), TeamSchedule.lease_until < now),
+        )
         .values(lease_owner=owner, lease_until=until)
-        .returning(Team.id)
+        .returning(TeamSchedule.team_id)
         .execution_options(synchronize_session=False)
     ).all()
     # In the order they were due.
@@ -85,27 +99,27 @@ def settle_rechecked(
     pass); the ids written."""
     if not next_at:
         return set()
+    settled = select(Team.id).where(
+        Team.id.in_(list(next_at)),
+        Team.status == TeamStatus.READY,
+        Team.observed_generation == Team.desired_generation,
+        Team.attempts == 0,
+        Team.last_error.is_(None),
+        Team.template_version_id.is_(None),
+    )
     written = session.scalars(
-        update(Team)
-        .where(
-            Team.id.in_(list(next_at)),
-            Team.lease_owner == owner,
-            Team.status == TeamStatus.READY,
-            Team.observed_generation == Team.desired_generation,
-            Team.attempts == 0,
-            Team.last_error.is_(None),
-            Team.template_version_id.is_(None),
-        )
+        update(TeamSchedule)
+        .where(TeamSchedule.team_id.in_(settled), TeamSchedule.lease_owner == owner)
         .values(
             lease_owner=None,
             lease_until=None,
             last_reconciled_at=now,
             next_attempt_at=case(
                 {team_id: literal(when, UTCDateTime()) for team_id, when in next_at.items()},
-                value=Team.id,
+                value=TeamSchedule.team_id,
             ),
         )
-        .returning(Team.id)
+        .returning(TeamSchedule.team_id)
         .execution_options(synchronize_session=False)
     ).all()
     return set(written)
@@ -113,17 +127,17 @@ def settle_rechecked(
 
 def release(session: Session, *, team_id: int, owner: str) -> None:
     session.execute(
-        update(Team)
-        .where(Team.id == team_id, Team.lease_owner == owner)
+        update(TeamSchedule)
+        .where(TeamSchedule.team_id == team_id, TeamSchedule.lease_owner == owner)
         .values(lease_owner=None, lease_until=None)
     )
 
 
 def release_owned(session: Session, *, owner: str, keep: Collection[int] = ()) -> int:
     """Give back every lease ``owner`` holds but those of ``keep``; how many there were."""
-    query = update(Team).where(Team.lease_owner == owner)
+    query = update(TeamSchedule).where(TeamSchedule.lease_owner == owner)
     if keep:
-        query = query.where(Team.id.not_in(keep))
+        query = query.where(TeamSchedule.team_id.not_in(keep))
     result = session.execute(
         query.values(lease_owner=None, lease_until=None).execution_options(
             synchronize_session=False
@@ -221,24 +235,32 @@ def turn_holder(session: Session, version: str) -> tuple[int | None, datetime | 
 def nudge_outdated(session: Session, *, version: str, now: datetime) -> None:
     """Teams still on another chart or template version look again now (one of them
     takes the turn)."""
-    session.execute(
-        update(Team)
-        .where(
-            Team.status == TeamStatus.READY,
-            or_(
-                Team.vcluster_version.is_(None),
-                Team.vcluster_version != version,
-                and_(
-                    Team.template_version_id.is_not(None),
-                    or_(
-                        Team.template_installed_id.is_(None),
-                        Team.template_installed_id != Team.template_version_id,
-                    ),
+    outdated = select(Team.id).where(
+        Team.status == TeamStatus.READY,
+        or_(
+            Team.vcluster_version.is_(None),
+            Team.vcluster_version != version,
+            and_(
+                Team.template_version_id.is_not(None),
+                or_(
+                    Team.template_installed_id.is_(None),
+                    Team.template_installed_id != Team.template_version_id,
                 ),
             ),
-        )
+        ),
+    )
+    session.execute(
+        update(TeamSchedule)
+        .where(TeamSchedule.team_id.in_(outdated))
         .values(next_attempt_at=now)
         .execution_options(synchronize_session=False)
+    )
+    # And those with nothing scheduled (a team written past the models, e.g. seeded).
+    unscheduled = outdated.where(~exists().where(TeamSchedule.team_id == Team.id))
+    session.execute(
+        insert(TeamSchedule).from_select(
+            ["team_id", "next_attempt_at"], unscheduled.add_columns(literal(now, UTCDateTime()))
+        )
     )
 
 

@@ -17,7 +17,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session, lazyload, selectinload
 from sqlalchemy.orm.attributes import set_committed_value
 
 from app.core.db import constants
@@ -35,6 +35,7 @@ from app.core.models import (
     RightsizingSuggestion,
     Team,
     TeamMember,
+    TeamSchedule,
     TeamStatus,
     TemplateVersion,
     User,
@@ -112,17 +113,19 @@ def get_team(session: Session, team_id: int) -> Team:
 # other reads (one statement on PostgreSQL): the team with its pool and suggestion, and
 # its steps in order.
 _TEAM_ORG_SUGGESTION = (
-    select(Team, Org, RightsizingSuggestion)
+    select(Team, Org, RightsizingSuggestion, TeamSchedule)
     .join(Org, Org.id == Team.org_id)
     .outerjoin(RightsizingSuggestion, RightsizingSuggestion.team_id == Team.id)
+    .outerjoin(TeamSchedule, TeamSchedule.team_id == Team.id)
     .where(Team.id == bindparam("team_id"))
+    .options(lazyload(Team.schedule))  # it is in the row already
 )
 _TEAM_STEPS = (
     select(ProvisioningStep)
     .where(ProvisioningStep.team_id == bindparam("team_id"))
     .order_by(ProvisioningStep.position)
 )
-TeamForPages = tuple[Team, Org, RightsizingSuggestion | None] | None
+TeamForPages = tuple[Team, Org, RightsizingSuggestion | None, TeamSchedule | None] | None
 
 
 def team_for_pages(team_id: int) -> tuple[Read[TeamForPages], Read[list[ProvisioningStep]]]:
@@ -135,7 +138,7 @@ def team_for_pages(team_id: int) -> tuple[Read[TeamForPages], Read[list[Provisio
 
 
 def _first(rows: Rows) -> TeamForPages:
-    return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+    return (rows[0][0], rows[0][1], rows[0][2], rows[0][3]) if rows else None
 
 
 def _firsts(rows: Rows) -> list[Any]:
@@ -150,11 +153,13 @@ def attach_for_pages(
     relationships loading as usual."""
     if found is None:
         raise NotFound(f"no team with id {team_id}")
-    team, org, suggestion = found
+    team, org, suggestion, schedule = found
     set_committed_value(team, "org", org)
     set_committed_value(team, "steps", steps)
     set_committed_value(team, "suggestion", suggestion)
-    for instance in (org, team, *steps, *([suggestion] if suggestion else [])):
+    set_committed_value(team, "schedule", schedule)
+    extra = [i for i in (suggestion, schedule) if i is not None]
+    for instance in (org, team, *steps, *extra):
         if instance not in session:
             session.add(instance)
     return team

@@ -22,7 +22,7 @@ from fastapi.testclient import TestClient
 from kubernetes import client, config
 
 from app.core.db import unit_of_work
-from app.core.models import TeamStatus
+from app.core.models import TeamSchedule, TeamStatus
 from app.main import create_app
 from app.runtime import portal_of
 from app.teams import repository as repo
@@ -254,7 +254,7 @@ def reconcile_until(app: FastAPI, done: Any, timeout: float = 300.0) -> None:
     machine."""
     from sqlalchemy import select, update
 
-    from app.core.models import ChartRollout, Team, utcnow
+    from app.core.models import ChartRollout, utcnow
 
     deadline = time.monotonic() + timeout
     while not done():
@@ -275,6 +275,6 @@ def reconcile_until(app: FastAPI, done: Any, timeout: float = 300.0) -> None:
                 f"the reconciler did not get there in time: {errors}; rollouts: {rollouts}"
             )
         with unit_of_work(portal_of(app).session_factory) as session:
-            session.execute(update(Team).values(next_attempt_at=utcnow(), lease_until=None))
+            session.execute(update(TeamSchedule).values(next_attempt_at=utcnow(), lease_until=None))
         portal_of(app).reconciler.run_once()
         time.sleep(0.2)

@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from kubernetes import client
 
-from app.core.models import TeamStatus
+from app.core.models import TeamSchedule, TeamStatus
 from app.runtime import portal_of
 from app.teams import repository as repo
 from tests.k8s.conftest import (
@@ -192,14 +192,8 @@ def test_ready_teams_found_as_recorded_are_rechecked_together(kube_app: FastAPI)
     with unit_of_work(portal.session_factory) as session:
         # Teams without a cluster template (the fixture's have one, whose contents the
         # full pass checks inside the vCluster): every object observed here is as recorded.
-        session.execute(
-            update(Team).values(
-                next_attempt_at=utcnow(),
-                lease_until=None,
-                template_version_id=None,
-                template_installed_id=None,
-            )
-        )
+        session.execute(update(Team).values(template_version_id=None, template_installed_id=None))
+        session.execute(update(TeamSchedule).values(next_attempt_at=utcnow(), lease_until=None))
     counted, started = metrics.STEADY_RECHECKS._value.get(), utcnow()
     resync = portal.reconciler.timing.resync_seconds
     assert portal.reconciler.run_once() == 3
@@ -280,7 +274,7 @@ def test_a_portal_killed_mid_provisioning_resumes_without_duplicates(
     from sqlalchemy import update
 
     from app.core.db import unit_of_work
-    from app.core.models import Team, utcnow
+    from app.core.models import utcnow
     from app.main import create_app
     from app.provisioning.backend import spec_for
     from app.teams.seed import seed_example
@@ -304,7 +298,9 @@ def test_a_portal_killed_mid_provisioning_resumes_without_duplicates(
         with TestClient(second):
             assert portal_of(second).reconciler.run_once() == 0, "leases still protect the teams"
             with unit_of_work(portal_of(second).session_factory) as session:
-                session.execute(update(Team).values(lease_until=utcnow() - timedelta(seconds=1)))
+                session.execute(
+                    update(TeamSchedule).values(lease_until=utcnow() - timedelta(seconds=1))
+                )
             reconcile_until(second, lambda: all_ready(second))
     names = sorted(
         q["metadata"]["name"]

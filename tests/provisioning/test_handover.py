@@ -65,7 +65,12 @@ def _replica(tmp_path: Path, name: str, db: str) -> tuple[subprocess.Popen[bytes
 def _leases(db: str) -> dict[str, str | None]:
     engine = create_engine(db.replace("postgresql://", "postgresql+psycopg://", 1))
     with engine.connect() as conn:
-        rows = conn.execute(text("SELECT name, lease_owner FROM teams ORDER BY id")).all()
+        rows = conn.execute(
+            text(
+                "SELECT t.name, s.lease_owner FROM teams t "
+                "LEFT JOIN team_schedules s ON s.team_id = t.id ORDER BY t.id"
+            )
+        ).all()
     engine.dispose()
     return {name: owner for name, owner in rows}
 

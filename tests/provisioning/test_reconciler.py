@@ -22,6 +22,7 @@ from app.core.models import (
     RequestStatus,
     Step,
     Team,
+    TeamSchedule,
     TeamStatus,
     User,
     utcnow,
@@ -132,7 +133,7 @@ def test_steps_wait_for_a_slow_control_plane(
     deadline = time.monotonic() + 10
     while team.status != TeamStatus.READY and time.monotonic() < deadline:
         with unit_of_work(session_factory) as session:
-            session.execute(update(Team).values(next_attempt_at=utcnow()))
+            session.execute(update(TeamSchedule).values(next_attempt_at=utcnow()))
         reconciler.run_once()
         time.sleep(0.1)
         team = team_of(session_factory, team_id)
@@ -197,7 +198,7 @@ def test_drift_is_repaired_and_audited(
     backend.delete_object(Step.QUEUE, "nlp")
     backend.delete_object(Step.ADMISSION_POLICY, "nlp")
     with unit_of_work(session_factory) as session:
-        session.execute(update(Team).values(next_attempt_at=utcnow()))
+        session.execute(update(TeamSchedule).values(next_attempt_at=utcnow()))
     reconciler.run_once()
     team = team_of(session_factory, team_id)
     assert team.status == TeamStatus.READY
@@ -217,7 +218,7 @@ def test_steady_state_pass_changes_nothing(
     team_id = approved_team(session_factory)
     reconciler.run_once()
     with unit_of_work(session_factory) as session:
-        session.execute(update(Team).values(next_attempt_at=utcnow()))
+        session.execute(update(TeamSchedule).values(next_attempt_at=utcnow()))
     before = actions(session_factory, team_id)
     calls = backend.calls
     reconciler.run_once()
@@ -296,7 +297,7 @@ def test_a_crashed_worker_is_taken_over_after_its_lease(
     successor = Reconciler(session_factory, backend, settings_for(db_url), owner="successor")
     assert successor.run_once() == 0, "the lease still protects the team"
     with unit_of_work(session_factory) as session:
-        session.execute(update(Team).values(lease_until=utcnow() - timedelta(seconds=1)))
+        session.execute(update(TeamSchedule).values(lease_until=utcnow() - timedelta(seconds=1)))
     assert successor.run_once() == 1
     assert team_of(session_factory, team_id).status == TeamStatus.READY
     assert len([key for key in backend._objects if key[1] == "nlp"]) == 4, "no duplicates"
@@ -343,7 +344,7 @@ def test_an_approved_change_is_applied_not_reported_as_drift(
 
 def _due_now(factory: sessionmaker[Session]) -> None:
     with unit_of_work(factory) as session:
-        session.execute(update(Team).values(next_attempt_at=utcnow()))
+        session.execute(update(TeamSchedule).values(next_attempt_at=utcnow()))
 
 
 def _statements(engine: Any, into: list[str]) -> Any:
@@ -377,7 +378,9 @@ def test_ready_teams_found_as_recorded_are_written_back_in_one_statement(
     assert backend.calls - calls == 15, "five observations a team, nothing applied"
     updates = [s for s in statements if s.startswith("UPDATE")]
     assert len(updates) == 2, updates  # the claim, then the write-back of all three
-    assert updates[1].startswith("UPDATE teams SET"), updates
+    # The schedule's rows alone: the teams' own rows are not written by a re-check.
+    assert updates[1].startswith("UPDATE team_schedules SET"), updates
+    assert not [s for s in updates if s.startswith("UPDATE teams")], updates
     assert "lease_owner" in updates[1], updates
     assert not [s for s in statements if s.startswith("INSERT")], "no audit, no notice"
     assert metrics.STEADY_RECHECKS._value.get() - counted == 3
@@ -409,7 +412,11 @@ def test_teams_rechecked_together_after_an_outage_keep_their_own_times(
     due = {team_id: now - 3 * every - timedelta(minutes=i) for i, team_id in enumerate(ids)}
     with unit_of_work(session_factory) as session:
         for team_id, when in due.items():
-            session.execute(update(Team).where(Team.id == team_id).values(next_attempt_at=when))
+            session.execute(
+                update(TeamSchedule)
+                .where(TeamSchedule.team_id == team_id)
+                .values(next_attempt_at=when)
+            )
         session.execute(
             update(ProvisioningStep)
             .where(ProvisioningStep.team_id == ids[2], ProvisioningStep.step == Step.NAMESPACE)

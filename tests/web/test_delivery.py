@@ -23,7 +23,7 @@ from sqlalchemy import select, update
 
 from app.access import service as access
 from app.core.db import unit_of_work
-from app.core.models import Delivery, KubeconfigGrant, Step, Team, utcnow
+from app.core.models import Delivery, KubeconfigGrant, Step, TeamSchedule, utcnow
 from app.notifications import delivery
 from app.notifications import service as notifications
 from app.notifications.delivery import Deliverer
@@ -138,7 +138,7 @@ def test_each_event_reaches_each_channel_once(app: FastAPI, smtp: SmtpServer) ->
         for _ in range(4):
             portal_of(app).reconciler.run_once()
             with unit_of_work(portal_of(app).session_factory) as session:
-                session.execute(update(Team).values(next_attempt_at=utcnow()))
+                session.execute(update(TeamSchedule).values(next_attempt_at=utcnow()))
         # 5. A two-day kubeconfig that now expires within a day (to its holder only).
         got = lead.api("POST", "/api/v1/teams/1/kubeconfig?ttl=2d")
         assert got.status_code == 200, got.text

@@ -15,7 +15,7 @@ from sqlalchemy import select, update
 from app.adapters.simulated import SimulatedBackend
 from app.cli import seed
 from app.core.db import unit_of_work
-from app.core.models import AuditEvent, Step, Team, utcnow
+from app.core.models import AuditEvent, Step, Team, TeamSchedule, utcnow
 from app.provisioning import restore
 from app.runtime import portal_of
 from app.usage.history import RightsizingRun
@@ -62,7 +62,7 @@ def test_a_restart_restores_the_simulated_cluster_and_says_so_once(db_url: str) 
         assert isinstance(backend, SimulatedBackend)
         backend.delete_object(Step.NAMESPACE, "vision")
         with unit_of_work(portal_of(app).session_factory) as session:
-            session.execute(update(Team).values(next_attempt_at=utcnow()))
+            session.execute(update(TeamSchedule).values(next_attempt_at=utcnow()))
         portal_of(app).reconciler.run_once()
         assert "provisioning.drift_repaired" in _actions(app)
 

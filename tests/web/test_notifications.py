@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from sqlalchemy import update
 
 from app.core.db import unit_of_work
-from app.core.models import Step, Team, utcnow
+from app.core.models import Step, TeamSchedule, utcnow
 from app.runtime import portal_of
 from tests.parts import simulated_backend
 from tests.web.conftest import Client, client_for
@@ -80,7 +80,7 @@ def test_a_rejection_a_failure_and_a_new_member_are_told(
     for _ in range(12):
         portal_of(app).reconciler.run_once()
         with unit_of_work(portal_of(app).session_factory) as session:
-            session.execute(update(Team).values(next_attempt_at=utcnow()))
+            session.execute(update(TeamSchedule).values(next_attempt_at=utcnow()))
     # Told once, after the third failure in a row, to the lead and the admins.
     told = "Provisioning doomed failed 3 times, retrying: simulated: quota webhook down"
     assert titles(lead).count(told) == 1, titles(lead)

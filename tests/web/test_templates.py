@@ -18,7 +18,7 @@ from sqlalchemy import update
 from app.adapters.simulated import SimulatedBackend
 from app.catalog import repository as catalog_repo
 from app.core.db import unit_of_work
-from app.core.models import AuditEvent, Team, utcnow
+from app.core.models import AuditEvent, Team, TeamSchedule, utcnow
 from app.main import create_app
 from app.runtime import portal_of
 from app.teams import repository as repo
@@ -358,7 +358,7 @@ def test_a_template_is_rendered_into_the_vclusters_values(app: FastAPI) -> None:
 
 def _due_now(app: FastAPI) -> None:
     with unit_of_work(portal_of(app).session_factory) as session:
-        session.execute(update(Team).values(next_attempt_at=utcnow()))
+        session.execute(update(TeamSchedule).values(next_attempt_at=utcnow()))
 
 
 def test_what_a_template_installs_is_checked_inside_and_put_back_if_it_says_so(

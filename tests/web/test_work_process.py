@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from app.core.models import Team
+from app.core.models import Team, TeamSchedule
 from app.runtime import portal_of
 from tests.web.conftest import client_for, portal, portal_command
 
@@ -48,5 +48,7 @@ def test_a_separate_work_process_provisions_what_the_web_approves(db_url: str) -
         assert worker.returncode == 0, output
         assert "handed back" in output
         with portal_of(app).session_factory() as session:
-            held = session.scalars(select(Team.name).where(Team.lease_owner.is_not(None))).all()
+            held = session.scalars(
+                select(Team.name).join(Team.schedule).where(TeamSchedule.lease_owner.is_not(None))
+            ).all()
         assert held == []
