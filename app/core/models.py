@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Generic, Self, TypeVar, cast, overload
 
 from sqlalchemy import (
     JSON,
@@ -56,6 +56,9 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is not None and value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value
+
+
+V = TypeVar("V")
 
 
 class TeamStatus(StrEnum):
@@ -237,6 +240,26 @@ TEMPLATE_BEHIND = (
 )
 
 
+class _Scheduled(Generic[V]):
+    """A field of the team's schedule (``TeamSchedule``), read and written on the team."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, team: None, owner: type) -> Self: ...
+    @overload
+    def __get__(self, team: Team, owner: type) -> V | None: ...
+    def __get__(self, team: Team | None, owner: type) -> Self | V | None:
+        if team is None:
+            return self
+        schedule = team.schedule
+        return None if schedule is None else cast(V | None, getattr(schedule, self.name))
+
+    def __set__(self, team: Team, value: V | None) -> None:
+        setattr(team.scheduled(), self.name, value)
+
+
 class Team(Base):
     """A team's cluster: its lifecycle and the quota the portal wants in the cluster."""
 
@@ -328,43 +351,17 @@ class Team(Base):
         lazy="select",
     )
 
-    def _scheduled(self) -> TeamSchedule:
+    def scheduled(self) -> TeamSchedule:
+        """The team's schedule row, made when first written."""
         if self.schedule is None:
             self.schedule = TeamSchedule()
         return self.schedule
 
-    @property
-    def next_attempt_at(self) -> datetime | None:
-        """When the worker next looks at the team (None: nothing to do)."""
-        return None if self.schedule is None else self.schedule.next_attempt_at
-
-    @next_attempt_at.setter
-    def next_attempt_at(self, value: datetime | None) -> None:
-        self._scheduled().next_attempt_at = value
-
-    @property
-    def last_reconciled_at(self) -> datetime | None:
-        return None if self.schedule is None else self.schedule.last_reconciled_at
-
-    @last_reconciled_at.setter
-    def last_reconciled_at(self, value: datetime | None) -> None:
-        self._scheduled().last_reconciled_at = value
-
-    @property
-    def lease_owner(self) -> str | None:
-        return None if self.schedule is None else self.schedule.lease_owner
-
-    @lease_owner.setter
-    def lease_owner(self, value: str | None) -> None:
-        self._scheduled().lease_owner = value
-
-    @property
-    def lease_until(self) -> datetime | None:
-        return None if self.schedule is None else self.schedule.lease_until
-
-    @lease_until.setter
-    def lease_until(self, value: datetime | None) -> None:
-        self._scheduled().lease_until = value
+    # Read and written as the team's own (None while nothing is scheduled).
+    next_attempt_at = _Scheduled[datetime]()  # when the worker next looks at it
+    last_reconciled_at = _Scheduled[datetime]()
+    lease_owner = _Scheduled[str]()
+    lease_until = _Scheduled[datetime]()
 
     @property
     def retrying(self) -> bool:
