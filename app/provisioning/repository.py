@@ -90,13 +90,21 @@ def claim_due(
 
 
 def settle_rechecked(
-    session: Session, *, next_at: Mapping[int, datetime], owner: str, now: datetime
+    session: Session,
+    *,
+    due: Mapping[int, datetime | None],
+    next_at: Mapping[int, datetime],
+    owner: str,
+    now: datetime,
 ) -> set[int]:
     """The re-checked teams whose every step was found as recorded: re-checked at ``now``,
     next at ``next_at`` (each team's own time), their leases given back, in one statement.
-    Only those still ready, settled, without an error or a template and leased to
-    ``owner`` are written (a decision or a lost lease meanwhile leaves a team to the full
-    pass); the ids written."""
+    Only those still ready, settled, without an error or a template, leased to ``owner``
+    and still due when they were (``due``, as read before the observation) are written: a
+    decision, a nudge or a lost lease meanwhile leaves a team to the full pass. (Every
+    decision sets the team's next attempt to now: the schedule row it writes is the one
+    this statement writes, so one committed while this waits for the row is seen here.)
+    The ids written."""
     if not next_at:
         return set()
     settled = select(Team.id).where(
@@ -107,9 +115,21 @@ def settle_rechecked(
         Team.last_error.is_(None),
         Team.template_version_id.is_(None),
     )
+    unchanged = or_(
+        *(
+            and_(
+                TeamSchedule.team_id == team_id,
+                TeamSchedule.next_attempt_at.is_(None)
+                if when is None
+                else TeamSchedule.next_attempt_at == literal(when, UTCDateTime()),
+            )
+            for team_id, when in due.items()
+            if team_id in next_at
+        )
+    )
     written = session.scalars(
         update(TeamSchedule)
-        .where(TeamSchedule.team_id.in_(settled), TeamSchedule.lease_owner == owner)
+        .where(TeamSchedule.team_id.in_(settled), TeamSchedule.lease_owner == owner, unchanged)
         .values(
             lease_owner=None,
             lease_until=None,

@@ -496,6 +496,7 @@ def test_the_write_back_needs_the_lease_and_a_settled_ready_team(
     reconciler.run_once()
     _due_now(session_factory)
     assert sorted(reconciler.claim()) == sorted(ids)
+    due = {i: team_of(session_factory, i).next_attempt_at for i in ids}
     now = utcnow()
     with unit_of_work(session_factory) as session:
         session.execute(update(Team).where(Team.id == ids[1]).values(attempts=1))
@@ -504,12 +505,43 @@ def test_the_write_back_needs_the_lease_and_a_settled_ready_team(
             .where(Team.id == ids[2])
             .values(desired_generation=Team.desired_generation + 1)
         )
+        later = dict.fromkeys(ids, now)
         assert (
-            settle_rechecked(
-                session, next_at=dict.fromkeys(ids, now), owner="someone else", now=now
-            )
+            settle_rechecked(session, due=due, next_at=later, owner="someone else", now=now)
             == set()
         )
         assert settle_rechecked(
-            session, next_at=dict.fromkeys(ids, now), owner=reconciler.owner, now=now
+            session, due=due, next_at=later, owner=reconciler.owner, now=now
         ) == {ids[0]}
+
+
+def test_the_write_back_leaves_a_team_scheduled_anew_meanwhile(
+    session_factory: sessionmaker[Session], reconciler: Reconciler
+) -> None:
+    """Its next attempt set to now after the re-check read it (a decision, a rollout's
+    nudge): the write-back must not put it back an interval later."""
+    from app.provisioning.repository import settle_rechecked
+
+    ids = [approved_team(session_factory, name, gpu_quota="0.1") for name in ("a", "b")]
+    reconciler.run_once()
+    _due_now(session_factory)
+    assert sorted(reconciler.claim()) == sorted(ids)
+    due = {i: team_of(session_factory, i).next_attempt_at for i in ids}
+    nudged = utcnow()
+    with unit_of_work(session_factory) as session:
+        session.execute(
+            update(TeamSchedule)
+            .where(TeamSchedule.team_id == ids[1])
+            .values(next_attempt_at=nudged)
+        )
+    now = utcnow()
+    with unit_of_work(session_factory) as session:
+        written = settle_rechecked(
+            session,
+            due=due,
+            next_at=dict.fromkeys(ids, now + timedelta(minutes=5)),
+            owner=reconciler.owner,
+            now=now,
+        )
+    assert written == {ids[0]}
+    assert team_of(session_factory, ids[1]).next_attempt_at == nudged
