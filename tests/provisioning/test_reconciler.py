@@ -30,6 +30,7 @@ from app.core.models import (
 from app.core.together import read_all
 from app.provisioning.backend import spec_for
 from app.provisioning.reconciler import Reconciler, backoff_seconds
+from app.provisioning.repository import settle_rechecked
 from app.teams import repository as repo
 from app.teams import service
 from app.teams.rules import parse_quota_fields
@@ -487,16 +488,21 @@ def test_a_decision_during_the_recheck_is_applied_by_the_full_pass(
         assert repo.get_request(session, decided[0]).status == RequestStatus.APPLIED
 
 
+def _claimed_ready(
+    factory: sessionmaker[Session], reconciler: Reconciler, names: tuple[str, ...]
+) -> tuple[list[int], dict[int, datetime | None]]:
+    """Ready teams, due and claimed by ``reconciler``; when each was due."""
+    ids = [approved_team(factory, name, gpu_quota="0.1") for name in names]
+    reconciler.run_once()
+    _due_now(factory)
+    assert sorted(reconciler.claim()) == sorted(ids)
+    return ids, {i: team_of(factory, i).next_attempt_at for i in ids}
+
+
 def test_the_write_back_needs_the_lease_and_a_settled_ready_team(
     session_factory: sessionmaker[Session], reconciler: Reconciler
 ) -> None:
-    from app.provisioning.repository import settle_rechecked
-
-    ids = [approved_team(session_factory, name, gpu_quota="0.1") for name in ("a", "b", "c")]
-    reconciler.run_once()
-    _due_now(session_factory)
-    assert sorted(reconciler.claim()) == sorted(ids)
-    due = {i: team_of(session_factory, i).next_attempt_at for i in ids}
+    ids, due = _claimed_ready(session_factory, reconciler, ("a", "b", "c"))
     now = utcnow()
     with unit_of_work(session_factory) as session:
         session.execute(update(Team).where(Team.id == ids[1]).values(attempts=1))
@@ -520,13 +526,7 @@ def test_the_write_back_leaves_a_team_scheduled_anew_meanwhile(
 ) -> None:
     """Its next attempt set to now after the re-check read it (a decision, a rollout's
     nudge): the write-back must not put it back an interval later."""
-    from app.provisioning.repository import settle_rechecked
-
-    ids = [approved_team(session_factory, name, gpu_quota="0.1") for name in ("a", "b")]
-    reconciler.run_once()
-    _due_now(session_factory)
-    assert sorted(reconciler.claim()) == sorted(ids)
-    due = {i: team_of(session_factory, i).next_attempt_at for i in ids}
+    ids, due = _claimed_ready(session_factory, reconciler, ("a", "b"))
     nudged = utcnow()
     with unit_of_work(session_factory) as session:
         session.execute(
