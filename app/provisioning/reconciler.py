@@ -95,19 +95,39 @@ class Reconciler:
 
     # --- claiming ------------------------------------------------------------------------
 
-    def claim(self, limit: int = 20, *, exclude: frozenset[int] = frozenset()) -> list[int]:
-        """Lease up to ``limit`` due teams to this worker; others skip them."""
+    def claim(
+        self,
+        limit: int = 20,
+        *,
+        due_by: datetime | None = None,
+        exclude: frozenset[int] = frozenset(),
+    ) -> list[int]:
+        """Lease up to ``limit`` teams due by ``due_by`` (else now) to this worker; others
+        skip them."""
         now = utcnow()
         until = now + timedelta(seconds=self.worker.lease_seconds)
         with unit_of_work(self.session_factory) as session:
             return repo.claim_due(
-                session, owner=self.owner, now=now, until=until, limit=limit, exclude=exclude
+                session,
+                owner=self.owner,
+                now=now,
+                until=until,
+                limit=limit,
+                due_by=due_by,
+                exclude=exclude,
             )
 
     def run_once(self) -> int:
         """One pass over every due team; returns how many were reconciled."""
         handled = 0
+        # Each team at most once per pass, however soon it is due again: the pass takes
+        # the teams due when it began (every pass writes a team's next attempt later than
+        # that), and leaves out the few it met again anyway (given back as they were, by
+        # an unexpected failure). Leaving out every team seen, as a list sent with each
+        # claim, cost a pass that catches up on N teams O(N²).
+        began = utcnow()
         seen: set[int] = set()
+        skipped: set[int] = set()
         started = time.perf_counter()
         if not self._version_checked:
             # A new chart version is configured by a restart: its rollout starts now, not
@@ -117,10 +137,16 @@ class Reconciler:
             self._version_checked = True
         try:
             while not self.stopping.is_set():
-                # Each team at most once per pass, however soon it is due again.
-                team_ids = self.claim(exclude=frozenset(seen))
-                if not team_ids:
+                claimed = self.claim(due_by=began, exclude=frozenset(skipped))
+                if not claimed:
                     break
+                again = [team_id for team_id in claimed if team_id in seen]
+                for team_id in again:
+                    self._release(team_id)
+                skipped.update(again)
+                team_ids = [team_id for team_id in claimed if team_id not in seen]
+                if not team_ids:
+                    continue
                 seen.update(team_ids)
                 if handled == 0:
                     # On failure each team's own calls fail and report the outage.
@@ -139,6 +165,7 @@ class Reconciler:
                     except Exception:
                         log.exception("reconciling team %s failed unexpectedly", team_id)
                         self._release(team_id)
+                        skipped.add(team_id)
                     finally:
                         self.in_hand = None
                     handled += 1

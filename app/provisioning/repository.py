@@ -50,16 +50,18 @@ def claim_due(
     now: datetime,
     until: datetime,
     limit: int,
+    due_by: datetime | None = None,
     exclude: Collection[int] = (),
 ) -> list[int]:
-    """Lease up to ``limit`` teams that are due and not leased by anyone else: read along
-    the schedule's due index, in the order they were due (a team with nothing scheduled
-    is never due). Only the schedule rows are locked and written."""
+    """Lease up to ``limit`` teams that are due (by ``due_by``, else ``now``) and not
+    leased by anyone else: read along the schedule's due index, in the order they were
+    due (a team with nothing scheduled is never due). Only the schedule rows are locked
+    and written."""
     query = (
         select(TeamSchedule.team_id)
         .join(Team, Team.id == TeamSchedule.team_id)
         .where(
-            TeamSchedule.next_attempt_at <= now,
+            TeamSchedule.next_attempt_at <= (now if due_by is None else due_by),
             or_(TeamSchedule.lease_until.is_(None), TeamSchedule.lease_until < now),
             Team.status.in_(WORK_STATUSES),
         )

@@ -307,6 +307,52 @@ def test_a_crashed_worker_is_taken_over_after_its_lease(
     assert team_of(session_factory, team_id).status == TeamStatus.READY
 
 
+def test_a_pass_takes_each_team_once_even_when_left_due(
+    session_factory: sessionmaker[Session], reconciler: Reconciler, monkeypatch: Any
+) -> None:
+    """A team whose pass leaves it due as it was (an unexpected failure gives its lease
+    back; here every pass does) is not taken again in the same pass, and the pass ends."""
+    ids = [approved_team(session_factory, f"t{i}", gpu_quota="0.1") for i in range(5)]
+    passes: list[int] = []
+
+    def leave_due(team_id: int) -> None:
+        passes.append(team_id)
+        if team_id == ids[0]:
+            raise RuntimeError("boom")
+        reconciler._release(team_id)  # given back, still due
+
+    monkeypatch.setattr(reconciler, "reconcile", leave_due)
+    assert reconciler.run_once() == 5
+    assert sorted(passes) == sorted(ids)
+    # The next pass takes them again: they are still due.
+    passes.clear()
+    assert reconciler.run_once() == 5
+    assert sorted(passes) == sorted(ids)
+
+
+def test_a_catching_up_pass_claims_without_the_teams_it_has_seen(
+    session_factory: sessionmaker[Session], reconciler: Reconciler, db_url: str
+) -> None:
+    """Each claim of a pass is the same statement, however many teams the pass has
+    handled (a list of them sent with every claim cost a long pass O(N²))."""
+    ids = [approved_team(session_factory, f"t{i}", gpu_quota="0.02") for i in range(45)]
+    engine = session_factory.kw["bind"]
+    claims: list[tuple[str, int]] = []
+
+    def seen(_c: Any, _cur: Any, statement: str, parameters: Any, *_rest: Any) -> None:
+        if "FROM team_schedules JOIN teams" in " ".join(statement.split()):
+            claims.append((statement, len(parameters)))
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        assert reconciler.run_once() == len(ids)
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert len(claims) == 4, "three claims of 20 and the empty one that ends the pass"
+    assert len(set(claims)) == 1, claims
+    assert all(team_of(session_factory, i).status == TeamStatus.READY for i in ids)
+
+
 def test_an_approved_change_is_applied_not_reported_as_drift(
     session_factory: sessionmaker[Session], reconciler: Reconciler
 ) -> None:
