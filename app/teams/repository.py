@@ -458,25 +458,44 @@ def get_team_page(
     sort: str,
     offset: int,
     limit: int,
+    counted_apart: Sequence[str] = (),
 ) -> tuple[int, list[TeamRow]]:
     """One page of the overview, filtered, sorted and counted by the database in one
     statement: the count is a subquery run once beside the page (a window over the
-    matching rows would sort and join every team of a large org to return 50)."""
-    found = read(session, team_page(statuses, name_contains, sort, offset, limit))
+    matching rows would sort and join every team of a large org to return 50). The teams
+    in ``counted_apart`` statuses are left out of the count: the caller counts them
+    (from the ready view)."""
+    found = read(session, team_page(statuses, name_contains, sort, offset, limit, counted_apart))
     if found is not None:
         return found
     # Past the last page (or nothing matches): the count on its own.
-    _, count = _page_query(tuple(statuses) if statuses is not None else None, name_contains, sort)
+    _, count = _page_query(*_page_key(statuses, name_contains, sort, counted_apart))
     return int(session.scalar(select(count)) or 0) if offset else 0, []
 
 
 def team_page(
-    statuses: Sequence[str] | None, name_contains: str, sort: str, offset: int, limit: int
+    statuses: Sequence[str] | None,
+    name_contains: str,
+    sort: str,
+    offset: int,
+    limit: int,
+    counted_apart: Sequence[str] = (),
 ) -> Read[tuple[int, list[TeamRow]] | None]:
     """``get_team_page`` as a read, to run with others: None when the page is empty (past
     the last page, or nothing matches), where ``get_team_page`` counts on its own."""
-    query, _ = _page_query(tuple(statuses) if statuses is not None else None, name_contains, sort)
+    query, _ = _page_query(*_page_key(statuses, name_contains, sort, counted_apart))
     return Read(query, {"offset": offset, "limit": limit}, _page_rows)
+
+
+def _page_key(
+    statuses: Sequence[str] | None, name_contains: str, sort: str, counted_apart: Sequence[str]
+) -> tuple[tuple[str, ...] | None, str, str, tuple[str, ...]]:
+    return (
+        tuple(statuses) if statuses is not None else None,
+        name_contains,
+        sort,
+        tuple(counted_apart),
+    )
 
 
 def _page_rows(rows: Rows) -> tuple[int, list[TeamRow]] | None:
@@ -485,13 +504,27 @@ def _page_rows(rows: Rows) -> tuple[int, list[TeamRow]] | None:
 
 @functools.lru_cache(maxsize=64)
 def _page_query(
-    statuses: tuple[str, ...] | None, name_contains: str, sort: str
+    statuses: tuple[str, ...] | None,
+    name_contains: str,
+    sort: str,
+    counted_apart: tuple[str, ...] = (),
 ) -> tuple[Select[Any], ScalarSelect[int]]:
-    """The overview page's statement and its count, built once per filter and order
-    (building one costs about as much CPU as running it); offset and limit are
-    parameters."""
-    every = _team_filter(select(func.count(Team.id)), statuses, name_contains)
-    count = every.correlate(None).scalar_subquery()  # all matching teams, not this row
+    """The overview page's statement and its count (of the matching teams but those in
+    ``counted_apart`` statuses), built once per filter and order (building one costs
+    about as much CPU as running it); offset and limit are parameters."""
+    counting = select(func.count()).select_from(Team)
+    if counted_apart:  # the few others, in constants too: counted along the status index
+        others = tuple(  # known statuses only: they are written into the statement
+            s.value
+            for s in TeamStatus
+            if (statuses is None or s.value in statuses) and s.value not in counted_apart
+        )
+        counting = _team_filter(
+            counting.where(Team.status.in_(constants(others))), None, name_contains
+        )
+    else:
+        counting = _team_filter(counting, statuses, name_contains)
+    count = counting.correlate(None).scalar_subquery()  # all matching teams, not this row
     order = SQL_SORTS.get(sort, SQL_SORTS["name"])
     if order is SQL_SORTS["name"] and statuses is not None and set(statuses) <= set(LIVE_STATUSES):
         # Live names are unique (uq_teams_live_name): the name alone orders them, read

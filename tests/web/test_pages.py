@@ -439,6 +439,35 @@ def test_admin_overview_pages_through_many_teams(
     assert "0 teams" in nothing
 
 
+def test_the_overview_counts_every_live_team_through_decisions(
+    app: FastAPI, admin: Client, lead: Client
+) -> None:
+    """The list's total: the teams holding a guarantee come from the ready view and the
+    submitted ones from the database; every decision keeps the two in step."""
+
+    def total() -> str:
+        page = admin.get("/admin").text
+        found = re.search(r'<span class="small muted">(\d+) teams?', page)
+        assert found is not None, page
+        return found.group(1)
+
+    assert total() == "3"
+    for name in ("speech", "audio"):
+        asking = client_for(app, f"lead-{name}@example.org")
+        asking.form("/teams", {"name": name, "gpu_quota": "0.01", "gpu_limit": "1"})
+    assert total() == "5", "submitted teams are live"
+    ids = re.findall(r"/admin/requests/(\d+)/approve", admin.get("/admin/requests").text)
+    admin.form(f"/admin/requests/{ids[0]}/approve", {"mode": "as_asked"})
+    assert total() == "5", "approved: the same team, now holding a guarantee"
+    admin.form(f"/admin/requests/{ids[-1]}/reject", {"reason": "no GPUs left"})
+    assert total() == "4", "a rejected team is not live"
+    lead.form(f"/teams/{NLP}/decommission", {"confirm": "nlp"})
+    assert total() == "4", "still live while decommissioning"
+    for _ in range(3):
+        portal_of(app).reconciler.run_once()
+    assert total() == "3", "a decommissioned team is gone from the list at once"
+
+
 def fix_usage(
     app: FastAPI, monkeypatch: pytest.MonkeyPatch, values: dict[str, tuple[float, float]]
 ) -> None:

@@ -178,9 +178,14 @@ def _overview(
     # The caller, the org-wide figures and (ordered by the database) the page's teams:
     # one statement on PostgreSQL.
     reads: list[Read[Any]] = [overview_figures_read(settings.chart_version)]
+    # Every live team (the default list): the teams holding a guarantee are counted from
+    # the ready view, as the summary's live teams are, and only the others (a few
+    # submitted ones, along the status index) by the statement; counting every live team
+    # per view was a scan of the teams table (2.5 ms of PostgreSQL at 10,000 teams).
+    apart = [s.value for s in COMMITTED_STATUSES] if status == "live" and not q else []
     if not by_usage:
         offset = (page - 1) * PAGE_SIZE
-        reads.append(repo.team_page(statuses, q, sort, offset, PAGE_SIZE))
+        reads.append(repo.team_page(statuses, q, sort, offset, PAGE_SIZE, apart))
     principal, (figures, *found) = admin_reading(request, session, settings, reads)
     org = figures.org
     view = org_view(session, usage, org)
@@ -188,6 +193,7 @@ def _overview(
         total, page, rows = _page_by_usage(session, view, statuses, q, status, sort, page)
         pages = max(1, -(-total // PAGE_SIZE))
     else:
+        view_counted = len(view.rows) if apart else 0
 
         def page_of(number: int) -> tuple[int, list[repo.TeamRow]]:
             return repo.get_team_page(
@@ -197,13 +203,16 @@ def _overview(
                 sort=sort,
                 offset=(number - 1) * PAGE_SIZE,
                 limit=PAGE_SIZE,
+                counted_apart=apart,
             )
 
-        total, rows = found[0] or page_of(page)  # none on this page: counted on its own
+        counted, rows = found[0] or page_of(page)  # none on this page: counted on its own
+        total = counted + view_counted
         pages = max(1, -(-total // PAGE_SIZE))
         if page > pages:  # past the end (the list shrank): the last page
             page = pages
-            total, rows = page_of(page)
+            counted, rows = page_of(page)
+            total = counted + view_counted
     shown = cards_from(session, rows, view, org)
     # Org-wide figures from the ready view (a decision refreshes it at once): no scan of
     # every team per view.
