@@ -213,8 +213,7 @@ class Reconciler:
             with unit_of_work(self.session_factory) as session:
                 written = repo.settle_rechecked(
                     session,
-                    due=steady,
-                    next_at={i: next_recheck(due, now, every) for i, due in steady.items()},
+                    times={i: (due, next_recheck(due, now, every)) for i, due in steady.items()},
                     owner=self.owner,
                     now=now,
                 )

@@ -94,23 +94,22 @@ def claim_due(
 def settle_rechecked(
     session: Session,
     *,
-    due: Mapping[int, datetime | None],
-    next_at: Mapping[int, datetime],
+    times: Mapping[int, tuple[datetime | None, datetime]],
     owner: str,
     now: datetime,
 ) -> set[int]:
-    """The re-checked teams whose every step was found as recorded: re-checked at ``now``,
-    next at ``next_at`` (each team's own time), their leases given back, in one statement.
+    """The re-checked teams whose every step was found as recorded (``times``: team ->
+    when it was due, as read before the observation, and when next): re-checked at
+    ``now``, next at each team's own time, their leases given back, in one statement.
     Only those still ready, settled, without an error or a template, leased to ``owner``
-    and still due when they were (``due``, as read before the observation) are written: a
-    decision, a nudge or a lost lease meanwhile leaves a team to the full pass. (Every
-    decision sets the team's next attempt to now: the schedule row it writes is the one
-    this statement writes, so one committed while this waits for the row is seen here.)
-    The ids written."""
-    if not next_at:
+    and still due when they were are written: a decision, a nudge or a lost lease
+    meanwhile leaves a team to the full pass. (Every decision sets the team's next
+    attempt to now: the schedule row it writes is the one this statement writes, so one
+    committed while this waits for the row is seen here.) The ids written."""
+    if not times:
         return set()
     settled = select(Team.id).where(
-        Team.id.in_(list(next_at)),
+        Team.id.in_(list(times)),
         Team.status == TeamStatus.READY,
         Team.observed_generation == Team.desired_generation,
         Team.attempts == 0,
@@ -122,11 +121,10 @@ def settle_rechecked(
             and_(
                 TeamSchedule.team_id == team_id,
                 TeamSchedule.next_attempt_at.is_(None)
-                if when is None
-                else TeamSchedule.next_attempt_at == literal(when, UTCDateTime()),
+                if due is None
+                else TeamSchedule.next_attempt_at == literal(due, UTCDateTime()),
             )
-            for team_id, when in due.items()
-            if team_id in next_at
+            for team_id, (due, _) in times.items()
         )
     )
     written = session.scalars(
@@ -137,7 +135,7 @@ def settle_rechecked(
             lease_until=None,
             last_reconciled_at=now,
             next_attempt_at=case(
-                {team_id: literal(when, UTCDateTime()) for team_id, when in next_at.items()},
+                {team_id: literal(at, UTCDateTime()) for team_id, (_, at) in times.items()},
                 value=TeamSchedule.team_id,
             ),
         )

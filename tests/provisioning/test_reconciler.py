@@ -557,14 +557,9 @@ def test_the_write_back_needs_the_lease_and_a_settled_ready_team(
             .where(Team.id == ids[2])
             .values(desired_generation=Team.desired_generation + 1)
         )
-        later = dict.fromkeys(ids, now)
-        assert (
-            settle_rechecked(session, due=due, next_at=later, owner="someone else", now=now)
-            == set()
-        )
-        assert settle_rechecked(
-            session, due=due, next_at=later, owner=reconciler.owner, now=now
-        ) == {ids[0]}
+        times = {i: (due[i], now) for i in ids}
+        assert settle_rechecked(session, times=times, owner="someone else", now=now) == set()
+        assert settle_rechecked(session, times=times, owner=reconciler.owner, now=now) == {ids[0]}
 
 
 def test_the_write_back_leaves_a_team_scheduled_anew_meanwhile(
@@ -584,8 +579,7 @@ def test_the_write_back_leaves_a_team_scheduled_anew_meanwhile(
     with unit_of_work(session_factory) as session:
         written = settle_rechecked(
             session,
-            due=due,
-            next_at=dict.fromkeys(ids, now + timedelta(minutes=5)),
+            times={i: (due[i], now + timedelta(minutes=5)) for i in ids},
             owner=reconciler.owner,
             now=now,
         )
