@@ -51,10 +51,11 @@ def restore_from_database(
                 limit=RESTORE_BATCH,
                 offset=offset,
             )
+            org = teams.get_org(session) if batch else None  # once, not once a team
             for team in batch:
                 done = [Step(s.step) for s in team.steps if s.status == StepStatus.DONE]
                 if done:
-                    spec = spec_of(session, team, settings)
+                    spec = spec_of(session, team, settings, org)
                     cluster.restore(spec, done, team.vcluster_version)
                     restored.append(team.name)
         if len(batch) < RESTORE_BATCH:
