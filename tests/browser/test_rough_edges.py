@@ -8,6 +8,7 @@ again", and a restart of the demo that is no drift alarm."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,6 +60,8 @@ def test_the_bell_counts_what_is_new_and_messages_speak_in_names_and_labels(
     rows = admin.locator("#teams-table tbody tr")
     expect(rows).to_have_count(3)
     expect(admin.locator("#teams-table .g-fair")).to_have_count(3)
+    total = admin.locator("span.small.muted", has_text=re.compile(r"^\d+ teams?"))
+    expect(total).to_have_text("3 teams")  # from the ready view and the statement
 
     lead = sign_in(browser, portal, "lead-speech@example.org")
     _request(lead, portal, "speech", "0.01", "0.5")
@@ -71,6 +74,8 @@ def test_the_bell_counts_what_is_new_and_messages_speak_in_names_and_labels(
     card.locator("button:has-text('Approve with these values')").click()
     expect(admin.locator(".toast")).to_contain_text("Approved speech with adjusted values.")
     expect(admin.locator("#bell .badge")).to_have_count(0)  # decided: no longer new
+    admin.goto(portal + "/admin")
+    expect(total).to_have_text("4 teams")  # approved: counted once, now from the view
 
     lead.goto(portal + "/notifications")
     told = lead.locator(".notification", has_text="approved with changes").first
