@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import ColumnElement, MetaData, create_engine, event, literal_column, text
+from sqlalchemy import ColumnElement, MetaData, String, create_engine, event, literal_column, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
@@ -42,12 +42,23 @@ _SQLITE_WRITES = (
 SQLITE_BEGIN = "sqlite_begin"
 
 
-def constants(values: Iterable[str]) -> tuple[ColumnElement[Any], ...]:
-    """``values`` as SQL string constants, for an ``IN`` written as a partial index's
-    predicate is: the database matches a query to that index only when the values are
-    in the statement (a prepared statement's parameters cannot be matched to it). For
-    the code's own fixed values only (statuses), never for input."""
-    return tuple(literal_column(f"'{value}'") for value in values)
+def constant(value: str) -> ColumnElement[str]:
+    """``value`` as an SQL string constant written into the statement, not a parameter.
+
+    For the code's own values only (a status, an event name, the configured chart
+    version), never for a user's input. Two reasons to write one: a partial index's
+    predicate is matched to a query only when its values are in the statement, and
+    PostgreSQL plans a prepared statement's parameters by averages: after five runs it
+    keeps one generic plan only if that plan is estimated no costlier than the plans
+    made for the values, and a skewed column (a rare event name among many, one chart
+    version among a few) makes it re-plan the whole statement on every run."""
+    return literal_column("'" + value.replace("'", "''") + "'", String)
+
+
+def constants(values: Iterable[str]) -> tuple[ColumnElement[str], ...]:
+    """``values`` as SQL string constants (``constant``), e.g. for an ``IN`` written as a
+    partial index's predicate is."""
+    return tuple(constant(value) for value in values)
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:

@@ -23,7 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.core.db import constants
+from app.core.db import constant, constants
 from app.core.models import (
     ChartRollout,
     RolloutState,
@@ -325,8 +325,13 @@ def rollout_columns(version: str) -> tuple[ColumnElement[Any], ...]:
     stopped. Otherwise both are 0 (nothing to show); the database evaluates a subquery
     only where the CASE takes it."""
 
+    # The version and the state written into the statement (``constant``): the overview
+    # runs it as a prepared statement, whose generic plan PostgreSQL keeps only when the
+    # skewed version column is not a parameter.
+    wanted = constant(version)
+
     def of_row(column: Any) -> ScalarSelect[Any]:
-        return select(column).where(ChartRollout.version == version).scalar_subquery()
+        return select(column).where(ChartRollout.version == wanted).scalar_subquery()
 
     # Both counts in one pass over the teams: a common table expression that the two
     # columns read (PostgreSQL computes a CTE used twice once).
@@ -336,7 +341,7 @@ def rollout_columns(version: str) -> tuple[ColumnElement[Any], ...]:
             # At the chart version and, with a template, installed at its wanted version.
             func.count()
             .filter(
-                Team.vcluster_version == version,
+                Team.vcluster_version == wanted,
                 or_(
                     Team.template_version_id.is_(None),
                     Team.template_installed_id == Team.template_version_id,
@@ -348,13 +353,13 @@ def rollout_columns(version: str) -> tuple[ColumnElement[Any], ...]:
         .cte("rollout_counts")
     )
     # Another version either side of the wanted one: two ranges of the version index.
-    other_version = or_(Team.vcluster_version < version, Team.vcluster_version > version)
+    other_version = or_(Team.vcluster_version < wanted, Team.vcluster_version > wanted)
     shown = (
         select(
             or_(
                 exists().where(*_HOLDERS, other_version),
                 exists().where(*_HOLDERS, *_TEMPLATE_BEHIND),
-                of_row(ChartRollout.state) != RolloutState.RUNNING.value,
+                of_row(ChartRollout.state) != constant(RolloutState.RUNNING.value),
             ).label("shown")
         )
         .cte("rollout_shown")
@@ -371,7 +376,7 @@ def rollout_columns(version: str) -> tuple[ColumnElement[Any], ...]:
         of_row(ChartRollout.error),
         select(Team.name)
         .join(ChartRollout, ChartRollout.team_id == Team.id)
-        .where(ChartRollout.version == version)
+        .where(ChartRollout.version == wanted)
         .scalar_subquery(),
     )
 

@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session, lazyload, selectinload
 from sqlalchemy.orm.attributes import set_committed_value
 
-from app.core.db import constants
+from app.core.db import constant, constants
 from app.core.errors import NotFound
 from app.core.models import (
     COMMITTED_STATUSES,
@@ -313,11 +313,12 @@ def get_decisions(session: Session, request_ids: Sequence[int]) -> dict[int, Dec
 
 
 def pending_count_column() -> ScalarSelect[int]:
-    """How many requests wait for an admin, as a column of a larger query."""
+    """How many requests wait for an admin, as a column of a larger query (the status
+    written into the statement, as ``newest_ids_columns`` writes its event name)."""
     return (
         select(func.count())
         .select_from(ClusterRequest)
-        .where(ClusterRequest.status == RequestStatus.SUBMITTED)
+        .where(ClusterRequest.status == constant(RequestStatus.SUBMITTED.value))
         .scalar_subquery()
     )
 
