@@ -224,3 +224,30 @@ def test_audit_trail_is_append_only(session: Session, people: dict[str, User]) -
     with pytest.raises(DBAPIError, match="append-only"):
         session.execute(text("DELETE FROM audit_events"))
     session.rollback()
+
+
+def test_status_filters_are_written_in_and_refuse_other_values(
+    session: Session, people: dict[str, User]
+) -> None:
+    # Statuses go into the statement as constants (PostgreSQL re-planned a status
+    # parameter on every run), so only the enums' own values may pass.
+    from app.core.models import ClusterRequest, Team
+
+    submit(session, people["lead"], "nlp")
+    submit(session, people["other"], "cv")
+    assert len(repo.get_requests(session, status=RequestStatus.SUBMITTED)) == 2
+    assert repo.count_requests(session, status="approved") == 0
+    keys = repo.get_team_keys(session, statuses=["submitted"], name_contains="")
+    assert sorted(name for _, name in keys) == ["cv", "nlp"]
+    assert repo.get_team_keys(session, statuses=["ready", "failed"], name_contains="") == []
+    for query in (
+        repo._requests_where(select(ClusterRequest.id), "submitted", None),
+        repo._team_filter(select(Team.id), ["submitted", "failed"], ""),
+        repo._teams_where(select(Team.id), None, ["ready"], ""),
+    ):
+        compiled = query.compile(dialect=session.get_bind().dialect)
+        assert compiled.params == {}, str(compiled)
+    with pytest.raises(ValueError):
+        repo.count_requests(session, status="submitted' OR 'x'='x")
+    with pytest.raises(ValueError):
+        repo.get_team_keys(session, statuses=["ready') OR ('x'='x"], name_contains="")
