@@ -178,13 +178,24 @@ class Shares(Mapping[int, GpuShare]):
     them at every refresh (at 10,000 teams some 60 ms of the interpreter's lock each
     time, and megabytes held per view)."""
 
-    __slots__ = ("_index", "division")
+    __slots__ = ("_built", "_index", "division")
 
     def __init__(self, division: Division) -> None:
         self.division = division
         self._index = division.inputs.index
+        # The shares built so far, kept as long as the division: the pages ask for the
+        # same few again and again (the overview's first page, 50 of them, about 5 us
+        # each to build). Two threads building the same share store equal values.
+        self._built: dict[int, GpuShare] = {}
 
     def __getitem__(self, team_id: int) -> GpuShare:
+        built = self._built.get(team_id)
+        if built is not None:
+            return built
+        share = self._built[team_id] = self._build(team_id)
+        return share
+
+    def _build(self, team_id: int) -> GpuShare:
         i = self._index[team_id]
         division, inputs = self.division, self.division.inputs
         seen = bool(inputs.shown[i])

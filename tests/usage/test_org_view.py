@@ -133,3 +133,6 @@ def test_a_share_holds_plain_numbers() -> None:
     assert 8 not in shares
     assert shares.get(8) is None
     assert len(shares) == 2
+    # Built once for the division's life: pages ask for the same shares on every view.
+    assert shares[7] is share
+    assert shares.get(7) is share
