@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +19,7 @@ from app.core.quantities import format_figure, format_hundredths
 from app.runtime import portal_of
 from app.web.deps import csrf_token
 from app.web.gauge import gauge
+from app.web.marks import overview_row, status_pill
 
 templates = Jinja2Templates(directory=str(PROJECT_ROOT / "templates"))
 
@@ -65,23 +65,6 @@ def _iso(value: datetime | None) -> str:
     return _utc_seconds(value) + "Z"
 
 
-RETRYING_PILL = Markup(
-    '<span class="pill pill-provisioning" '
-    'title="the last attempt failed; the portal tries again by itself">retrying</span>'
-)
-
-
-@functools.lru_cache(maxsize=64)
-def status_pill(status: str, retrying: bool = False) -> Markup:
-    """A status as a coloured pill ("retrying" while an automatic retry is coming).
-    Python, not a macro: the overview draws one per row."""
-    if retrying:
-        return RETRYING_PILL
-    return Markup('<span class="pill pill-{0}">{1}</span>').format(
-        str(status), str(status).replace("_", " ")
-    )
-
-
 def when(at: datetime | None, relative: bool = False) -> Markup:
     """A moment in time. Without JavaScript it reads in UTC; static/portal.js rewrites it
     in the viewer's time zone and keeps UTC on hover. ``relative``: "5 min ago".
@@ -106,6 +89,7 @@ templates.env.filters["iso"] = _iso
 templates.env.filters["num"] = format_figure
 templates.env.globals["gauge"] = gauge
 templates.env.globals["status_pill"] = status_pill
+templates.env.globals["overview_row"] = overview_row
 templates.env.globals["when"] = when
 templates.env.globals["form_label"] = labels.form_label  # what events' messages say too
 

@@ -1,0 +1,91 @@
+"""The admins' overview row, drawn in Python: what a person reads in each cell, the row's
+highlight, and every text a person wrote escaped (team names, template labels, errors)."""
+
+from __future__ import annotations
+
+import re
+
+from app.teams.repository import RowSuggestion, TeamRow
+from app.usage.service import GpuShare
+from app.web.marks import overview_row
+
+SHARE = GpuShare(guaranteed=1.5, limit=3, allocated=1.5, requested=1.5, pool=8, fair_now=1.5)
+
+
+def _row(**changes: object) -> TeamRow:
+    fields: dict[str, object] = {
+        "id": 7,
+        "name": "nlp",
+        "status": "ready",
+        "gpu_quota_centi": 150,
+        "gpu_limit_centi": 300,
+        "last_error": None,
+    }
+    fields.update(changes)
+    return TeamRow(**fields)  # type: ignore[arg-type]
+
+
+def _cells(html: str) -> list[str]:
+    return [
+        re.sub(r"<[^>]+>", "", cell).strip()
+        for cell in re.findall(r"<td[^>]*>(.*?)</td>", html, re.S)
+    ]
+
+
+def test_a_row_shows_the_team_its_status_guarantee_limit_and_gauge() -> None:
+    html = str(overview_row(_row(), SHARE))
+    assert html.startswith('<tr class="">')
+    assert '<a href="/teams/7"><b>nlp</b></a>' in html
+    assert '<span class="pill pill-ready">ready</span>' in html
+    name, status, guarantee, limit, gauge = _cells(html)
+    assert (name, status, guarantee, limit) == ("nlp", "ready", "1.5", "3")
+    assert "Guaranteed 1.5" in gauge
+    assert 'class="gauge gauge-compact"' in html
+
+
+def test_borrowing_waiting_and_failed_rows_are_marked_and_say_how_much() -> None:
+    borrowing = GpuShare(guaranteed=1.5, limit=3, allocated=2.25, requested=2.25, pool=8)
+    html = str(overview_row(_row(), borrowing))
+    assert html.startswith('<tr class="row-borrowing">')
+    assert '<div class="small tag-borrow">borrowing 0.75</div>' in html
+    waiting = GpuShare(guaranteed=1.5, limit=3, allocated=1, requested=1.4, pool=8)
+    html = str(overview_row(_row(last_error="quota refused"), waiting))
+    assert html.startswith('<tr class="row-pending row-failed">')
+    assert '<div class="small tag-pending">0.4 waiting</div>' in html
+    assert '<div class="small error-text">quota refused</div>' in html
+    # Below the threshold a person would notice: neither marked nor said.
+    hair = GpuShare(guaranteed=1.5, limit=3, allocated=1, requested=1.004, pool=8)
+    assert "waiting" not in str(overview_row(_row(), hair))
+
+
+def test_a_suggestion_shows_only_for_the_guarantee_it_was_made_for() -> None:
+    idle = RowSuggestion("lower", guarantee_centi=150, suggested_centi=50)
+    html = str(overview_row(_row(suggestion=idle), SHARE))
+    assert '<div class="small tag-idle">idle: suggest 0.5</div>' in html
+    starved = RowSuggestion("raise", guarantee_centi=150, suggested_centi=250)
+    assert "starved: suggest 2.5" in str(overview_row(_row(suggestion=starved), SHARE))
+    stale = RowSuggestion("lower", guarantee_centi=200, suggested_centi=50)
+    assert "suggest" not in str(overview_row(_row(suggestion=stale), SHARE))
+
+
+def test_teams_without_a_cluster_show_no_gauge() -> None:
+    for status in ("rejected", "decommissioned"):
+        html = str(overview_row(_row(status=status), SHARE))
+        assert '<span class="muted small">no cluster</span>' in html
+        assert "<figure" not in html
+
+
+def test_what_a_person_wrote_is_escaped_and_an_error_cut_short() -> None:
+    error = "<script>alert(1)</script> & more " * 10
+    html = str(
+        overview_row(_row(name='a<b>&"c', template_label="kf <v2>", last_error=error), SHARE)
+    )
+    assert "<script>" not in html
+    assert "<b>a&lt;b&gt;&amp;&#34;c</b>" in html
+    assert '<span class="tag-version" data-row-template>kf &lt;v2&gt;</span>' in html
+    shown = re.search(r'<div class="small error-text">(.*?)</div>', html)
+    assert shown is not None
+    assert shown.group(1).startswith("&lt;script&gt;alert(1)&lt;/script&gt; &amp; more")
+    assert (
+        len(shown.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")) == 120
+    )
