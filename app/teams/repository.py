@@ -274,7 +274,7 @@ def count_requests(
 def _requests_where(
     query: Select[Any], status: str | None, team_ids: Sequence[int] | None
 ) -> Select[Any]:
-    if status is not None:  # a request status only, written in (``_status_constants``)
+    if status is not None:  # a request status only (checked by its enum), written in
         query = query.where(ClusterRequest.status == constant(RequestStatus(status).value))
     if team_ids is not None:
         query = query.where(ClusterRequest.team_id.in_(team_ids))

@@ -15,11 +15,10 @@ from markupsafe import Markup, escape
 
 from app.core.quantities import format_figure as num
 from app.core.quantities import format_hundredths as gpu
-from app.teams.repository import TeamRow
+from app.teams.repository import NOT_LIVE, TeamRow
 from app.usage.service import GpuShare
 from app.web.gauge import gauge
 
-NO_CLUSTER = ("rejected", "decommissioned")
 ERROR_SHOWN = 120  # characters of the last error a row shows
 
 RETRYING_PILL = Markup(
@@ -64,7 +63,7 @@ def overview_row(team: TeamRow, share: GpuShare) -> Markup:
         notes += f'<div class="small error-text">{escape(team.last_error[:ERROR_SHOWN])}</div>'
     drawn = (
         gauge(share, compact=True)
-        if team.status not in NO_CLUSTER
+        if team.status not in NOT_LIVE
         else '<span class="muted small">no cluster</span>'
     )
     # Escaped above: the name, the template label and the error; the rest are numbers,
