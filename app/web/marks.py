@@ -1,5 +1,6 @@
 """Marks drawn in Python, not in templates, where a page draws one per row: a status as a
-pill, and the admins' overview row (a team's name, status, guarantee, limit and gauge).
+pill, the admins' overview row (a team's name, status, guarantee, limit and gauge) and the
+team page's activity timeline.
 
 The overview draws 50 rows: the template's eight outputs a row, each escaped on its own,
 with the conditions around them, were about half of that page's rendering. Names,
@@ -10,16 +11,29 @@ everything else is a number, a status or fixed words.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from markupsafe import Markup, escape
 
+from app.core.models import AuditEvent, ProvisioningStep
 from app.core.quantities import format_figure as num
 from app.core.quantities import format_hundredths as gpu
 from app.teams.repository import NOT_LIVE, TeamRow
 from app.usage.service import GpuShare
 from app.web.gauge import gauge
+from app.web.moments import when
 
 ERROR_SHOWN = 120  # characters of the last error a row shows
+
+STEP_LABELS = {
+    "queue": "KAI queue",
+    "namespace": "Host namespace",
+    "vcluster": "vCluster",
+    "admission_policy": "Queue pinning policy",
+    "kubeconfig": "Kubeconfig",
+}
+STEP_ICONS = {"done": "✓", "removed": "✓", "failed": "!", "progressing": "…", "pending": "○"}
 
 RETRYING_PILL = Markup(
     '<span class="pill pill-provisioning" '
@@ -79,3 +93,46 @@ def overview_row(team: TeamRow, share: GpuShare) -> Markup:
         f'        <td class="gauge-col">{drawn}</td>\n'
         "      </tr>"
     )
+
+
+def timeline(events: Sequence[AuditEvent]) -> Markup:
+    """The team page's activity, newest first: one item an event, coloured by its kind,
+    with how long ago it was (from one moment for the whole list), what happened and
+    who did it. A summary and an actor are escaped; the rest is the code's own words."""
+    if not events:
+        return Markup('<li class="muted">Nothing yet.</li>')
+    now = datetime.now(UTC)
+    return Markup(  # noqa: S704 - every text is escaped or made from a datetime
+        "\n    ".join(
+            f'<li class="tl-{escape(event.action.split(".", 1)[0])}">\n'
+            f"      {when(event.at, relative=True, now=now)}\n"
+            f'      <span>{escape(event.summary)}</span> <span class="muted small">'
+            f"— {escape(event.actor)}</span>\n"
+            "    </li>"
+            for event in events
+        )
+    )
+
+
+def steps(conditions: Sequence[ProvisioningStep]) -> Markup:
+    """The status card's provisioning steps, in order: an icon, the step's name, its
+    condition and since when (from one moment for the whole list), and the cluster's
+    message. Every text is escaped: a message can carry a cluster's words."""
+    now = datetime.now(UTC)
+    items = []
+    for step in conditions:
+        status = str(step.status)
+        since = "" if status == "pending" else f" · {when(step.updated_at, relative=True, now=now)}"
+        message = f'<div class="small">{escape(step.message)}</div>' if step.message else ""
+        items.append(
+            f'<li class="step step-{escape(status)}">\n'
+            '      <span class="step-icon" aria-hidden="true">'
+            f"{STEP_ICONS.get(status, '○')}</span>\n"
+            "      <div>\n"
+            f"        <b>{escape(STEP_LABELS.get(step.step, step.step))}</b> "
+            f'<span class="small muted">{escape(status)}{since}</span>\n'
+            f"        {message}\n"
+            "      </div>\n"
+            "    </li>"
+        )
+    return Markup("\n    ".join(items))  # noqa: S704 - every text is escaped or the code's

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from datetime import UTC, datetime
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from markupsafe import Markup
 
 from app.core import labels
 from app.core.config import PROJECT_ROOT
@@ -19,77 +17,22 @@ from app.core.quantities import format_figure, format_hundredths
 from app.runtime import portal_of
 from app.web.deps import csrf_token
 from app.web.gauge import gauge
-from app.web.marks import overview_row, status_pill
+from app.web.marks import overview_row, status_pill, steps, timeline
+from app.web.moments import ago, iso, stamp, when
 
 templates = Jinja2Templates(directory=str(PROJECT_ROOT / "templates"))
 
 
-def _ago(value: datetime | None) -> str:
-    if value is None:
-        return ""
-    seconds = int((datetime.now(UTC) - value).total_seconds())
-    if seconds < 0:
-        return f"in {_span(-seconds)}"
-    if seconds < 5:
-        return "just now"
-    return f"{_span(seconds)} ago"
-
-
-def _span(seconds: int) -> str:
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
-        if seconds >= size:
-            return f"{seconds // size} {unit}"
-    return f"{seconds} s"
-
-
-def _utc_seconds(value: datetime) -> str:
-    """``YYYY-MM-DDTHH:MM:SS`` in UTC (a naive value is UTC already): the digits both
-    forms below are cut from (``isoformat`` is a third of ``strftime``'s cost)."""
-    if value.tzinfo is not None and value.tzinfo is not UTC:
-        value = value.astimezone(UTC)
-    return value.isoformat(timespec="seconds")[:19]
-
-
-def _stamp_of(utc_seconds: str) -> str:
-    return f"{utc_seconds[:10]} {utc_seconds[11:]} UTC"
-
-
-def _stamp(value: datetime | None) -> str:
-    return _stamp_of(_utc_seconds(value)) if value else ""
-
-
-def _iso(value: datetime | None) -> str:
-    """A UTC instant as the browser's Date parses it (the `when` macro's datetime)."""
-    if value is None:
-        return ""
-    return _utc_seconds(value) + "Z"
-
-
-def when(at: datetime | None, relative: bool = False) -> Markup:
-    """A moment in time. Without JavaScript it reads in UTC; static/portal.js rewrites it
-    in the viewer's time zone and keeps UTC on hover. ``relative``: "5 min ago".
-
-    Every part is made here from the datetime's own fields (digits, fixed words), never
-    from text anyone wrote, so it is put together directly: ``Markup.format`` escaping
-    four fixed strings cost three quarters of this function (a team page shows some 25)."""
-    if not at:
-        return Markup("")
-    text = _utc_seconds(at)
-    stamp = _stamp_of(text)
-    kind, shown = ("ago", _ago(at)) if relative else ("at", stamp)
-    return Markup(  # noqa: S704 - digits and fixed words only, made above from the datetime
-        f'<time datetime="{text}Z" title="{stamp}" data-when="{kind}">{shown}</time>'
-    )
-
-
 templates.env.filters["gpu"] = format_hundredths
-templates.env.filters["ago"] = _ago
-templates.env.filters["stamp"] = _stamp
-templates.env.filters["iso"] = _iso
+templates.env.filters["ago"] = ago
+templates.env.filters["stamp"] = stamp
+templates.env.filters["iso"] = iso
 templates.env.filters["num"] = format_figure
 templates.env.globals["gauge"] = gauge
 templates.env.globals["status_pill"] = status_pill
 templates.env.globals["overview_row"] = overview_row
+templates.env.globals["timeline"] = timeline
+templates.env.globals["steps"] = steps
 templates.env.globals["when"] = when
 templates.env.globals["form_label"] = labels.form_label  # what events' messages say too
 

@@ -1,13 +1,17 @@
-"""The admins' overview row, drawn in Python: what a person reads in each cell, the row's
-highlight, and every text a person wrote escaped (team names, template labels, errors)."""
+"""Marks drawn in Python: the admins' overview row (what a person reads in each cell, the
+row's highlight), the team page's activity timeline and its provisioning steps; every
+text a person or a cluster wrote escaped (team names, template labels, errors, summaries,
+actors, messages)."""
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 
+from app.core.models import AuditEvent, ProvisioningStep, Step, StepStatus
 from app.teams.repository import RowSuggestion, TeamRow
 from app.usage.service import GpuShare
-from app.web.marks import overview_row
+from app.web.marks import overview_row, steps, timeline
 
 SHARE = GpuShare(guaranteed=1.5, limit=3, allocated=1.5, requested=1.5, pool=8, fair_now=1.5)
 
@@ -89,3 +93,64 @@ def test_what_a_person_wrote_is_escaped_and_an_error_cut_short() -> None:
     assert (
         len(shown.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")) == 120
     )
+
+
+def _texts(html: str, tag: str) -> list[str]:
+    return [
+        " ".join(re.sub(r"<[^>]+>", " ", item).split())
+        for item in re.findall(rf"<{tag}[^>]*>(.*?)</{tag}>", html, re.S)
+    ]
+
+
+def test_the_timeline_lists_each_event_with_its_kind_age_summary_and_actor() -> None:
+    now = datetime.now(UTC)
+    events = [
+        AuditEvent(
+            at=now - timedelta(minutes=3, seconds=20),
+            action="team.ready",
+            summary="Cluster ready",
+            actor="worker",
+        ),
+        AuditEvent(
+            at=now - timedelta(hours=2, minutes=1),
+            action="request.approved",
+            summary="Approved <b>2</b> & more",
+            actor="<script>x</script>",
+        ),
+    ]
+    html = str(timeline(events))
+    assert re.findall(r'<li class="([^"]+)">', html) == ["tl-team", "tl-request"]
+    assert _texts(html, "li") == [
+        "3 min ago Cluster ready — worker",
+        "2 h ago Approved &lt;b&gt;2&lt;/b&gt; &amp; more — &lt;script&gt;x&lt;/script&gt;",
+    ]
+    assert "<script>" not in html
+    assert "<b>" not in html
+    assert str(timeline([])) == '<li class="muted">Nothing yet.</li>'
+
+
+def test_the_steps_show_their_icon_name_condition_age_and_message() -> None:
+    now = datetime.now(UTC)
+    conditions = [
+        ProvisioningStep(
+            step=Step.QUEUE, status=StepStatus.DONE, message="", updated_at=now - timedelta(hours=1)
+        ),
+        ProvisioningStep(
+            step=Step.VCLUSTER,
+            status=StepStatus.FAILED,
+            message='chart refused: <b>"rbac"</b>',
+            updated_at=now - timedelta(minutes=5, seconds=3),
+        ),
+        ProvisioningStep(
+            step=Step.KUBECONFIG, status=StepStatus.PENDING, message="", updated_at=now
+        ),
+    ]
+    html = str(steps(conditions))
+    assert re.findall(r'<li class="step step-(\w+)">', html) == ["done", "failed", "pending"]
+    assert re.findall(r'aria-hidden="true">(.)</span>', html) == ["✓", "!", "○"]
+    assert _texts(html, "li") == [
+        "✓ KAI queue done · 1 h ago",
+        "! vCluster failed · 5 min ago chart refused: &lt;b&gt;&#34;rbac&#34;&lt;/b&gt;",
+        "○ Kubeconfig pending",  # no time while nothing has happened yet
+    ]
+    assert str(steps([])) == ""

@@ -47,7 +47,6 @@ from app.web.deps import (
 from app.web.templating import flash, redirect, render
 from app.web.views.impact import own_impact
 from app.web.views.teams import (
-    STEP_LABELS,
     ShareDetail,
     TeamDetail,
     TeamLists,
@@ -269,7 +268,6 @@ def panels_context(portal: Portal, principal: Principal, detail: TeamDetail) -> 
         "access_error": portal.sweeper.errors.get(detail.team.id),
         "ttl_choices": access.ttl_choices(settings),
         "ttl_default": settings.kubeconfigs.ttl_seconds,
-        "step_labels": STEP_LABELS,
         "pods": example_pods(detail.team, queue_label=settings.kai_queue_label),
     }
 

@@ -49,15 +49,6 @@ from app.usage.service import (
     shares_for,
 )
 
-STEP_LABELS = {
-    "queue": "KAI queue",
-    "namespace": "Host namespace",
-    "vcluster": "vCluster",
-    "admission_policy": "Queue pinning policy",
-    "kubeconfig": "Kubeconfig",
-}
-
-
 ACTIVITY_SHOWN = 20
 
 
