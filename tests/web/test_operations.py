@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from app.cli import migrate
 from app.core import heap
-from app.main import FULL_COLLECTION_EVERY, create_app
+from app.main import FULL_COLLECTION_EVERY, YOUNG_COLLECTION_AFTER, create_app
 from app.runtime import portal_of
 from tests.conftest import settings_for
 from tests.servers import free_port
@@ -192,8 +192,13 @@ def test_the_served_portal_freezes_its_start_up_heap(
             assert kept == []
         with TestClient(create_app(settings, freeze_heap=True)) as client:
             assert gc.get_freeze_count() > 10_000
-            # Full collections rarer, the younger generations as they were.
-            assert gc.get_threshold() == (*thresholds[:2], FULL_COLLECTION_EVERY)
+            # The youngest and the full collections rarer, the middle one as it was.
+            assert gc.get_threshold() == (
+                YOUNG_COLLECTION_AFTER,
+                thresholds[1],
+                FULL_COLLECTION_EVERY,
+            )
+            assert thresholds[0] < YOUNG_COLLECTION_AFTER
             assert thresholds[2] < FULL_COLLECTION_EVERY
             assert kept == [True]
             assert client.get("/healthz").status_code == 200

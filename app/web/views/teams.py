@@ -3,6 +3,7 @@ repositories and services; no rule is decided here."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -191,9 +192,10 @@ class TeamDetail:
         done = sum(1 for s in self.steps if s.status in ("done", "removed"))
         return int(100 * done / len(self.steps)) if self.steps else 0
 
-    @property
+    @functools.cached_property
     def version(self) -> str:
-        """Changes whenever anything the team page shows about the team's state changes."""
+        """Changes whenever anything the team page shows about the team's state changes
+        (worked out once: the status card writes it twice)."""
         t = self.team
         state = (
             t.status,
