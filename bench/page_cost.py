@@ -467,9 +467,9 @@ def paired(
     """The median over rounds of ``key``'s figure over ``against``'s in the same round,
     and each round's: a pair measured side by side sees the same machine, where the
     medians of each over rounds may come from rounds on a machine of different speed
-    (these machines are shared: run AG's first round served the team page at 218 req/s
-    and the signed-in no-op at 601, its third 142 and 600, the no-op two minutes after
-    a slow patch had passed)."""
+    (these machines are shared: at 10,000 teams run AG's rounds served the team page
+    at 231, 119 and 142 req/s, the signed-in no-op at 582, 379 and 600; the medians'
+    ratio, 142 / 582, pairs two different rounds)."""
     rounds = result["rounds"]
     assert isinstance(rounds, dict)
     each = [a / b for a, b in zip(rounds[key][figure], rounds[against][figure], strict=True)]
