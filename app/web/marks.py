@@ -1,11 +1,12 @@
 """Marks drawn in Python, not in templates, where a page draws one per row: a status as a
-pill, the admins' overview row (a team's name, status, guarantee, limit and gauge) and the
-team page's activity timeline.
+pill, the admins' overview row (a team's name, status, guarantee, limit and gauge), and
+the team page's activity timeline and provisioning steps.
 
 The overview draws 50 rows: the template's eight outputs a row, each escaped on its own,
-with the conditions around them, were about half of that page's rendering. Names,
-template labels and errors are the only text a person wrote: each is escaped here;
-everything else is a number, a status or fixed words.
+with the conditions around them, were about half of that page's rendering; the team
+page's 20 events and five steps about a third of its (profiled). Names, template labels,
+errors, summaries, actors and a cluster's messages are text someone wrote: each is
+escaped here; everything else is a number, a status, a moment or fixed words.
 """
 
 from __future__ import annotations
