@@ -68,6 +68,19 @@ def test_request_approve_ready_download(portal: str, browser: object, tmp_path: 
     lead.goto(team_url)
     expect(lead.locator("h1 .pill")).to_have_text("ready", timeout=30_000)
     expect(lead.locator(".step-done")).to_have_count(5)
+    # Each step by name, done, with when; the timeline's newest item is the cluster ready.
+    expect(lead.locator("#status .steps li b")).to_have_text(
+        ["KAI queue", "Host namespace", "vCluster", "Queue pinning policy", "Kubeconfig"]
+    )
+    expect(lead.locator("#status .steps li .muted").first).to_contain_text(
+        re.compile(r"^done · (just now|\d+ (s|min) ago)")
+    )
+    newest = lead.locator("#activity li").first
+    expect(newest).to_have_class("tl-team")
+    expect(newest).to_contain_text("speech is ready: queue ")
+    approved = lead.locator("#activity li.tl-request", has_text="approved request #")
+    expect(approved).to_have_count(1)
+    expect(approved).to_contain_text("for speech")
     with lead.expect_download() as download_info:
         lead.click("text=Download kubeconfig")
     download = download_info.value
