@@ -110,27 +110,43 @@ def wait_http(url: str, timeout: float = 30.0) -> None:
 
 
 @contextlib.contextmanager
-def oidc_provider(*extra: str) -> Iterator[str]:
-    """A real OpenID provider process (oidc-provider-mock) on a free loopback port."""
-    import sys
-
-    port = free_port()
+def _provider(command: list[str], env: dict[str, str], issuer: str) -> Iterator[str]:
+    """An OpenID provider process, its output in a temporary log, once it serves its
+    discovery document at ``issuer``."""
     log = tempfile.NamedTemporaryFile(prefix="oidc-", suffix=".log", delete=False)  # noqa: SIM115
     process = subprocess.Popen(
-        [sys.executable, "-m", "oidc_provider_mock", "--port", str(port), *extra],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "NO_COLOR": "1"},
+        command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}
     )
-    url = f"http://127.0.0.1:{port}"
     try:
-        wait_http(url + "/.well-known/openid-configuration", timeout=30)
-        yield url
+        wait_http(issuer.rstrip("/") + "/.well-known/openid-configuration", timeout=30)
+        yield issuer
     finally:
         process.terminate()
         process.wait(10)
         log.close()
         os.unlink(log.name)
+
+
+@contextlib.contextmanager
+def oidc_provider(*extra: str) -> Iterator[str]:
+    """A real OpenID provider process (oidc-provider-mock) on a free loopback port."""
+    import sys
+
+    port = free_port()
+    command = [sys.executable, "-m", "oidc_provider_mock", "--port", str(port), *extra]
+    with _provider(command, {"NO_COLOR": "1"}, f"http://127.0.0.1:{port}") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def introspecting_provider(redirect_uri: str) -> Iterator[str]:
+    """A real OpenID provider with token introspection and JWT access tokens (zitadel/oidc's
+    example provider, tools/oidc-op): clients "web" and "api" get opaque access tokens,
+    "jwt-web" JWT ones; each has the secret "secret". Its issuer ends in a slash."""
+    port = free_port()
+    env = {"PORT": str(port), "REDIRECT_URI": redirect_uri}
+    with _provider([str(tool("oidc-op"))], env, f"http://localhost:{port}/") as url:
+        yield url
 
 
 # Read once: some tests give the tools they start another HOME.
@@ -146,7 +162,12 @@ def cache_dir() -> Path:
 
 
 # Tests that use the Go tools built into the cache (they run once the build is done).
-TOOL_TESTS = ("tests/k8s/", "tests/usage/test_prometheus.py", "tests/test_compose.py")
+TOOL_TESTS = (
+    "tests/k8s/",
+    "tests/usage/test_prometheus.py",
+    "tests/test_compose.py",
+    "tests/auth/test_introspection.py",
+)
 
 
 def tool(name: str) -> Path:

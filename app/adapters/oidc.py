@@ -8,6 +8,7 @@ issuer, audience, expiry and nonce.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import secrets
 import threading
@@ -31,6 +32,14 @@ CACHE_SECONDS = 3600.0
 # tokens cannot make the portal download it on every request.
 KEYS_REFRESH_MIN_SECONDS = 60.0
 LEEWAY_SECONDS = 30
+# An opaque token's check is kept this long at most (and never past its expiry).
+USERINFO_CACHE_SECONDS = 60.0
+# A JWT whose header names another type is not an access token (RFC 9068 says at+jwt).
+ACCESS_TOKEN_TYPES = {"jwt", "at+jwt", "application/at+jwt"}
+# Claims only an ID token carries (OpenID Connect Core 2 and 3.1.3.6).
+ID_TOKEN_ONLY_CLAIMS = ("nonce", "at_hash", "c_hash")
+# What introspection may name that is not an access token.
+NOT_ACCESS_TOKEN_TYPES = {"refresh", "refresh_token", "id", "id_token"}
 
 
 class OidcError(ProviderError):
@@ -47,7 +56,8 @@ class OidcClient:
         self._keys: tuple[float, KeySet] | None = None
         self._keys_refreshed_at = float("-inf")
         self.key_downloads = 0
-        self._userinfo: dict[str, tuple[float, dict[str, Any]]] = {}
+        # Opaque tokens already checked, by their SHA-256: (valid until, claims).
+        self._checked: dict[str, tuple[float, dict[str, Any]]] = {}
 
     # --- provider documents ---------------------------------------------------------
 
@@ -152,7 +162,14 @@ class OidcClient:
         id_token = token.get("id_token")
         if not isinstance(id_token, str):
             raise OidcError("the identity provider returned no ID token (is `openid` a scope?)")
-        return self.verify_id_token(id_token, nonce=nonce)
+        claims = self.verify_id_token(id_token, nonce=nonce)
+        access_token = token.get("access_token")
+        if "email" not in claims and isinstance(access_token, str):
+            # Many providers give the profile (e-mail, groups) at userinfo only.
+            profile = self._userinfo(access_token)
+            if profile is not None and profile.get("sub") == claims["sub"]:
+                claims = {**profile, **claims}
+        return claims
 
     def verify_id_token(self, id_token: str, *, nonce: str) -> dict[str, Any]:
         claims = self._verify_jwt(
@@ -171,7 +188,7 @@ class OidcClient:
             token = jwt.decode(raw, self._keys_for(raw), algorithms=ALGORITHMS)
             registry = jwt.JWTClaimsRegistry(
                 leeway=LEEWAY_SECONDS,
-                iss={"essential": True, "value": self.issuer},
+                iss={"essential": True, "value": str(self.metadata()["issuer"])},
                 aud={"essential": True, "value": audience},
                 exp={"essential": True},
                 **(extra or {}),
@@ -186,19 +203,114 @@ class OidcClient:
     # --- bearer access tokens -------------------------------------------------------
 
     def verify_access_token(self, raw: str) -> dict[str, Any]:
-        """A JWT access token is verified with the provider's keys; an opaque one is
-        checked by asking the provider's userinfo endpoint (cached for a minute)."""
+        """The claims of an access token issued for the portal, or ``OidcError``.
+
+        A JWT is verified with the provider's keys for the portal's audience, and refused
+        when it is an ID token (the portal's own carry the nonce it always sends). An
+        opaque token is checked by token introspection (RFC 7662) with the portal's own
+        client credentials, and accepted only when it was issued to the portal's client or
+        for its audience; the userinfo endpoint alone answers for any application's token,
+        so a provider without introspection cannot vouch for an opaque token here.
+        """
         if raw.count(".") == 2:
-            audience = self.settings.audience or self.settings.client_id
-            return self._verify_jwt(raw, audience=audience)
+            return self._verify_jwt_access_token(raw)
+        key = hashlib.sha256(raw.encode()).hexdigest()
         now = time.monotonic()
         with self._lock:
-            cached = self._userinfo.get(raw)
-            if cached and now - cached[0] < 60:
+            cached = self._checked.get(key)
+            if cached and now < cached[0]:
                 return cached[1]
+        claims, seconds_left = self._introspect(raw)
+        profile = self._userinfo(raw)
+        if profile is not None:
+            if profile.get("sub") != claims["sub"]:
+                raise OidcError("the provider's userinfo names another subject than the token")
+            claims = {**claims, **profile}
+        keep = min(USERINFO_CACHE_SECONDS, seconds_left)
+        with self._lock:
+            if len(self._checked) > 1000:
+                self._checked.clear()
+            if keep > 0:
+                self._checked[key] = (now + keep, claims)
+        return claims
+
+    def _verify_jwt_access_token(self, raw: str) -> dict[str, Any]:
+        kind = _header(raw).get("typ")
+        if isinstance(kind, str) and kind.lower() not in ACCESS_TOKEN_TYPES:
+            raise OidcError(f"a token of type {kind!r} is not an access token")
+        claims = self._verify_jwt(raw, audience=self.audience)
+        if any(name in claims for name in ID_TOKEN_ONLY_CLAIMS) or claims.get("typ") == "ID":
+            raise OidcError(
+                "it is an ID token, which proves a sign-in to the portal, not a grant of "
+                "access: send the provider's access token or a portal API token (gpp_…)"
+            )
+        if not claims.get("sub"):
+            raise OidcError("the access token has no subject")
+        return claims
+
+    @property
+    def audience(self) -> str:
+        return self.settings.audience or self.settings.client_id
+
+    def _introspect(self, raw: str) -> tuple[dict[str, Any], float]:
+        """The introspection's claims of an active token issued for the portal, and the
+        seconds it stays valid."""
+        endpoint = self.metadata().get("introspection_endpoint")
+        if not endpoint:
+            raise OidcError(
+                "the identity provider offers no token introspection, so an opaque access "
+                "token cannot be checked as issued to the portal: use a portal API token "
+                "(gpp_…) or have the provider issue JWT access tokens"
+            )
+        try:
+            response = httpx.post(
+                endpoint,
+                data={"token": raw, "token_type_hint": "access_token"},
+                auth=(self.settings.client_id, self.settings.client_secret.get_secret_value()),
+                timeout=self.settings.timeout_seconds,
+            )
+        except httpx.HTTPError as exc:
+            raise OidcError("the identity provider could not be reached", unavailable=True) from exc
+        if response.status_code in (401, 403):
+            raise OidcError(
+                "the identity provider refused the portal's client credentials at its "
+                "introspection endpoint",
+                unavailable=True,
+            )
+        if response.status_code != 200:
+            raise OidcError(
+                f"the identity provider's introspection answered {response.status_code}",
+                unavailable=True,
+            )
+        try:
+            body = response.json()
+        except ValueError as exc:
+            raise OidcError(
+                "the identity provider's introspection answer is not JSON", unavailable=True
+            ) from exc
+        if not isinstance(body, dict) or body.get("active") is not True:
+            raise OidcError("the access token is invalid, expired or not issued to the portal")
+        kind = str(body.get("token_type", "")).lower()
+        if kind in NOT_ACCESS_TOKEN_TYPES:
+            raise OidcError(f"a {kind} token is not an access token")
+        if not _issued_for(body, client_id=self.settings.client_id, audience=self.audience):
+            raise OidcError("the access token was issued to another application")
+        if not isinstance(body.get("sub"), str) or not body["sub"]:
+            raise OidcError("the provider's introspection names no subject")
+        seconds_left = float(USERINFO_CACHE_SECONDS)
+        expires = body.get("exp")
+        if isinstance(expires, int | float):
+            seconds_left = float(expires) - time.time()
+            if seconds_left <= -LEEWAY_SECONDS:
+                raise OidcError("the access token has expired")
+        return body, seconds_left
+
+    def _userinfo(self, raw: str) -> dict[str, Any] | None:
+        """The profile the userinfo endpoint gives for an introspected token (names,
+        e-mail, groups), or None when the provider has no such endpoint or gives none."""
         endpoint = self.metadata().get("userinfo_endpoint")
         if not endpoint:
-            raise OidcError("the provider has no userinfo endpoint to check opaque tokens")
+            return None
         try:
             response = httpx.get(
                 endpoint,
@@ -208,20 +320,14 @@ class OidcClient:
         except httpx.HTTPError as exc:
             raise OidcError("the identity provider could not be reached", unavailable=True) from exc
         if response.status_code != 200:
-            raise OidcError("the access token is invalid or expired")
+            return None
         try:
             claims = response.json()
         except ValueError as exc:
             raise OidcError(
                 "the identity provider's userinfo answer is not JSON", unavailable=True
             ) from exc
-        if not isinstance(claims, dict) or not claims.get("sub"):
-            raise OidcError("the provider's userinfo has no subject")
-        with self._lock:
-            if len(self._userinfo) > 1000:
-                self._userinfo.clear()
-            self._userinfo[raw] = (now, claims)
-        return claims
+        return claims if isinstance(claims, dict) else None
 
     def end_session_url(self, post_logout_redirect_uri: str) -> str | None:
         try:
@@ -239,15 +345,29 @@ class OidcClient:
         return f"{endpoint}?{query}"
 
 
-def _key_id(raw: str) -> str | None:
-    """The ``kid`` in a compact JWT's header, or None when it has none or is unreadable."""
+def _header(raw: str) -> dict[str, Any]:
+    """A compact JWT's header, or {} when it is unreadable."""
     head = raw.split(".", 1)[0]
     try:
         header = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
     except (ValueError, TypeError):
-        return None
-    kid = header.get("kid") if isinstance(header, dict) else None
+        return {}
+    return header if isinstance(header, dict) else {}
+
+
+def _key_id(raw: str) -> str | None:
+    """The ``kid`` in a compact JWT's header, or None when it has none or is unreadable."""
+    kid = _header(raw).get("kid")
     return kid if isinstance(kid, str) else None
+
+
+def _issued_for(body: dict[str, Any], *, client_id: str, audience: str) -> bool:
+    """Whether an introspection answer names the portal's client or audience."""
+    if body.get("client_id") == client_id:
+        return True
+    aud = body.get("aud")
+    names = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+    return audience in names or client_id in names
 
 
 def _describe(exc: JoseError) -> str:

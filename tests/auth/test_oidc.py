@@ -289,13 +289,22 @@ def test_bad_bearer_tokens_do_not_make_the_portal_download_keys(
 
 
 class _NotJsonProvider(BaseHTTPRequestHandler):
-    """A provider whose userinfo answers with an HTML error page."""
+    """A provider whose token introspection answers with an HTML error page."""
+
+    def do_POST(self) -> None:
+        self.do_GET()
 
     def do_GET(self) -> None:
         assert isinstance(self.server, ThreadingHTTPServer)
         issuer = f"http://127.0.0.1:{self.server.server_port}"
         if self.path == "/.well-known/openid-configuration":
-            body = json.dumps({"issuer": issuer, "userinfo_endpoint": issuer + "/userinfo"})
+            body = json.dumps(
+                {
+                    "issuer": issuer,
+                    "userinfo_endpoint": issuer + "/userinfo",
+                    "introspection_endpoint": issuer + "/introspect",
+                }
+            )
             kind = "application/json"
         else:
             body, kind = "<html><body>Bad gateway</body></html>", "text/html"
@@ -308,7 +317,7 @@ class _NotJsonProvider(BaseHTTPRequestHandler):
         pass
 
 
-def test_userinfo_that_is_not_json_is_a_clear_502(db_url: str) -> None:
+def test_an_introspection_that_is_not_json_is_a_clear_502(db_url: str) -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _NotJsonProvider)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -321,7 +330,7 @@ def test_userinfo_that_is_not_json_is_a_clear_502(db_url: str) -> None:
         assert response.status_code == 502
         assert response.json()["detail"] == (
             "the access token could not be checked: "
-            "the identity provider's userinfo answer is not JSON"
+            "the identity provider's introspection answer is not JSON"
         )
     finally:
         server.shutdown()

@@ -12,7 +12,7 @@ from sqlalchemy import select, text, update
 
 from app.core.models import ApiToken, AuditEvent, utcnow
 from app.runtime import portal_of
-from tests.auth.conftest import browser, provider_tokens, set_user, sign_in
+from tests.auth.conftest import CLIENT_ID, browser, provider_tokens, set_user, sign_in
 from tests.web.conftest import Client
 
 
@@ -76,23 +76,36 @@ def test_expired_and_unknown_tokens_are_refused(oidc_app: FastAPI, provider: str
     assert "from 1 to 90 days" in too_long.json()["errors"]["days"]
 
 
-def provider_access_token(provider: str, sub: str) -> str:
-    return str(provider_tokens(provider, sub=sub)["access_token"])
-
-
-def test_provider_access_tokens_are_accepted(oidc_app: FastAPI, provider: str) -> None:
+def test_opaque_tokens_are_refused_where_the_provider_cannot_introspect(
+    oidc_app: FastAPI, provider: str
+) -> None:
+    """This provider's userinfo answers for a token issued to any application: it cannot
+    vouch that a token was issued to the portal, so none of its opaque tokens is taken
+    (tests/auth/test_introspection.py has a provider that can)."""
     set_user(provider, "u-bot", email="bot@example.org", groups=["gpu-portal-admins"])
-    token = provider_access_token(provider, "u-bot")
-    api = bearer(oidc_app, token)
-    me = api.get("/api/v1/me")
-    assert me.status_code == 200, me.text
-    assert me.json()["admin"] is True
-    assert api.get("/api/v1/teams").status_code == 200
-    httpx.post(f"{provider}/users/u-bot/revoke-tokens", timeout=10)
-    # Cached for at most a minute; a fresh token value is checked against the provider.
-    refused = bearer(oidc_app, token + "x").get("/api/v1/me")
+    for client_id in (CLIENT_ID, "another-application"):
+        token = str(provider_tokens(provider, client_id=client_id, sub="u-bot")["access_token"])
+        userinfo = httpx.get(
+            f"{provider}/userinfo", headers={"Authorization": f"Bearer {token}"}, timeout=10
+        )
+        assert userinfo.json()["groups"] == ["gpu-portal-admins"], "userinfo answers for it"
+        refused = bearer(oidc_app, token).get("/api/v1/me")
+        assert refused.status_code == 401
+        assert refused.json()["detail"] == (
+            "the access token was refused: the identity provider offers no token "
+            "introspection, so an opaque access token cannot be checked as issued to the "
+            "portal: use a portal API token (gpp_…) or have the provider issue JWT access "
+            "tokens"
+        )
+        assert bearer(oidc_app, token).get("/api/v1/teams").status_code == 401
+
+
+def test_the_portals_own_id_token_is_not_a_bearer(oidc_app: FastAPI, provider: str) -> None:
+    set_user(provider, "u-bot", email="bot@example.org", groups=["gpu-portal-admins"])
+    id_token = str(provider_tokens(provider, sub="u-bot")["id_token"])
+    refused = bearer(oidc_app, id_token).get("/api/v1/me")
     assert refused.status_code == 401
-    assert "access token was refused" in refused.json()["detail"]
+    assert "it is an ID token" in refused.json()["detail"]
 
 
 def test_cookie_requests_still_need_csrf(oidc_app: FastAPI, provider: str) -> None:
@@ -153,3 +166,18 @@ def test_reloading_the_new_token_page_creates_nothing_more(
     assert raw.group(1) not in again.text
     with portal_of(oidc_app).session_factory() as session:
         assert len(session.scalars(select(ApiToken)).all()) == 1
+
+
+def test_a_bearer_token_cannot_make_another(oidc_app: FastAPI, provider: str) -> None:
+    """A token minted with a token would outlive its parent's revocation."""
+    set_user(provider, "u-lead", email="ana@example.org", groups=["gpu-team-nlp"])
+    web = browser(oidc_app)
+    sign_in(web, "u-lead")
+    web.refresh_csrf()
+    parent = web.api("POST", "/api/v1/tokens", {"name": "parent", "days": 1}).json()
+    api = bearer(oidc_app, parent["token"])
+    child = api.post("/api/v1/tokens", json={"name": "child", "days": 90})
+    assert child.status_code == 403
+    assert "made from a signed-in session" in child.json()["detail"]
+    names = [t["name"] for t in web.api("GET", "/api/v1/tokens").json()]
+    assert names == ["parent"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from app.auth import tokens
-from app.web.deps import CurrentPrincipal, Id, SessionDep, SettingsDep
+from app.core.errors import Forbidden
+from app.web.deps import CurrentPrincipal, Id, SessionDep, SettingsDep, bearer_token
 from app.web.paging import PAGED, WindowDep, announce
 from app.web.schemas import PROBLEMS, NewTokenOut, TokenIn, TokenOut
 from app.web.views.api import token_out
@@ -30,9 +31,20 @@ def list_tokens(
 
 @router.post("/tokens", response_model=NewTokenOut, status_code=201)
 def create_token(
-    body: TokenIn, session: SessionDep, principal: CurrentPrincipal, settings: SettingsDep
+    request: Request,
+    body: TokenIn,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    settings: SettingsDep,
 ) -> NewTokenOut:
-    """Create a token that acts with your rights; the secret is in this answer only."""
+    """Create a token that acts with your rights; the secret is in this answer only. Only
+    a signed-in browser session makes tokens: a token made with a bearer token would
+    outlive its parent's revocation."""
+    if bearer_token(request) is not None:
+        raise Forbidden(
+            "API tokens are made from a signed-in session (the API tokens page), not with "
+            "a bearer token: a token made with another would outlive its revocation"
+        )
     created = tokens.create(
         session,
         user=principal.user,
