@@ -6,7 +6,8 @@ was), then, for each team with something pending (a revoked or expired grant who
 may still exist) — and every ``kubeconfig_sweep_seconds`` for every team with grants —
 lists the accounts in the vCluster and deletes those that serve no live grant. A failed
 call is logged, counted and retried on the next pass; the team page shows the revocation
-as pending meanwhile.
+as pending meanwhile. One team's failure, whatever it is, never stops the pass for the
+others.
 """
 
 from __future__ import annotations
@@ -62,7 +63,12 @@ class Sweeper:
             or now - self.swept_at.get(team_id, 0.0) >= self.settings.kubeconfigs.sweep_seconds
         ]
         for team_id in due:
-            self.sweep(team_id)
+            try:
+                self.sweep(team_id)
+            except Exception as exc:  # a bug or bad data of one team: the others go on
+                self.errors[team_id] = f"{type(exc).__name__}: {exc}"
+                metrics.BACKEND_ERRORS.labels("kubeconfig access").inc()
+                log.exception("revoking kubeconfigs of team %s failed unexpectedly", team_id)
         for gone in set(self.swept_at) - set(open_teams):
             self.swept_at.pop(gone, None)
         return len(due)

@@ -103,18 +103,15 @@ def name_taken(session: Session, name: str) -> bool:
     return found is not None
 
 
-def move_teams(session: Session, *, template_id: int, to: TemplateVersion) -> list[Team]:
-    """Every live team on an older version of the template, now wanted at ``to``."""
+def teams_on_older(session: Session, *, template_id: int, to: TemplateVersion) -> list[Team]:
+    """Every live team on an older version of the template than ``to``, by id."""
     older = select(TemplateVersion.id).where(
         TemplateVersion.template_id == template_id, TemplateVersion.number < to.number
     )
-    teams = list(
+    return list(
         session.scalars(
-            select(Team).where(
-                Team.template_version_id.in_(older), Team.status.in_(UPGRADED_STATUSES)
-            )
+            select(Team)
+            .where(Team.template_version_id.in_(older), Team.status.in_(UPGRADED_STATUSES))
+            .order_by(Team.id)
         )
     )
-    for team in teams:
-        team.template_version_id = to.id
-    return teams

@@ -98,7 +98,7 @@ class Parameter:
             if value not in self.allowed:
                 raise ValueError(f"choose one of {', '.join(self.allowed)}")
         elif self.type == "integer":
-            if not re.fullmatch(r"-?\d{1,9}", value):
+            if not re.fullmatch(r"-?[0-9]{1,9}", value):
                 raise ValueError("a whole number, e.g. 3")
         elif self.type == "boolean":
             if value not in ("true", "false"):
@@ -374,13 +374,52 @@ def parse_parameters(spec: TemplateSpec, given: Mapping[str, str]) -> dict[str, 
     return values
 
 
+@dataclass(frozen=True)
+class Carried:
+    """A team's parameter values carried to a template version: ``values`` has one for
+    each parameter the version declares (its default where the team had none, or where
+    the version refuses the team's value)."""
+
+    values: dict[str, str]
+    added: tuple[str, ...] = ()  # parameters the version adds: at their defaults
+    dropped: tuple[str, ...] = ()  # the team's parameters the version no longer has
+    refused: Mapping[str, str] = field(default_factory=dict)  # name -> what to change
+
+    @property
+    def fits(self) -> bool:
+        """Whether every value the team chose is allowed in the version."""
+        return not self.refused
+
+
+def carry_parameters(spec: TemplateSpec, kept: Mapping[str, str]) -> Carried:
+    """``kept`` (a team's values, chosen for an older version) as ``spec`` takes them."""
+    values: dict[str, str] = {}
+    added: list[str] = []
+    refused: dict[str, str] = {}
+    for parameter in spec.parameters:
+        if parameter.name not in kept:
+            added.append(parameter.name)
+            values[parameter.name] = parameter.default
+            continue
+        try:
+            values[parameter.name] = parameter.parse(kept[parameter.name])
+        except ValueError as exc:
+            refused[parameter.name] = f"{parameter.label}: {kept[parameter.name]!r} — {exc}"
+            values[parameter.name] = parameter.default
+    dropped = tuple(sorted(name for name in kept if spec.parameter(name) is None))
+    return Carried(values, tuple(added), dropped, refused)
+
+
 def _render(text: str, values: Mapping[str, str]) -> str:
     return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
 
 
 def deploy_values(spec: TemplateSpec, parameters: Mapping[str, str]) -> dict[str, Any]:
     """What the template adds to ``experimental.deploy.vcluster`` (its manifests and
-    charts, the parameters rendered in), as the vCluster chart takes it."""
+    charts, the parameters rendered in), as the vCluster chart takes it. Values chosen
+    for another version are carried over (``carry_parameters``): a parameter the team
+    never set renders as its default, so one version's new parameter cannot stop a team."""
+    parameters = carry_parameters(spec, parameters).values
     deploy: dict[str, Any] = {}
     if spec.manifests.strip():
         deploy["manifests"] = _render(spec.manifests, parameters)

@@ -17,9 +17,11 @@ from app.audit import service as audit
 from app.catalog import repository as repo
 from app.catalog.rules import (
     NAME,
+    Carried,
     Chart,
     Parameter,
     TemplateSpec,
+    carry_parameters,
     parse_parameters,
     parse_spec,
 )
@@ -227,12 +229,19 @@ def publish_version(
             "moment ago; reload to see it"
         ) from None
     moved: list[Team] = []
+    held: dict[str, str] = {}  # team name -> the values the new version refuses
     if not template.leads_accept:
-        moved = repo.move_teams(session, template_id=template.id, to=version)
         now = utcnow()
-        for team in moved:
+        for team in repo.teams_on_older(session, template_id=template.id, to=version):
+            carried = carry_parameters(spec, team.template_parameters or {})
+            if not carried.fits:
+                held[team.name] = "; ".join(carried.refused.values())
+                continue
+            _move(team, version, carried)
             team.next_attempt_at = now  # the reconciler looks now; one team at a time
+            moved.append(team)
         session.flush()
+    added = [p for p in spec.parameters if p.name not in _declared(before)]
     audit.record(
         session,
         actor=actor,
@@ -245,17 +254,43 @@ def publish_version(
             else "; teams move when a lead accepts"
             if template.leads_accept
             else ""
+        )
+        + (
+            "; new parameters start at their defaults: "
+            + ", ".join(f"{p.label} = {p.default}" for p in added)
+            if added
+            else ""
+        )
+        + (
+            f"; {len(held)} team"
+            + ("s stay" if len(held) != 1 else " stays")
+            + f" on v{before.number}, the new version refusing their values ("
+            + "; ".join(f"{name}: {why}" for name, why in held.items())
+            + ")"
+            if held
+            else ""
         ),
         details={
             "template_id": template.id,
             "version": version.number,
             "spec": version.spec,
             "teams": [t.name for t in moved],
+            "held": held,
         },
     )
     if moved:
         request_effect(session, Effect.PROVISIONING_DUE)
     return version
+
+
+def _declared(version: TemplateVersion) -> set[str]:
+    return {str(p.get("name")) for p in version.spec.get("parameters", [])}
+
+
+def _move(team: Team, version: TemplateVersion, carried: Carried) -> None:
+    """``team`` wanted at ``version``, its parameters as the version takes them."""
+    team.template_version_id = version.id
+    team.template_parameters = carried.values
 
 
 def accept_latest(session: Session, *, actor: User, team: Team) -> TemplateVersion:
@@ -269,7 +304,14 @@ def accept_latest(session: Session, *, actor: User, team: Team) -> TemplateVersi
         raise Conflict(f"team {team.name} already has {current.label}")
     if team.status not in repo.UPGRADED_STATUSES:
         raise Conflict(f"team {team.name} is {team.status}: its template cannot change now")
-    team.template_version_id = newest.id
+    carried = carry_parameters(spec_of(newest), team.template_parameters or {})
+    if not carried.fits:
+        raise Conflict(
+            f"{newest.label} does not allow what {team.name} chose ("
+            + "; ".join(carried.refused.values())
+            + "): ask an admin to allow it in a new version"
+        )
+    _move(team, newest, carried)
     team.next_attempt_at = utcnow()
     session.flush()
     audit.record(

@@ -260,13 +260,22 @@ class Reconciler:
         version = self.settings.chart_version
         with self.session_factory() as session:
             team = teams.get_team(session, team_id)
-            spec = spec_of(session, team, self.settings)
             status = TeamStatus(team.status)
             generation = team.desired_generation
             # A decision not yet applied explains any difference: that is no drift.
             settled = team.observed_generation == team.desired_generation
             attempts = team.attempts
             holder, turn_started = repo.turn_holder(session, version)
+            unmade: str | None = None
+            try:
+                spec = spec_of(session, team, self.settings)
+            except Exception as exc:  # bad data of this team: shown on it and retried
+                log.exception("the cluster spec of team %s could not be made", team.name)
+                unmade = f"its cluster spec could not be made ({type(exc).__name__}: {exc})"
+        if unmade is not None:
+            metrics.BACKEND_ERRORS.labels("none").inc()
+            self._record(team_id, PassResult(status, generation, attempts, error=unmade))
+            return
         upgrading = holder == team_id
         installed: int | None = None  # the template version a vCluster install ran with
         checked: TemplateCheck | None = None  # what of the template is in place inside

@@ -167,6 +167,37 @@ def test_failures_are_recorded_retried_and_recovered(
     assert log[-1] == "team.recovered"
 
 
+def test_a_team_whose_spec_cannot_be_made_is_shown_failed_and_the_others_go_on(
+    session_factory: sessionmaker[Session],
+    reconciler: Reconciler,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import app.provisioning.reconciler as reconciler_module
+
+    broken = approved_team(session_factory, "nlp")
+    fine = approved_team(session_factory, "vision")
+    from app.provisioning.specs import spec_of as real
+
+    def spec_of(session: Session, team: Team, *args: Any, **kwargs: Any) -> Any:
+        if team.id == broken:
+            raise KeyError("replicas")
+        return real(session, team, *args, **kwargs)
+
+    monkeypatch.setattr(reconciler_module, "spec_of", spec_of)
+    reconciler.run_once()
+    assert team_of(session_factory, fine).status == TeamStatus.READY
+    team = team_of(session_factory, broken)
+    assert team.status == TeamStatus.FAILED
+    assert team.attempts == 1
+    assert team.last_error == "its cluster spec could not be made (KeyError: 'replicas')"
+    assert team.lease_owner is None
+    monkeypatch.setattr(reconciler_module, "spec_of", real)
+    with unit_of_work(session_factory) as session:
+        session.execute(update(TeamSchedule).values(next_attempt_at=utcnow()))
+    reconciler.run_once()
+    assert team_of(session_factory, broken).status == TeamStatus.READY
+
+
 def test_backoff_grows_and_is_capped(
     session_factory: sessionmaker[Session], backend: SimulatedBackend, db_url: str
 ) -> None:

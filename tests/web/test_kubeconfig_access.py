@@ -18,7 +18,7 @@ from app.adapters.k8s.manifests import vcluster_values
 from app.adapters.k8s.vcluster import control_plane_of
 from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
-from app.core.models import KubeconfigGrant, Step, TeamMember, utcnow
+from app.core.models import KubeconfigGrant, Step, Team, TeamMember, TemplateVersion, utcnow
 from app.provisioning.backend import BackendError, spec_for
 from app.runtime import portal_of
 from app.teams import repository as repo
@@ -205,3 +205,86 @@ def test_oidc_mode_renders_the_api_server_flags_the_bindings_and_the_kubeconfig(
     assert "--oidc-client-id=kubectl" in user["exec"]["args"]
     assert "token" not in user
     assert "s3cret-value" not in text
+
+
+def _legacy_version_without_its_new_parameter(app: FastAPI, team_name: str) -> int:
+    """What publishing did before parameters were carried over: ``team_name`` wanted at a
+    new version of its template that adds a parameter, its stored values without it."""
+    with unit_of_work(portal_of(app).session_factory) as session:
+        team = repo.get_live_team_by_name(session, team_name)
+        assert team is not None
+        assert team.template_version is not None
+        old = team.template_version
+        spec = dict(old.spec)
+        spec["parameters"] = [
+            *spec.get("parameters", []),
+            {"name": "replicas", "label": "Replicas", "type": "integer", "default": "2"},
+        ]
+        spec["manifests"] = str(spec.get("manifests", "")) + (
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sizes\n"
+            "  namespace: default\ndata:\n  replicas: '${replicas}'\n"
+        )
+        new = TemplateVersion(template_id=old.template_id, number=old.number + 1, spec=spec)
+        session.add(new)
+        session.flush()
+        session.execute(update(Team).where(Team.id == team.id).values(template_version_id=new.id))
+        return team.id
+
+
+def test_a_team_on_a_version_with_a_new_parameter_stops_no_other_team(
+    app: FastAPI, lead: Client
+) -> None:
+    """The defect: rendering a version that added a parameter raised for every team kept
+    on the old values, and the sweeper stopped at that team on every pass, so a member
+    removed from another team kept a working account."""
+    backend = simulated_backend(app)
+    recommender_lead = client_for(app, "lead-recommender@example.org")
+    recommender = _legacy_version_without_its_new_parameter(app, "recommender")
+    answer = recommender_lead.api("POST", f"/api/v1/teams/{recommender}/kubeconfig?ttl=1h")
+    assert answer.status_code == 200, answer.text  # its grant comes first in the sweep
+    assert recommender_lead.get(f"/teams/{recommender}").status_code == 200
+    token = token_of(download(client_for(app, "member-nlp@example.org")))
+    assert lead.api("DELETE", f"/api/v1/teams/{NLP}/members/{MEMBER_ID}").status_code == 204
+    portal_of(app).sweeper.run_once()
+    assert not backend.token_works("nlp", token)
+    assert portal_of(app).sweeper.errors == {}
+    page = recommender_lead.get(f"/teams/{recommender}").text
+    assert "replicas=2" in page  # the new parameter at its default
+    with unit_of_work(portal_of(app).session_factory) as session:
+        team = repo.get_team(session, recommender)
+        from app.provisioning.specs import spec_of
+
+        rendered = spec_of(session, team, portal_of(app).settings).template_manifests
+    assert "replicas: '2'" in rendered
+
+
+def test_one_teams_unexpected_failure_does_not_stop_the_sweep(
+    app: FastAPI, lead: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.access.sweeper as sweeper_module
+
+    backend = simulated_backend(app)
+    recommender_lead = client_for(app, "lead-recommender@example.org")
+    with unit_of_work(portal_of(app).session_factory) as session:
+        found = repo.get_live_team_by_name(session, "recommender")
+        assert found is not None
+        recommender = found.id
+    assert (
+        recommender_lead.api("POST", f"/api/v1/teams/{recommender}/kubeconfig?ttl=1h").status_code
+        == 200
+    )
+    token = token_of(download(client_for(app, "member-nlp@example.org")))
+    from app.provisioning.specs import spec_of as real
+
+    def broken_for_recommender(session: object, team: Team, *args: object, **kw: object) -> object:
+        if team.id == recommender:
+            raise KeyError("something no test foresaw")
+        return real(session, team, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sweeper_module, "spec_of", broken_for_recommender)
+    assert lead.api("DELETE", f"/api/v1/teams/{NLP}/members/{MEMBER_ID}").status_code == 204
+    with unit_of_work(portal_of(app).session_factory) as session:
+        session.execute(update(KubeconfigGrant).values(expires_at=utcnow() - timedelta(seconds=1)))
+    portal_of(app).sweeper.run_once()
+    assert not backend.token_works("nlp", token)
+    assert portal_of(app).sweeper.errors == {recommender: "KeyError: 'something no test foresaw'"}

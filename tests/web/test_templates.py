@@ -477,3 +477,82 @@ def test_the_api_changes_settings_and_the_org_requirement(app: FastAPI) -> None:
             if e.action.startswith("template.") and e.actor == "admin@example.org"
         ]
     assert actions[-2:] == ["template.changed", "template.required"]
+
+
+def _publish_with(admin: Any, tid: int, change: Any) -> Any:
+    spec = admin.api("GET", f"/api/v1/templates/{tid}").json()["latest"]["spec"]
+    change(spec)
+    return admin.api("POST", f"/api/v1/templates/{tid}/versions", {"spec": spec})
+
+
+def _adds_replicas(spec: dict[str, Any]) -> None:
+    spec["parameters"].append(
+        {"name": "replicas", "label": "Replicas", "type": "integer", "default": "2"}
+    )
+    spec["manifests"] += (
+        "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sizes\n"
+        "  namespace: kubeflow\ndata:\n  replicas: '${replicas}'\n"
+    )
+
+
+def _published_summary(app: FastAPI) -> str:
+    with unit_of_work(portal_of(app).session_factory) as session:
+        event = session.query(AuditEvent).filter(AuditEvent.action == "template.published")
+        return str(event.order_by(AuditEvent.id.desc()).first().summary)  # type: ignore[union-attr]
+
+
+def test_a_version_that_adds_a_parameter_moves_teams_with_its_default(app: FastAPI) -> None:
+    ids = _ids(app)
+    admin = client_for(app, "admin@example.org", admin=True)
+    tid = ids["kubeflow-training"]
+    published = _publish_with(admin, tid, _adds_replicas)
+    assert published.status_code == 201, published.text
+    assert _team(app, "recommender") == (
+        "kubeflow-training",
+        2,
+        False,
+        {"version": "v1.7.0", "replicas": "2"},
+    )
+    assert "new parameters start at their defaults: Replicas = 2" in _published_summary(app)
+    lead = client_for(app, "lead-recommender@example.org")
+    team_id = _team_id(app, "recommender")
+    page = lead.get(f"/teams/{team_id}")
+    assert page.status_code == 200
+    assert "replicas=2" in _between(page.text, 'data-quota="template"', "</dd>")
+    _settle(app, passes=10)
+    assert _team(app, "recommender")[:3] == ("kubeflow-training", 2, True)
+    team = lead.api("GET", f"/api/v1/teams/{team_id}").json()
+    assert team["status"] == "ready"
+    assert team["template"]["parameters"] == {"version": "v1.7.0", "replicas": "2"}
+    assert lead.api("POST", f"/api/v1/teams/{team_id}/kubeconfig?ttl=1h").status_code == 200
+
+
+def test_a_version_that_refuses_a_teams_value_leaves_the_team_where_it_is(app: FastAPI) -> None:
+    ids = _ids(app)
+    admin = client_for(app, "admin@example.org", admin=True)
+    tid = ids["kubeflow-training"]
+
+    def only_newer(spec: dict[str, Any]) -> None:
+        spec["parameters"][0]["allowed"] = ["v1.9.0"]
+        spec["parameters"][0]["default"] = "v1.9.0"
+
+    assert _publish_with(admin, tid, only_newer).status_code == 201
+    assert _team(app, "recommender") == ("kubeflow-training", 1, True, {"version": "v1.7.0"})
+    assert (
+        "1 team stays on v1, the new version refusing their values (recommender: "
+        "Training Operator version: 'v1.7.0' — choose one of v1.9.0)"
+    ) in _published_summary(app)
+    # A template that waits for leads: accepting says what the new version refuses.
+    admin.form(f"/admin/templates/{tid}/settings", {"description": "K", "leads_accept": "on"})
+    assert _publish_with(admin, tid, _adds_replicas).status_code == 201
+    lead = client_for(app, "lead-recommender@example.org")
+    team_id = _team_id(app, "recommender")
+    refused = lead.api("POST", f"/api/v1/teams/{team_id}/template/accept")
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["detail"] == (
+        "kubeflow-training v3 does not allow what recommender chose (Training Operator "
+        "version: 'v1.7.0' — choose one of v1.9.0): ask an admin to allow it in a new version"
+    )
+    page = lead.form(f"/teams/{team_id}/template/accept")
+    assert "does not allow what recommender chose" in page.text
+    assert _team(app, "recommender") == ("kubeflow-training", 1, True, {"version": "v1.7.0"})

@@ -16,7 +16,7 @@ from app.access import service as access
 from app.audit import repository as audit
 from app.catalog import repository as catalog_repo
 from app.catalog import service as catalog
-from app.catalog.rules import deploy_values
+from app.catalog.rules import carry_parameters, deploy_values
 from app.core.config import Settings
 from app.core.models import (
     AuditEvent,
@@ -124,7 +124,8 @@ def team_template(
     if source is None or version is None:
         return None
     spec = catalog.spec_of(version)
-    parameters = dict(source.template_parameters or {})
+    # As the vCluster gets them: a parameter added by a later version at its default.
+    parameters = carry_parameters(spec, source.template_parameters or {}).values
     charts = [
         f"chart {h['chart']['name']} {h['chart']['version']}"
         for h in deploy_values(spec, parameters).get("helm", [])
