@@ -18,16 +18,20 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import SplitResult, urlsplit
 
 import yaml
 from jsonschema import Draft202012Validator
 
+from app.core import outbound
 from app.core.errors import InvalidInput
 from app.core.labels import QUOTA_FIELDS, label
 from app.core.quantities import parse_hundredths
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")  # a DNS-1123 label, short
 PARAMETER = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
+CHART_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")  # never a flag to helm
+VERSION = re.compile(r"^[0-9A-Za-z^~<>=*][0-9A-Za-z.+_~^<>=*-]{0,62}$")  # no flag, no space
 PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
 PARAMETER_TYPES = ("choice", "string", "integer", "boolean")
 CHART_SOURCES = ("https://", "http://", "oci://")
@@ -53,6 +57,10 @@ ALLOWED: tuple[tuple[str, ...], ...] = (
     ("sync", "fromHost", "csiNodes"),
     ("sync", "fromHost", "csiStorageCapacities"),
 )
+# The control plane's volume lists under controlPlane.statefulSet.persistence, and the
+# volume sources they may use: neither reaches the node nor reads the namespace.
+VOLUME_LISTS = ("addVolumes", "dataVolume", "binariesVolume")
+VOLUME_SOURCES = ("emptyDir", "ephemeral")
 OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
     (
         ("sync", "toHost", "pods"),
@@ -103,9 +111,15 @@ class Parameter:
         elif self.type == "boolean":
             if value not in ("true", "false"):
                 raise ValueError("true or false")
-        elif not value or len(value) > STRING_MAX or not re.fullmatch(r"[\w.:/@+=-]+", value):
+        elif (
+            not value
+            or len(value) > STRING_MAX
+            or not re.fullmatch(r"[\w.:/@+=-]+", value)
+            or value.startswith("-")
+        ):
             raise ValueError(
-                f"letters, digits and . : / @ + = - _ only, at most {STRING_MAX} characters"
+                f"letters, digits and . : / @ + = - _ only, not starting with -, at most "
+                f"{STRING_MAX} characters"
             )
         return value
 
@@ -139,12 +153,37 @@ class TemplateSpec:
     def manifest_kinds(self) -> list[str]:
         """The manifests' objects as "Kind name" (e.g. "CustomResourceDefinition
         widgets.example.org"), in their order."""
-        docs = yaml.safe_load_all(PLACEHOLDER.sub("x", self.manifests))
+        docs = load_yaml_all(PLACEHOLDER.sub("x", self.manifests))
         return [
             f"{d['kind']} {d['metadata']['name']}"
             for d in docs
             if isinstance(d, dict) and isinstance(d.get("metadata"), dict)
         ]
+
+
+class _NoAliases(yaml.SafeLoader):
+    """YAML as the safe loader reads it, but an alias (``*name``) is refused: an admin's
+    552 characters of nested aliases expand to megabytes once stored."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                "anchors and aliases (&name, *name) are not accepted: write the value out",
+                self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+            )
+        return super().compose_node(parent, index)
+
+
+def load_yaml(text: str) -> Any:
+    """One YAML document, without aliases."""
+    return yaml.load(text, Loader=_NoAliases)  # noqa: S506 (a safe loader's subclass)
+
+
+def load_yaml_all(text: str) -> list[Any]:
+    """Every YAML document in ``text``, without aliases."""
+    return list(yaml.load_all(text, Loader=_NoAliases))
 
 
 def _paths(values: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
@@ -175,12 +214,40 @@ def check_vcluster_values(values: Mapping[str, Any], schema: Mapping[str, Any]) 
                 + ", ".join(_dotted(key) for key in ALLOWED)
                 + ")"
             )
+    errors.update(_volume_errors(values))
     if errors:
         return errors
     validator = Draft202012Validator(schema)
     for error in sorted(validator.iter_errors(values), key=lambda e: list(e.absolute_path)):
         where = _dotted([str(p) for p in error.absolute_path]) or "(top)"
         errors[f"vcluster_values.{where}"] = f"the vCluster chart refuses it: {error.message}"
+    return errors
+
+
+def _volume_errors(values: Mapping[str, Any]) -> dict[str, str]:
+    """The control plane's own volumes may be only what cannot reach past the team."""
+    errors: dict[str, str] = {}
+    persistence: Any = values
+    for key in ("controlPlane", "statefulSet", "persistence"):
+        persistence = persistence.get(key) if isinstance(persistence, Mapping) else None
+    if not isinstance(persistence, Mapping):
+        return errors
+    for key in VOLUME_LISTS:
+        volumes = persistence.get(key)
+        if volumes is None:
+            continue
+        where = f"vcluster_values.controlPlane.statefulSet.persistence.{key}"
+        if not isinstance(volumes, list):
+            errors[where] = "a list of volumes"
+            continue
+        for number, volume in enumerate(volumes, 1):
+            sources = set(volume) - {"name"} if isinstance(volume, Mapping) else set()
+            if not sources or not sources <= set(VOLUME_SOURCES):
+                errors[f"{where}.{number}"] = (
+                    "a control-plane volume may be " + " or ".join(VOLUME_SOURCES) + " only: "
+                    "hostPath reaches the node, and secret, configMap, projected or a claim "
+                    "read what the team's namespace holds beside its vCluster"
+                )
     return errors
 
 
@@ -197,7 +264,7 @@ def _manifest_errors(manifests: str, declared: set[str]) -> dict[str, str]:
         errors["manifests"] = "no parameter named " + ", ".join(f"${{{n}}}" for n in unknown)
         return errors
     try:
-        docs = [d for d in yaml.safe_load_all(PLACEHOLDER.sub("x", manifests)) if d is not None]
+        docs = [d for d in load_yaml_all(PLACEHOLDER.sub("x", manifests)) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" (line {mark.line + 1})" if mark is not None else ""
@@ -266,7 +333,65 @@ def _parameters(raw: object) -> tuple[tuple[Parameter, ...], dict[str, str]]:
     return tuple(found), errors
 
 
-def _charts(raw: object, declared: set[str]) -> tuple[tuple[Chart, ...], dict[str, str]]:
+def _under(repo: SplitResult, source: str) -> bool:
+    """Whether ``repo`` is ``source`` or below it (same scheme, host and port)."""
+    allowed = urlsplit(source)
+    if (repo.scheme, repo.hostname, repo.port) != (
+        allowed.scheme,
+        allowed.hostname,
+        allowed.port,
+    ):
+        return False
+    prefix = allowed.path.rstrip("/")
+    return repo.path.rstrip("/") == prefix or repo.path.startswith(prefix + "/")
+
+
+def chart_source_problem(
+    repo: str, sources: Sequence[str], resolver: outbound.Resolver | None = None
+) -> str | None:
+    """What is wrong with a template chart's source, or None: a listed source (or below
+    one) when ``sources`` (PORTAL_TEMPLATE_CHART_SOURCES) lists any, else an ``https://``
+    or ``oci://`` source whose host has public addresses only; never credentials."""
+    listed = " or ".join(sources) if sources else ""
+    hint = (
+        f"{listed} or below it"
+        if sources
+        else "a chart repository (https://…, a mirror) or oci://registry/path"
+    )
+    if not repo.startswith(CHART_SOURCES) or any(c.isspace() or ord(c) < 32 for c in repo):
+        return f"the repo must be {hint}"
+    parts = urlsplit(repo)
+    if parts.username is not None or parts.password is not None:
+        return "put no user name or password in the repo: the cluster's pull secret holds them"
+    if parts.query or parts.fragment or not parts.hostname:
+        return f"the repo must be {hint}"
+    try:
+        parts.port  # noqa: B018 (a bad port raises)
+    except ValueError:
+        return "the repo's port must be a number from 1 to 65535"
+    if sources:
+        return (
+            None if any(_under(parts, source) for source in sources) else f"the repo must be {hint}"
+        )
+    if parts.scheme == "http":
+        return "the repo must use https:// or oci:// (http:// only if the portal lists it)"
+    try:
+        addresses = outbound.resolve(parts.hostname, parts.port or 443, resolver)
+    except outbound.Refused as exc:
+        return f"{exc}, or have the portal list the source (PORTAL_TEMPLATE_CHART_SOURCES)"
+    for address in addresses:
+        problem = outbound.why_not_public(address)
+        if problem:
+            return (
+                f"{parts.hostname} is {problem} ({address}): a template names a public "
+                "source, or one the portal lists (PORTAL_TEMPLATE_CHART_SOURCES)"
+            )
+    return None
+
+
+def _charts(
+    raw: object, declared: set[str], sources: Sequence[str]
+) -> tuple[tuple[Chart, ...], dict[str, str]]:
     if raw is None:
         return (), {}
     if not isinstance(raw, list):
@@ -296,11 +421,15 @@ def _charts(raw: object, declared: set[str]) -> tuple[tuple[Chart, ...], dict[st
         )
         if not chart.name or not chart.version:
             errors[where] = "a chart needs its name and version"
-        elif not chart.repo.startswith(CHART_SOURCES):
+        elif not CHART_NAME.fullmatch(chart.name):
             errors[where] = (
-                f"{chart.name}: the repo is a chart repository (https://…, a mirror) or "
-                "oci://registry/path"
+                f"{chart.name[:60]!r} is not a chart name: lower-case letters, digits, - . _ "
+                "(starting with a letter or digit)"
             )
+        elif not VERSION.fullmatch(PLACEHOLDER.sub("x", chart.version)):
+            errors[where] = f"{chart.name}: the version is a chart version, e.g. 1.2.3"
+        elif problem := chart_source_problem(chart.repo, sources):
+            errors[where] = f"{chart.name}: {problem}"
         elif not NAME.fullmatch(chart.release) or not NAME.fullmatch(chart.namespace):
             errors[where] = f"{chart.name}: the release and namespace are DNS-1123 labels"
         elif unknown:
@@ -309,7 +438,7 @@ def _charts(raw: object, declared: set[str]) -> tuple[tuple[Chart, ...], dict[st
             )
         else:
             try:
-                yaml.safe_load(PLACEHOLDER.sub("x", chart.values))
+                load_yaml(PLACEHOLDER.sub("x", chart.values))
             except yaml.YAMLError:
                 errors[where] = f"{chart.name}: its values are not YAML"
             else:
@@ -317,14 +446,17 @@ def _charts(raw: object, declared: set[str]) -> tuple[tuple[Chart, ...], dict[st
     return tuple(charts), errors
 
 
-def parse_spec(raw: Mapping[str, Any], schema: Mapping[str, Any]) -> TemplateSpec:
+def parse_spec(
+    raw: Mapping[str, Any], schema: Mapping[str, Any], chart_sources: Sequence[str] = ()
+) -> TemplateSpec:
     """A template version as an admin wrote it, checked (``schema``: the vCluster chart's
-    own values.schema.json); InvalidInput names every field to change."""
+    own values.schema.json; ``chart_sources``: where its charts may come from, see
+    ``chart_source_problem``); InvalidInput names every field to change."""
     parameters, errors = _parameters(raw.get("parameters"))
     declared = {p.name for p in parameters}
     manifests = str(raw.get("manifests") or "")
     errors.update(_manifest_errors(manifests, declared))
-    charts, chart_errors = _charts(raw.get("charts"), declared)
+    charts, chart_errors = _charts(raw.get("charts"), declared, chart_sources)
     errors.update(chart_errors)
     values = raw.get("vcluster_values") or {}
     if not isinstance(values, Mapping):

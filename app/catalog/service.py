@@ -6,7 +6,7 @@ Services flush, never commit."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,8 +142,10 @@ def create_template(
     schema: ValuesSchema,
     is_default: bool = False,
     leads_accept: bool = False,
+    chart_sources: Sequence[str] = (),
 ) -> TemplateVersion:
-    """A new template and its version 1; InvalidInput names every field to change."""
+    """A new template and its version 1; InvalidInput names every field to change.
+    ``chart_sources``: where its charts may come from (PORTAL_TEMPLATE_CHART_SOURCES)."""
     errors: dict[str, str] = {}
     name = name.strip()
     if not NAME.fullmatch(name):
@@ -156,7 +158,7 @@ def create_template(
     description = _text(
         description, what="the description", limit=DESCRIPTION_MAX, errors=errors, key="description"
     )
-    spec = _checked(raw_spec, schema, errors)
+    spec = _checked(raw_spec, schema, errors, chart_sources)
     if errors or spec is None:
         raise InvalidInput(errors)
     if is_default:
@@ -199,12 +201,13 @@ def publish_version(
     raw_spec: Mapping[str, Any],
     note: str,
     schema: ValuesSchema,
+    chart_sources: Sequence[str] = (),
 ) -> TemplateVersion:
     """The template's next version; teams on an older one move to it in turn."""
     template = repo.get_template(session, template_id)
     errors: dict[str, str] = {}
     note = _text(note, what="the note", limit=NOTE_MAX, errors=errors, key="note")
-    spec = _checked(raw_spec, schema, errors)
+    spec = _checked(raw_spec, schema, errors, chart_sources)
     if errors or spec is None:
         raise InvalidInput(errors)
     before = repo.latest(session, template_id)
@@ -423,7 +426,10 @@ def summary(spec: TemplateSpec) -> str:
 
 
 def _checked(
-    raw: Mapping[str, Any], schema: ValuesSchema, errors: dict[str, str]
+    raw: Mapping[str, Any],
+    schema: ValuesSchema,
+    errors: dict[str, str],
+    chart_sources: Sequence[str],
 ) -> TemplateSpec | None:
     if not isinstance(raw, Mapping):
         errors["spec"] = "a mapping: manifests, charts, vcluster_values, parameters, …"
@@ -437,7 +443,7 @@ def _checked(
         return None
     try:
         # Without the chart's schema the portal's own rules still say what is refused.
-        spec = parse_spec(raw, schema.schema or {})
+        spec = parse_spec(raw, schema.schema or {}, chart_sources)
     except InvalidInput as exc:
         errors.update(exc.errors)
         return None

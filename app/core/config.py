@@ -9,6 +9,7 @@ from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     Field,
@@ -210,6 +211,15 @@ class Settings(BaseSettings):
         description=(
             "vCluster chart version (>= 0.21 keeps pod labels). Changing it upgrades "
             "every team, one at a time."
+        ),
+    )
+    template_chart_sources: str = Field(
+        default="",
+        description=(
+            "Where a cluster template's charts may come from, comma-separated: "
+            "`oci://registry.example.org/charts`, `https://charts.example.org` (a source "
+            "and everything below it; `http://` only if listed). Empty: any `https://` or "
+            "`oci://` source whose host has public addresses only."
         ),
     )
     vcluster_image_registry: str = Field(
@@ -622,6 +632,25 @@ class Settings(BaseSettings):
     oidc_timeout_seconds: float = Field(
         default=10.0, gt=0, le=300, description="Time-out for calls to the provider."
     )
+
+    @field_validator("template_chart_sources")
+    @classmethod
+    def _chart_sources(cls, value: str) -> str:
+        for source in (s.strip() for s in value.split(",") if s.strip()):
+            parts = urlsplit(source)
+            if parts.scheme not in ("https", "http", "oci") or not parts.hostname:
+                raise ValueError(
+                    f"{source!r} is not a chart source: write oci://registry/path or "
+                    "https://charts.example.org"
+                )
+            if parts.username is not None or parts.query or parts.fragment:
+                raise ValueError(f"{source!r}: a chart source has no credentials or query")
+        return value
+
+    @property
+    def chart_sources(self) -> tuple[str, ...]:
+        """PORTAL_TEMPLATE_CHART_SOURCES as a list."""
+        return tuple(s.strip() for s in self.template_chart_sources.split(",") if s.strip())
 
     @field_validator("kai_queue_label")
     @classmethod

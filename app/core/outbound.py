@@ -79,23 +79,61 @@ def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | Non
     return None
 
 
+# The address blocks that are not globally reachable, from IANA's IPv4 and IPv6
+# Special-Purpose Address Registries (RFC 6890 and its updates), plus multicast, with
+# what a person reads. The project's own table: the interpreter's ``is_global`` differs
+# between patch releases (3.11.7 lets 192.0.0.0/24, 192.88.99.0/24 and fec0::/10 by).
+# A few single addresses inside 192.0.0.0/24 and 2001::/23 are anycast services marked
+# globally reachable; no one needs the portal to call them, so the blocks are refused
+# whole.
+SPECIAL_PURPOSE: tuple[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, str], ...] = tuple(
+    (ipaddress.ip_network(block), what)
+    for block, what in (
+        ("0.0.0.0/8", "a 'this network' address"),
+        ("10.0.0.0/8", "a private address"),
+        ("100.64.0.0/10", "a shared (carrier-grade NAT) address"),
+        ("127.0.0.0/8", "a loopback address"),
+        ("169.254.0.0/16", "a link-local address"),
+        ("172.16.0.0/12", "a private address"),
+        ("192.0.0.0/24", "an IETF protocol address"),
+        ("192.0.2.0/24", "a documentation address"),
+        ("192.88.99.0/24", "a retired 6to4 relay address"),
+        ("192.168.0.0/16", "a private address"),
+        ("198.18.0.0/15", "a benchmarking address"),
+        ("198.51.100.0/24", "a documentation address"),
+        ("203.0.113.0/24", "a documentation address"),
+        ("224.0.0.0/4", "a multicast address"),
+        ("240.0.0.0/4", "a reserved address"),
+        ("::/128", "the unspecified address"),
+        ("::1/128", "a loopback address"),
+        ("64:ff9b:1::/48", "a local NAT64 address"),
+        ("100::/64", "a discard-only address"),
+        ("100:0:0:1::/64", "a dummy address"),
+        ("2001::/23", "an IETF protocol address"),
+        ("2001:db8::/32", "a documentation address"),
+        ("3fff::/20", "a documentation address"),
+        ("5f00::/16", "a segment-routing address"),
+        ("fc00::/7", "a unique local (private) address"),
+        ("fe80::/10", "a link-local address"),
+        ("fec0::/10", "a site-local address"),
+        ("ff00::/8", "a multicast address"),
+    )
+)
+_GLOBAL_UNICAST_V6 = ipaddress.IPv6Network("2000::/3")
+
+
 def why_not_public(address: IPAddress) -> str | None:
-    """None for a global unicast address, else what it is."""
+    """None for a globally reachable unicast address, else what it is."""
     if isinstance(address, ipaddress.IPv6Address):
-        if address in _NAT64_LOCAL:
-            return "a local NAT64 address"
         inner = embedded_ipv4(address)
-        if inner is not None:
+        if inner is not None and address not in _NAT64_LOCAL:
             problem = why_not_public(inner)
             return f"an IPv6 form of {inner}, {problem}" if problem else None
-    if address.is_multicast:
-        return "a multicast address"
-    if address.is_loopback:
-        return "a loopback address"
-    if address.is_link_local:
-        return "a link-local address"
-    if not address.is_global:
-        return "an internal or reserved address"
+    for block, what in SPECIAL_PURPOSE:
+        if address.version == block.version and address in block:
+            return what
+    if isinstance(address, ipaddress.IPv6Address) and address not in _GLOBAL_UNICAST_V6:
+        return "an address outside the global unicast range"
     return None
 
 

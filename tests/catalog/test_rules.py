@@ -10,7 +10,12 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from app.adapters.k8s.manifests import vcluster_values
-from app.catalog.rules import deploy_values, parse_parameters, parse_spec
+from app.catalog.rules import (
+    chart_source_problem,
+    deploy_values,
+    parse_parameters,
+    parse_spec,
+)
 from app.catalog.schema import SchemaMissing, chart_schema
 from app.core.errors import InvalidInput
 from app.provisioning.backend import ResourceQuota, TeamSpec
@@ -18,6 +23,7 @@ from tests.shared import SHARED
 
 CHART = SHARED / "third_party" / "vcluster" / "vcluster-0.36.1.tgz"
 SCHEMA = chart_schema(CHART)
+SOURCES = ("oci://registry.example.org",)  # PORTAL_TEMPLATE_CHART_SOURCES in these tests
 
 CRD = """\
 apiVersion: apiextensions.k8s.io/v1
@@ -92,12 +98,12 @@ def _team() -> TeamSpec:
 
 def _refused(raw: dict[str, Any]) -> dict[str, str]:
     with pytest.raises(InvalidInput) as caught:
-        parse_spec(raw, SCHEMA)
+        parse_spec(raw, SCHEMA, SOURCES)
     return caught.value.errors
 
 
 def test_a_template_renders_into_values_the_real_chart_takes() -> None:
-    spec = parse_spec(KUBEFLOW, SCHEMA)
+    spec = parse_spec(KUBEFLOW, SCHEMA, SOURCES)
     chosen = parse_parameters(spec, {"training_operator": "1.9.0"})
     assert chosen == {"training_operator": "1.9.0", "flavour": "nlp"}
     deploy = deploy_values(spec, chosen)
@@ -185,7 +191,7 @@ def test_manifests_and_charts_are_checked() -> None:
     }
     assert _refused({"manifests": CRD}) == {"manifests": "no parameter named ${flavour}"}
     errors = _refused({"charts": [{"name": "x", "repo": "ftp://mirror", "version": "1"}]})
-    assert "oci://registry/path" in errors["charts.1"]
+    assert errors["charts.1"] == "x: the repo must be oci://registry.example.org or below it"
 
 
 def test_parameters_agree_with_their_defaults_and_a_lead_sets_only_allowed_values() -> None:
@@ -200,13 +206,14 @@ def test_parameters_agree_with_their_defaults_and_a_lead_sets_only_allowed_value
     )
     assert errors["parameters.1"].startswith("version: the default '2' is not allowed")
     assert errors["parameters.3"].startswith("a name of lower-case letters")
-    spec = parse_spec(KUBEFLOW, SCHEMA)
+    spec = parse_spec(KUBEFLOW, SCHEMA, SOURCES)
     with pytest.raises(InvalidInput) as caught:
         parse_parameters(spec, {"training_operator": "2.0", "flavour": "a: b\nkind: Pod"})
     assert caught.value.errors == {
         "parameters.training_operator": "Kubeflow Training Operator: choose one of 1.8.1, 1.9.0",
         "parameters.flavour": (
-            "flavour: letters, digits and . : / @ + = - _ only, at most 200 characters"
+            "flavour: letters, digits and . : / @ + = - _ only, not starting with -, "
+            "at most 200 characters"
         ),
     }
     with pytest.raises(InvalidInput) as unknown:
@@ -217,3 +224,100 @@ def test_parameters_agree_with_their_defaults_and_a_lead_sets_only_allowed_value
 def test_a_chart_archive_without_a_schema_says_so(tmp_path: Any) -> None:
     with pytest.raises(SchemaMissing, match="cannot be read"):
         chart_schema(tmp_path / "missing.tgz")
+
+
+def _chart(**fields: str) -> dict[str, Any]:
+    return {
+        "charts": [{"name": "hello", "repo": SOURCES[0] + "/charts", "version": "1.0.0", **fields}]
+    }
+
+
+def test_a_charts_source_is_a_listed_one_without_credentials() -> None:
+    assert (
+        parse_spec(_chart(), SCHEMA, SOURCES).charts[0].repo == "oci://registry.example.org/charts"
+    )
+    for repo, why in (
+        (
+            "oci://registry.example.org.evil.test/charts",
+            "the repo must be oci://registry.example.org",
+        ),
+        ("oci://registry.example.org:5000/charts", "the repo must be oci://registry.example.org"),
+        ("https://registry.example.org/charts", "the repo must be oci://registry.example.org"),
+        ("oci://user:secret@registry.example.org/charts", "put no user name or password"),
+        ("oci://registry.example.org/charts?x=1", "the repo must be oci://registry.example.org"),
+        ("http://169.254.169.254/latest", "the repo must be oci://registry.example.org"),
+    ):
+        assert why in _refused(_chart(repo=repo))["charts.1"], repo
+    # Listed sources cover the paths below them only at a path boundary.
+    listed = ("https://charts.example.org/team",)
+    assert chart_source_problem("https://charts.example.org/team/x", listed) is None
+    assert chart_source_problem("https://charts.example.org/teams", listed) is not None
+
+
+def _resolves_to(address: str) -> Any:
+    def resolver(host: str, port: int, **kwargs: Any) -> list[tuple[Any, ...]]:
+        return [(2, 1, 6, "", (address, port))]
+
+    return resolver
+
+
+def test_without_a_list_a_charts_source_is_public() -> None:
+    public = _resolves_to("93.184.215.14")
+    assert chart_source_problem("oci://registry.example.org/c", (), public) is None
+    assert chart_source_problem("https://charts.example.org", (), public) is None
+    for address in ("127.0.0.1", "10.0.0.5", "169.254.169.254", "::1", "192.0.0.192"):
+        problem = chart_source_problem("oci://registry.example.org/c", (), _resolves_to(address))
+        assert problem is not None, address
+        assert f"({address})" in problem
+    assert "https:// or oci://" in str(
+        chart_source_problem("http://charts.example.org", (), public)
+    )
+    unresolved = chart_source_problem("oci://nowhere.invalid/c", ())
+    assert unresolved is not None
+    assert "cannot be resolved" in unresolved
+    assert "PORTAL_TEMPLATE_CHART_SOURCES" in unresolved
+
+
+def test_a_charts_name_and_version_cannot_be_a_flag() -> None:
+    for name in ("-x", "--post-renderer=/bin/sh", "Hello", "a b", ""):
+        assert "charts.1" in _refused(_chart(name=name, release="hello")), name
+    assert "is not a chart name" in _refused(_chart(name="-x", release="hello"))["charts.1"]
+    assert "chart version" in _refused(_chart(version="--devel"))["charts.1"]
+    string = {"name": "ver", "type": "string", "default": "1.0.0"}
+    spec = parse_spec({**_chart(version="${ver}"), "parameters": [string]}, SCHEMA, SOURCES)
+    with pytest.raises(InvalidInput) as caught:
+        parse_parameters(spec, {"ver": "--devel"})
+    assert "not starting with -" in caught.value.errors["parameters.ver"]
+
+
+def test_control_plane_volumes_cannot_reach_past_the_team() -> None:
+    def volumes(key: str, *listed: dict[str, Any]) -> dict[str, Any]:
+        persistence = {key: list(listed)}
+        return {"vcluster_values": {"controlPlane": {"statefulSet": {"persistence": persistence}}}}
+
+    ok = volumes("addVolumes", {"name": "scratch", "emptyDir": {}})
+    assert parse_spec(ok, SCHEMA, SOURCES).vcluster_values == ok["vcluster_values"]
+    where = "vcluster_values.controlPlane.statefulSet.persistence"
+    for key in ("addVolumes", "dataVolume", "binariesVolume"):
+        for source in (
+            {"hostPath": {"path": "/"}},
+            {"secret": {"secretName": "vc-nlp-certs"}},
+            {"configMap": {"name": "x"}},
+            {"projected": {"sources": []}},
+            {"persistentVolumeClaim": {"claimName": "other"}},
+            {"emptyDir": {}, "hostPath": {"path": "/"}},
+        ):
+            errors = _refused(volumes(key, {"name": "v", **source}))
+            assert f"{where}.{key}.1" in errors, (key, source)
+            assert "emptyDir or ephemeral only" in errors[f"{where}.{key}.1"]
+
+
+def test_yaml_aliases_are_refused_before_they_expand() -> None:
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+    manifests = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  " + bomb.replace(
+        "\n", "\n  "
+    )
+    errors = _refused({"manifests": manifests})
+    assert "anchors and aliases (&name, *name) are not accepted" in errors["manifests"]
+    values = _refused({**_chart(values=bomb)})
+    assert values["charts.1"] == "hello: its values are not YAML"

@@ -217,7 +217,12 @@ def test_a_template_chart_is_installed_inside_from_the_oci_registry(
     port = int(oci_registry.removeprefix("oci://").split("/")[0].rsplit(":", 1)[1])
     syncers.HOST_PORTS.add(port)  # the pod network reaches the registry
     settings = kube_settings.model_copy(
-        update={"vcluster_chart_repo": oci_registry, "vcluster_installer": "helm"}
+        update={
+            "vcluster_chart_repo": oci_registry,
+            "vcluster_installer": "helm",
+            # The air-gapped registry is on a private address: listed as a chart source.
+            "template_chart_sources": oci_registry,
+        }
     )
     try:
         with portal(settings) as app:

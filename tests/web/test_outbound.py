@@ -42,6 +42,18 @@ INSIDE = [
     "https://[2002:7f00:1::1]/",
     "https://[2002:a9fe:a9fe::1]/",
     "https://[2001:0:4136:e378:8000:63bf:80ff:fffe]/",  # Teredo, client 127.0.0.1
+    # Let by the interpreter's is_global on some patch releases (3.11.7):
+    "https://192.0.0.192/",  # a cloud's metadata address in the IETF protocol block
+    "https://192.0.0.8/",
+    "https://192.88.99.1/",  # the retired 6to4 relay anycast
+    "https://[fec0::1]/",  # site-local
+    "https://198.18.0.1/",
+    "https://192.0.2.1/",
+    "https://[2001:db8::1]/",
+    "https://[3fff::1]/",
+    "https://[100::1]/",
+    "https://[5f00::1]/",
+    "https://[4000::1]/",  # outside global unicast
 ]
 MALFORMED = [
     ("https://hooks.example.org:80x/", "port"),
@@ -67,6 +79,16 @@ def test_every_internal_form_is_refused(url: str) -> None:
 def test_malformed_addresses_say_what_to_change(url: str, words: str) -> None:
     with pytest.raises(outbound.Refused, match=words):
         outbound.check(url, https_only=True, allow_private=True)
+
+
+def test_the_table_is_the_projects_own_not_the_interpreters() -> None:
+    """Every block of the table is refused whatever ``is_global`` says of it."""
+    for block, what in outbound.SPECIAL_PURPOSE:
+        for address in (block.network_address, block.broadcast_address):
+            problem = outbound.why_not_public(address)
+            assert problem is not None, address
+            if address.version == 4:
+                assert problem == what, address
 
 
 def test_public_addresses_pass_and_embedded_public_ipv4_too() -> None:

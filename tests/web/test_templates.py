@@ -556,3 +556,18 @@ def test_a_version_that_refuses_a_teams_value_leaves_the_team_where_it_is(app: F
     page = lead.form(f"/teams/{team_id}/template/accept")
     assert "does not allow what recommender chose" in page.text
     assert _team(app, "recommender") == ("kubeflow-training", 1, True, {"version": "v1.7.0"})
+
+
+def test_an_admins_yaml_with_aliases_is_refused_before_it_expands(app: FastAPI) -> None:
+    """552 characters of nested aliases once became a 5 MB spec served to everyone."""
+    admin = client_for(app, "admin@example.org", admin=True)
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    for number, name in enumerate("bcdefgh"):
+        before = "abcdefgh"[number]
+        levels.append(f"{name}: &{name} [" + ", ".join([f"*{before}"] * 9) + "]")
+    spec = "default_quota: {}\nextra:\n  " + "\n  ".join(levels) + "\n"
+    page = admin.form("/admin/templates", {"name": "bomb", "description": "", "spec": spec})
+    assert page.status_code == 422
+    assert "anchors and aliases (&amp;name, *name) are not accepted" in page.text
+    assert "bomb" not in _ids(app)
+    assert len(admin.get("/api/v1/templates").content) < 20_000

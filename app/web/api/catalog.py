@@ -63,6 +63,7 @@ def create_template(
         description=body.description,
         raw_spec=body.spec,
         schema=values_schema(settings),
+        chart_sources=settings.chart_sources,
         is_default=body.is_default,
         leads_accept=body.leads_accept,
     )
@@ -85,6 +86,7 @@ def publish_version(
         raw_spec=body.spec,
         note=body.note,
         schema=values_schema(settings),
+        chart_sources=settings.chart_sources,
     )
     return template_out(_offered(session, template_id), catalog_repo.versions(session, template_id))
 

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from app.catalog import repository as catalog_repo
 from app.catalog import service as catalog
-from app.catalog.rules import ALLOWED
+from app.catalog.rules import ALLOWED, load_yaml
 from app.catalog.schema import values_schema
 from app.core.db import discard_changes
 from app.core.errors import DomainError, InvalidInput
@@ -72,7 +72,7 @@ def _parse_yaml(text: str) -> dict[str, Any]:
     if len(text) > SPEC_MAX:
         raise InvalidInput({"spec": f"at most {SPEC_MAX // 1024} KiB of YAML"})
     try:
-        raw = yaml.safe_load(text) if text.strip() else {}
+        raw = load_yaml(text) if text.strip() else {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
@@ -133,6 +133,7 @@ def create_template(
             description=data.get("description", ""),
             raw_spec=_parse_yaml(data.get("spec", "")),
             schema=values_schema(settings),
+            chart_sources=settings.chart_sources,
             is_default=data.get("is_default") == "on",
             leads_accept=data.get("leads_accept") == "on",
         )
@@ -222,6 +223,7 @@ def publish_version(
             raw_spec=_parse_yaml(data.get("spec", "")),
             note=data.get("note", ""),
             schema=values_schema(settings),
+            chart_sources=settings.chart_sources,
         )
     except DomainError as exc:
         discard_changes(session)
