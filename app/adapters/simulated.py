@@ -18,7 +18,6 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import numpy.typing as npt
-import yaml
 
 from app.access import kubeconfigs
 from app.access.credentials import Account, IssuedCredential, Person
@@ -33,6 +32,7 @@ from app.provisioning.backend import (
     RefusedPod,
     TeamSpec,
     TemplateCheck,
+    template_objects,
 )
 from app.usage import fairshare
 from app.usage.sources import ClusterTop, QueueUsage, TopQueue
@@ -236,8 +236,7 @@ class SimulatedBackend:
             gone = self._template_gone.get(spec.team, set())
             objects = [
                 f"{d['kind']} {d['metadata']['name']}"
-                for d in yaml.safe_load_all(spec.template_manifests)
-                if isinstance(d, dict)
+                for d in template_objects(spec.template_manifests)
             ]
             charts = [f"chart {release}" for release, _ns in spec.template_charts]
             missing = [o for o in objects if o in gone]

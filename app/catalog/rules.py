@@ -15,6 +15,7 @@ control plane's reach) and pass the real chart's own ``values.schema.json``.
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -546,6 +547,57 @@ def _render(text: str, values: Mapping[str, str]) -> str:
     return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
 
 
+# The YAML tag a parameter's value gets where ``${name}`` is a whole plain scalar.
+TAGS = {
+    "choice": "tag:yaml.org,2002:str",
+    "string": "tag:yaml.org,2002:str",
+    "integer": "tag:yaml.org,2002:int",
+    "boolean": "tag:yaml.org,2002:bool",
+}
+STR = "tag:yaml.org,2002:str"
+
+
+def render_yaml(spec: TemplateSpec, text: str, values: Mapping[str, str]) -> str:
+    """``text`` (YAML documents) with the parameters' values in, each as a YAML scalar:
+    where ``${name}`` is a whole plain value it becomes a scalar of the parameter's type
+    (``replicas: ${n}`` an integer, ``${flag}`` a boolean, a string always a string, so
+    ``true``, ``null`` or ``0x10`` typed by a lead stay text); inside a longer or quoted
+    scalar, and in keys, it is text within that scalar. No value can end a scalar, add a
+    key or an object, or change another's type."""
+    nonce = secrets.token_hex(6)
+    names: list[str] = []
+
+    def mark(found: re.Match[str]) -> str:
+        names.append(found.group(1))
+        return f"zq{nonce}n{len(names) - 1}qz"
+
+    token = re.compile(f"zq{nonce}n([0-9]+)qz")
+    nodes = list(yaml.compose_all(PLACEHOLDER.sub(mark, text), Loader=_NoAliases))
+
+    def fill(node: yaml.Node, *, key: bool = False) -> None:
+        if isinstance(node, yaml.ScalarNode):
+            whole = token.fullmatch(node.value)
+            if whole is not None and node.style is None and not key:
+                name = names[int(whole.group(1))]
+                parameter = spec.parameter(name)
+                node.tag = TAGS[parameter.type] if parameter is not None else STR
+                node.value = values[name]
+            elif token.search(node.value):
+                node.tag = STR
+                node.value = token.sub(lambda m: values[names[int(m.group(1))]], node.value)
+        elif isinstance(node, yaml.MappingNode):
+            for name, value in node.value:
+                fill(name, key=True)
+                fill(value)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                fill(item)
+
+    for node in nodes:
+        fill(node)
+    return str(yaml.serialize_all(nodes, Dumper=yaml.SafeDumper, explicit_start=len(nodes) > 1))
+
+
 def deploy_values(spec: TemplateSpec, parameters: Mapping[str, str]) -> dict[str, Any]:
     """What the template adds to ``experimental.deploy.vcluster`` (its manifests and
     charts, the parameters rendered in), as the vCluster chart takes it. Values chosen
@@ -554,7 +606,7 @@ def deploy_values(spec: TemplateSpec, parameters: Mapping[str, str]) -> dict[str
     parameters = carry_parameters(spec, parameters).values
     deploy: dict[str, Any] = {}
     if spec.manifests.strip():
-        deploy["manifests"] = _render(spec.manifests, parameters)
+        deploy["manifests"] = render_yaml(spec, spec.manifests, parameters)
     if spec.charts:
         deploy["helm"] = [
             {
@@ -564,7 +616,7 @@ def deploy_values(spec: TemplateSpec, parameters: Mapping[str, str]) -> dict[str
                     "version": _render(chart.version, parameters),
                 },
                 "release": {"name": chart.release, "namespace": chart.namespace},
-                **({"values": _render(chart.values, parameters)} if chart.values else {}),
+                **({"values": render_yaml(spec, chart.values, parameters)} if chart.values else {}),
             }
             for chart in spec.charts
         ]

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
+
+import yaml
 
 from app.core.models import Org, Step, Team
 from app.core.quantities import gpus
@@ -176,3 +178,23 @@ class WorkloadReader(Protocol):
     def refused_pods(self, spec: TeamSpec) -> list[RefusedPod]:
         """The team's pods the host refused, newest first."""
         ...
+
+
+def template_objects(manifests: str) -> list[dict[str, Any]]:
+    """The Kubernetes objects of a template's rendered manifests (a document that is
+    none is left out); BackendError, shown as "could not be checked", when they do not
+    parse."""
+    try:
+        docs = list(yaml.safe_load_all(manifests))
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise BackendError(f"the template's manifests cannot be read: {problem}") from None
+    return [
+        doc
+        for doc in docs
+        if isinstance(doc, dict)
+        and isinstance(doc.get("apiVersion"), str)
+        and isinstance(doc.get("kind"), str)
+        and isinstance(doc.get("metadata"), dict)
+        and isinstance(doc["metadata"].get("name"), str)
+    ]

@@ -321,3 +321,61 @@ def test_yaml_aliases_are_refused_before_they_expand() -> None:
     assert "anchors and aliases (&name, *name) are not accepted" in errors["manifests"]
     values = _refused({**_chart(values=bomb)})
     assert values["charts.1"] == "hello: its values are not YAML"
+
+
+TYPED = {
+    "manifests": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: sizes, labels: {by: '${who}'}}\n"
+        'data:\n  who: ${who}\n  quoted: "${replicas}"\n  line: run-${who}\n'
+        "  ${who}-key: k\n"
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n"
+        "spec:\n  replicas: ${replicas}\n  paused: ${paused}\n"
+    ),
+    "parameters": [
+        {"name": "who", "type": "string", "default": "x"},
+        {"name": "replicas", "type": "integer", "default": "1"},
+        {"name": "paused", "type": "boolean", "default": "false"},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "who", ["x:", "@x", "=", "true", "null", "0x10", "2024-01-01", "a:b", ":x", "1e3", "0o17"]
+)
+def test_a_leads_value_is_a_yaml_scalar_of_its_type(who: str) -> None:
+    """A lead's text stays text: it cannot end a scalar, add a key or change a type."""
+    import yaml
+
+    spec = parse_spec(TYPED, SCHEMA, SOURCES)
+    values = parse_parameters(spec, {"who": who, "replicas": "3", "paused": "true"})
+    rendered = deploy_values(spec, values)["manifests"]
+    config, deployment = yaml.safe_load_all(rendered)
+    assert config["metadata"] == {"name": "sizes", "labels": {"by": who}}
+    assert config["data"] == {
+        "who": who,
+        "quoted": "3",
+        "line": f"run-{who}",
+        f"{who}-key": "k",
+    }
+    assert deployment["spec"] == {"replicas": 3, "paused": True}
+
+
+def test_an_integer_is_written_in_ascii_digits() -> None:
+    spec = parse_spec(TYPED, SCHEMA, SOURCES)
+    for digits in ("²", "①", "\u0663", "\uff13"):
+        with pytest.raises(InvalidInput) as caught:
+            parse_parameters(spec, {"replicas": digits})
+        assert "a whole number" in caught.value.errors["parameters.replicas"]
+
+
+def test_the_drift_check_reads_any_manifest_without_failing_the_team() -> None:
+    from app.provisioning.backend import BackendError, template_objects
+
+    with pytest.raises(BackendError, match="the template's manifests cannot be read"):
+        template_objects("kind: [unclosed")
+    mixed = (
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n- a list\n---\n"
+        "kind: Namespace\nmetadata: {name: b}\n---\napiVersion: v1\nkind: Namespace\n"
+        "metadata: just text\n---\n"
+    )
+    assert [d["metadata"]["name"] for d in template_objects(mixed)] == ["a"]

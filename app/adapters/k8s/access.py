@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
@@ -28,7 +27,13 @@ from app.access.credentials import Account, IssuedCredential, Person
 from app.adapters.k8s import manifests as m
 from app.adapters.k8s.client import Part, api_message
 from app.adapters.k8s.kubeconfig import Kubeconfigs
-from app.provisioning.backend import BackendError, RefusedPod, TeamSpec, TemplateCheck
+from app.provisioning.backend import (
+    BackendError,
+    RefusedPod,
+    TeamSpec,
+    TemplateCheck,
+    template_objects,
+)
 
 T = TypeVar("T")
 MANAGED = {"app.kubernetes.io/managed-by": "gpu-portal"}
@@ -297,11 +302,9 @@ class Access(Part):
         dynamic: DynamicClient = conn.dynamic
         missing: list[str] = []
         repaired: list[str] = []
-        for doc in yaml.safe_load_all(spec.template_manifests):
-            if not isinstance(doc, dict):
-                continue
-            meta = doc.get("metadata") or {}
-            what = f"{doc.get('kind')} {meta.get('name')}"
+        for doc in template_objects(spec.template_manifests):
+            meta = doc["metadata"]
+            what = f"{doc['kind']} {meta['name']}"
             try:
                 kind = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
             except ResourceNotFoundError:
