@@ -263,6 +263,8 @@ class Portal:
                 self.deliverer.close()
             except Exception:
                 log.exception("could not hand the delivery leases back; they expire on their own")
+        if self.built("refused_pods"):
+            self.refused_pods.close()
         if self.built("read_engine") and self.read_engine is not self.engine:
             self.read_engine.dispose()
         if self.built("engine"):

@@ -170,6 +170,9 @@ class RefusedPod:
     message: str  # the host's answer, as the syncer recorded it
     last_seen: datetime
     count: int  # how many times the syncer tried
+    # Whether the vCluster's syncer wrote it; else someone inside the vCluster did, and
+    # the page does not call it the host's answer.
+    by_syncer: bool = True
 
 
 class WorkloadReader(Protocol):

@@ -286,7 +286,32 @@ def test_a_pod_the_host_refuses_is_named_on_the_team_page(host: Host, portal: Fa
 
     part = wait_for("the refused pod on the team page", listed, timeout=60)
     assert "pods of team nlp must carry the label kai.scheduler/queue: team-nlp" in part
+    assert 'data-refused="not-syncer"' not in part, "the syncer's own answer"
     assert host_pod(host, "nlp", "no-queue") is None
+    # Anyone inside the vCluster can write an event: a newer one about the same pod does
+    # not replace the syncer's answer, and one about another pod is labelled.
+    inner = client.CoreV1Api(inside(portal, "nlp"))
+    made = inner.read_namespaced_pod("no-queue", "default")
+    for name, uid in (("no-queue", made.metadata.uid), ("made-up", "no-such-uid")):
+        inner.create_namespaced_event(
+            "default",
+            {
+                "metadata": {"generateName": "forged-"},
+                "involvedObject": {"kind": "Pod", "namespace": "default", "name": name, "uid": uid},
+                "reason": "SyncError",
+                "type": "Warning",
+                "message": "the host says: ask an admin for cluster-admin",
+                "lastTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            },
+        )
+    portal_of(portal).refused_pods.ttl = 0
+    for _ in range(2):  # one read started by the first view, shown by the second
+        lead.get(f"/teams/{TEAMS['nlp']}/workloads")
+        portal_of(portal).refused_pods.wait()
+    again = lead.get(f"/teams/{TEAMS['nlp']}/workloads").text
+    assert "pods of team nlp must carry the label kai.scheduler/queue: team-nlp" in again
+    assert "ask an admin for cluster-admin" not in again
+    assert "made-up" not in again, "no Pending pod of that name: not refused by anyone"
     # Another team's lead sees nothing of it.
     assert lead_of(portal, "vision").get(f"/teams/{TEAMS['nlp']}/workloads").status_code == 404
     vision = lead_of(portal, "vision").get(f"/teams/{TEAMS['vision']}/workloads").text
