@@ -30,7 +30,7 @@ from app.web.api import teams as teams_api
 from app.web.api import tokens as tokens_api
 from app.web.api import usage as usage_api
 from app.web.deps import NotAuthenticated, csrf_protect
-from app.web.limits import BodyLimit
+from app.web.limits import SESSION_COOKIE, BodyLimit
 from app.web.pages import admin as admin_pages
 from app.web.pages import audit as audit_pages
 from app.web.pages import auth as auth_pages
@@ -203,7 +203,7 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     app.add_middleware(
         SessionMiddleware,
         secret_key=settings.secret_key.get_secret_value(),
-        session_cookie="portal_session",
+        session_cookie=SESSION_COOKIE,
         max_age=settings.session_absolute_seconds,
         same_site="lax",
         https_only=not settings.development,

@@ -30,6 +30,7 @@ from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.core.events import Event
 from app.core.models import ClusterTemplate, Org, Team, TemplateVersion, User, utcnow
+from app.core.text import is_number
 
 DESCRIPTION_MAX = 2000
 NOTE_MAX = 500
@@ -472,7 +473,7 @@ def choose_from_form(
     raw = str(data.get("template", "")).strip()
     if not raw:
         return choose(session, template_id=None, parameters={}, org=org, admin=admin)
-    if not raw.isdigit() or len(raw) > 9:
+    if not is_number(raw) or len(raw) > 9:
         raise InvalidInput({"template": "choose one of the templates listed"})
     template_id = int(raw)
     try:

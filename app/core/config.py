@@ -962,7 +962,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 def parse_duration(value: str) -> int | None:
     """Seconds in "90m", "8h", "7d", "1h30m" or a plain number of seconds; None if not."""
     text = value.strip().lower()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return int(text)
     parts = re.findall(r"([0-9]+)([smhd])", text)
     if not parts or "".join(n + u for n, u in parts) != text:

@@ -29,3 +29,9 @@ def one_line(text: str, limit: int | None = None) -> str:
 def is_address(value: str) -> bool:
     """Whether ``value`` (lower case) is one plain e-mail address."""
     return len(value) <= 254 and _ADDRESS.match(value) is not None
+
+
+def is_number(value: str) -> bool:
+    """Whether ``value`` is a whole number written in ASCII digits: ``str.isdigit`` also
+    says yes to "²", "①" and other scripts' digits, which ``int`` then refuses or reads."""
+    return value.isascii() and value.isdigit()

@@ -19,7 +19,7 @@ from app.core import outbound
 from app.core.db import Effect, configured_channels, request_effect
 from app.core.errors import InvalidInput, NotFound
 from app.core.events import Event
-from app.core.models import Delivery, Notification, User, Webhook, utcnow
+from app.core.models import Delivery, Notification, User, Webhook, WebhookKind, utcnow
 from app.core.text import one_line
 from app.notifications import repository as repo
 
@@ -247,9 +247,10 @@ def save_webhook(
 
 
 def delete_webhook(session: Session, *, actor: User, team_id: int | None, kind: str) -> None:
-    hook = repo.get_webhook(session, scope_of(team_id), kind)
+    known = kind in {k.value for k in WebhookKind}  # the column refuses any other value
+    hook = repo.get_webhook(session, scope_of(team_id), kind) if known else None
     if hook is None:
-        raise NotFound(f"no {kind} webhook is set here")
+        raise NotFound(f"no {kind[:40]} webhook is set here")
     session.delete(hook)
     audit.record(
         session,

@@ -164,8 +164,9 @@ async def csrf_protect(request: Request) -> None:
     """Refuse every unsafe request that does not carry this session's CSRF token."""
     if request.method in SAFE_METHODS:
         return
-    if bearer_token(request) is not None:
+    if bearer_token(request) is not None and request.url.path.startswith("/api/"):
         # A bearer token is never sent by a browser on its own: no CSRF to guard against.
+        # Only the API acts as the bearer; a page (sign-in, sign-out) acts on the cookie.
         return
     if request.url.path.startswith("/api/") and not isinstance(request.session.get("sid"), str):
         # Nobody is signed in: say so (401) rather than complain about a missing token.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from urllib.parse import unquote_plus
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -23,19 +24,30 @@ class Limit:
     path: str  # a path prefix ("" matches every path)
     limit: int
     what: str
+    signed_in: bool = False  # only for a request with a session cookie (else the next)
 
 
-# The first prefix that matches. The what-if form carries four fields per team.
+SESSION_COOKIE = "portal_session"
+# The first prefix that matches. The what-if form carries four fields per team; only a
+# signed-in browser may send that much (the route itself then wants an admin): anyone
+# else gets the general limit, so anonymous callers cannot make the portal hold 32 MiB.
 LIMITS = (
-    Limit("/admin/what-if", 32 * MIB, "the what-if form"),
+    Limit("/admin/what-if", 32 * MIB, "the what-if form", signed_in=True),
     Limit("/api/", 1 * MIB, "a JSON API request"),
     Limit("", 1 * MIB, "a form"),
 )
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
-def limit_for(path: str) -> Limit:
-    return next(rule for rule in LIMITS if path.startswith(rule.path))
+def limit_for(path: str, *, signed_in: bool = True) -> Limit:
+    return next(
+        rule for rule in LIMITS if path.startswith(rule.path) and (signed_in or not rule.signed_in)
+    )
+
+
+def _has_session(headers: dict[bytes, bytes]) -> bool:
+    cookies = headers.get(b"cookie", b"").decode("latin-1")
+    return any(part.strip().startswith(SESSION_COOKIE + "=") for part in cookies.split(";"))
 
 
 def _size(limit: int) -> str:
@@ -47,8 +59,10 @@ def _field_being_read(prefix: bytes, content_type: str) -> str | None:
     form's body is read up to the limit (never further) to name it."""
     if not content_type.startswith("application/x-www-form-urlencoded"):
         return None
-    name = prefix.rsplit(b"&", 1)[-1].partition(b"=")[0]
-    return name.decode("ascii", "replace")[:60] or None
+    name, equals, _value = prefix.rsplit(b"&", 1)[-1].partition(b"=")
+    if not equals:  # the limit fell inside a field's name: no one value is to blame
+        return None
+    return unquote_plus(name.decode("ascii", "replace"))[:60] or None
 
 
 class BodyLimit:
@@ -60,8 +74,8 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         path = str(scope.get("path", ""))
-        rule = limit_for(path)
         headers = dict(scope.get("headers", []))
+        rule = limit_for(path, signed_in=_has_session(headers))
         content_type = headers.get(b"content-type", b"").decode("latin-1").lower()
         declared = headers.get(b"content-length")
         form = content_type.startswith("application/x-www-form-urlencoded")
@@ -77,7 +91,7 @@ class BodyLimit:
             chunk = message.get("body", b"")
             total += len(chunk)
             if total > rule.limit:
-                read = b"".join(chunks) + chunk
+                read = (b"".join(chunks) + chunk)[: rule.limit + 1]  # to the crossing byte
                 await self._refuse(scope, send, rule, _field_being_read(read, content_type))
                 return
             chunks.append(chunk)

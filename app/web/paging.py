@@ -15,6 +15,8 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Query, Request, Response
 
+from app.runtime import portal_of
+
 LIMIT_DEFAULT = 100
 LIMIT_MAX = 1000
 OFFSET_MAX = 10**9
@@ -68,15 +70,23 @@ def announce(
     """The headers of a window: the total, and the next window's link while more follows."""
     response.headers["X-Total-Count"] = str(total)
     if window.offset + returned < total and returned > 0:
-        nxt = request.url.include_query_params(limit=window.limit, offset=window.offset + returned)
+        nxt = _link(request, limit=window.limit, offset=window.offset + returned)
         response.headers["Link"] = f'<{nxt}>; rel="next"'
 
 
 def announce_before(request: Request, response: Response, *, last_id: int | None) -> None:
     """Keyset paging (newest first): the next window starts below the last id returned."""
     if last_id is not None:
-        nxt = request.url.include_query_params(before_id=last_id)
-        response.headers["Link"] = f'<{nxt}>; rel="next"'
+        response.headers["Link"] = f'<{_link(request, before_id=last_id)}>; rel="next"'
+
+
+def _link(request: Request, **params: int) -> str:
+    """This request's URL with ``params`` set, on the configured public URL
+    (PORTAL_PUBLIC_URL), else relative: never on the Host header a caller sent."""
+    nxt = request.url.include_query_params(**params)
+    where = nxt.path + (f"?{nxt.query}" if nxt.query else "")
+    public = portal_of(request.app).settings.public_url
+    return public.rstrip("/") + where if public else where
 
 
 BEFORE_PAGED: dict[int | str, dict[str, Any]] = {

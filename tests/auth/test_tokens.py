@@ -181,3 +181,13 @@ def test_a_bearer_token_cannot_make_another(oidc_app: FastAPI, provider: str) ->
     assert "made from a signed-in session" in child.json()["detail"]
     names = [t["name"] for t in web.api("GET", "/api/v1/tokens").json()]
     assert names == ["parent"]
+
+
+def test_a_bearer_header_does_not_skip_the_csrf_check_of_a_page(oidc_app: FastAPI) -> None:
+    """Signing out (and the development sign-in) act on the browser's cookie, not on the
+    bearer: a made-up Authorization header must not excuse a missing CSRF token."""
+    web = browser(oidc_app)
+    for path in ("/logout", "/login/dev"):
+        answer = web.post(path, headers={"Authorization": "Bearer made-up"}, data={})
+        assert answer.status_code == 403, (path, answer.text)
+        assert "security token is missing" in answer.text

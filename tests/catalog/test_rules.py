@@ -298,15 +298,16 @@ def test_control_plane_volumes_cannot_reach_past_the_team() -> None:
     ok = volumes("addVolumes", {"name": "scratch", "emptyDir": {}})
     assert parse_spec(ok, SCHEMA, SOURCES).vcluster_values == ok["vcluster_values"]
     where = "vcluster_values.controlPlane.statefulSet.persistence"
+    sources: tuple[dict[str, Any], ...] = (
+        {"hostPath": {"path": "/"}},
+        {"secret": {"secretName": "vc-nlp-certs"}},
+        {"configMap": {"name": "x"}},
+        {"projected": {"sources": []}},
+        {"persistentVolumeClaim": {"claimName": "other"}},
+        {"emptyDir": {}, "hostPath": {"path": "/"}},
+    )
     for key in ("addVolumes", "dataVolume", "binariesVolume"):
-        for source in (
-            {"hostPath": {"path": "/"}},
-            {"secret": {"secretName": "vc-nlp-certs"}},
-            {"configMap": {"name": "x"}},
-            {"projected": {"sources": []}},
-            {"persistentVolumeClaim": {"claimName": "other"}},
-            {"emptyDir": {}, "hostPath": {"path": "/"}},
-        ):
+        for source in sources:
             errors = _refused(volumes(key, {"name": "v", **source}))
             assert f"{where}.{key}.1" in errors, (key, source)
             assert "emptyDir or ephemeral only" in errors[f"{where}.{key}.1"]

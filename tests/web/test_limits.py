@@ -101,6 +101,44 @@ def test_a_large_form_field_is_named(app: FastAPI) -> None:
     )
 
 
+def test_an_anonymous_what_if_form_gets_the_general_limit(app: FastAPI) -> None:
+    """Only a signed-in browser may send the what-if form's 32 MiB: ten anonymous ones
+    at once once held 140 MB before their 403."""
+    body = b"pool=2&padding=" + b"y" * (2 * MIB)
+    status, content, _reads = _call(
+        app,
+        "POST",
+        "/admin/what-if",
+        [
+            (b"content-type", b"application/x-www-form-urlencoded"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        body,
+    )
+    assert status == 413
+    assert content == (
+        b"The field 'padding' makes the body larger than 1 MiB, the most a form takes: shorten it"
+    )
+
+
+def test_the_413_names_the_field_that_crossed_the_limit_or_none(app: FastAPI) -> None:
+    from app.web.limits import _field_being_read
+
+    form = "application/x-www-form-urlencoded"
+    assert _field_being_read(b"a=1&team%5B3%5D=" + b"x" * 10, form) == "team[3]"
+    # The limit fell inside a name, after a whole field: no one value is to blame.
+    assert _field_being_read(b"purpose=" + b"p" * 10 + b"&gpu_quo", form) is None
+    lead = client_for(app, "lead-nlp@example.org")
+    body = "purpose=" + "p" * (MIB - 20) + "&" + "n" * 40 + "=1"
+    answer = lead.post(
+        "/teams/1/quota",
+        content=body.encode(),
+        headers={"content-type": form, "X-CSRF-Token": lead.csrf},
+    )
+    assert answer.status_code == 413
+    assert answer.text == "The body is larger than 1 MiB, the most a form takes: send less"
+
+
 def test_a_body_under_the_limit_reaches_the_route(app: FastAPI) -> None:
     lead = client_for(app, "lead-nlp@example.org")
     answer = lead.api(
@@ -191,3 +229,35 @@ def test_the_metrics_port_listens_where_it_is_told_and_takes_any_case_bearer(
             )
             assert answer.status_code == 200, scheme
         assert client.get("/metrics", headers={"Authorization": "bearer wrong"}).status_code == 401
+
+
+@pytest.mark.parametrize("digits", ["²", "①", "\u0663", "\uff13"])
+def test_digits_of_other_scripts_are_refused_not_a_server_error(app: FastAPI, digits: str) -> None:
+    """``str.isdigit`` says yes to them and ``int`` then raises (or reads them)."""
+    lead = client_for(app, "lead-nlp@example.org")
+    ttl = lead.api("POST", f"/api/v1/teams/1/kubeconfig?ttl={digits}")
+    assert ttl.status_code == 422, ttl.text
+    form = lead.form(
+        "/teams",
+        {"name": "newteam", "gpu_quota": "0", "gpu_limit": "1", "template": digits},
+    )
+    assert form.status_code == 422, form.text
+    assert "choose one of the templates listed" in form.text
+    admin = client_for(app, "admin@example.org", admin=True)
+    what_if = admin.form(
+        "/admin/what-if", {"pool": digits, f"q_{digits}": "1", "explain": digits, "page": digits}
+    )
+    assert what_if.status_code == 200, what_if.text
+    assert "must be a number" in what_if.text
+
+
+def test_deleting_a_webhook_of_a_kind_that_does_not_exist_is_a_404(app: FastAPI) -> None:
+    admin = client_for(app, "admin@example.org", admin=True)
+    lead = client_for(app, "lead-nlp@example.org")
+    for client, path in (
+        (admin, "/admin/webhooks/carrier-pigeon/delete"),
+        (lead, "/teams/1/webhooks/carrier-pigeon/delete"),
+        (admin, "/admin/webhooks/slack/delete"),  # a kind, but none set
+    ):
+        answer = client.form(path, {})
+        assert answer.status_code == 404, (path, answer.text)

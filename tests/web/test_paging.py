@@ -113,3 +113,21 @@ def test_the_openapi_document_says_how_every_list_is_paged(admin: Client) -> Non
         limit = next(p for p in op["parameters"] if p["name"] == "limit")
         assert limit["schema"]["maximum"] == 1000, path
         assert limit["schema"]["default"] == 100, path
+
+
+def test_the_next_link_never_takes_the_callers_host(admin: Client) -> None:
+    """A Host header a caller sends (or a poisoned proxy cache) must not end up as the
+    next page's address: the link is relative, or on PORTAL_PUBLIC_URL when set."""
+    from app.runtime import portal_of
+
+    answer = admin.get("/api/v1/teams?limit=1", headers={"Host": "evil.example"})
+    assert answer.headers["link"] == '</api/v1/teams?limit=1&offset=1>; rel="next"'
+    settings = portal_of(admin.app).settings  # type: ignore[arg-type]
+    object.__setattr__(settings, "public_url", "https://gpu.example.org")
+    try:
+        answer = admin.get("/api/v1/teams?limit=1", headers={"Host": "evil.example"})
+    finally:
+        object.__setattr__(settings, "public_url", None)
+    assert answer.headers["link"] == (
+        '<https://gpu.example.org/api/v1/teams?limit=1&offset=1>; rel="next"'
+    )

@@ -32,6 +32,7 @@ from app.core.models import (
     utcnow,
 )
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.core.text import is_number
 from app.core.together import Read
 from app.provisioning import repository as provisioning
 from app.reads.org import org_view
@@ -380,7 +381,7 @@ def _explained(data: Mapping[str, str]) -> int | None:
     pressed, else the one told before (kept across keystrokes)."""
     for key in ("explain_now", "explain"):
         value = data.get(key, "")
-        if value.isdigit() and len(value) < 12:
+        if is_number(value) and len(value) < 12:
             return int(value)
     return None
 

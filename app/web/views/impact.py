@@ -18,6 +18,7 @@ from app.core.models import (
     TeamStatus,
 )
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.core.text import is_number
 from app.reads.org import org_view
 from app.teams import service as team_service
 from app.teams.rules import QuotaValues, parse_quota
@@ -306,7 +307,7 @@ class WhatIf:
 
 
 WHAT_IF_PAGE = 50
-_FIELD = re.compile(r"^([qlwpu])_(\d{1,12})$")
+_FIELD = re.compile(r"^([qlwpu])_([0-9]{1,12})$")
 
 
 def _shown(row: TeamQuota) -> dict[str, str]:
@@ -320,7 +321,7 @@ def _shown(row: TeamQuota) -> dict[str, str]:
 
 def _page_number(form: Mapping[str, str]) -> int:
     value = str(form.get("page", "1"))
-    return int(value) if value.isdigit() and len(value) < 7 else 1
+    return int(value) if is_number(value) and len(value) < 7 else 1
 
 
 def what_if(
