@@ -297,9 +297,12 @@ def _move(team: Team, version: TemplateVersion, carried: Carried) -> None:
     team.template_parameters = carried.values
 
 
-def accept_latest(session: Session, *, actor: User, team: Team) -> TemplateVersion:
+def accept_latest(
+    session: Session, *, actor: User, team: Team, chosen: Mapping[str, str] | None = None
+) -> TemplateVersion:
     """A lead moves the team to the newest version of its template (when the template
-    waits for leads to accept)."""
+    waits for leads to accept), with ``chosen`` values for the parameters it names (a
+    parameter the version adds, or one whose value it no longer allows)."""
     current = team.template_version
     if current is None:
         raise Conflict(f"team {team.name} has no cluster template")
@@ -308,12 +311,19 @@ def accept_latest(session: Session, *, actor: User, team: Team) -> TemplateVersi
         raise Conflict(f"team {team.name} already has {current.label}")
     if team.status not in repo.UPGRADED_STATUSES:
         raise Conflict(f"team {team.name} is {team.status}: its template cannot change now")
-    carried = carry_parameters(spec_of(newest), team.template_parameters or {})
+    spec = spec_of(newest)
+    chosen = dict(chosen or {})
+    unknown = sorted(name for name in chosen if spec.parameter(name) is None)
+    if unknown:
+        raise InvalidInput(
+            {f"parameters.{n}": f"{newest.label} has no such parameter" for n in unknown}
+        )
+    carried = carry_parameters(spec, {**(team.template_parameters or {}), **chosen})
     if not carried.fits:
         raise Conflict(
             f"{newest.label} does not allow what {team.name} chose ("
             + "; ".join(carried.refused.values())
-            + "): ask an admin to allow it in a new version"
+            + "): choose an allowed value when moving, or ask an admin to allow it"
         )
     _move(team, newest, carried)
     team.next_attempt_at = utcnow()

@@ -437,6 +437,19 @@ class HolderOut(BaseModel):
     expires_at: datetime
 
 
+class TemplateAcceptIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    parameters: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=50,
+        description=(
+            "Values for what the newest version adds or no longer allows, by parameter "
+            "name; the team's other values carry over."
+        ),
+    )
+
+
 class RevokeIn(BaseModel):
     everyone: bool = Field(
         default=False,

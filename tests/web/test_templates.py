@@ -551,11 +551,38 @@ def test_a_version_that_refuses_a_teams_value_leaves_the_team_where_it_is(app: F
     assert refused.status_code == 409, refused.text
     assert refused.json()["detail"] == (
         "kubeflow-training v3 does not allow what recommender chose (Training Operator "
-        "version: 'v1.7.0' — choose one of v1.9.0): ask an admin to allow it in a new version"
+        "version: 'v1.7.0' — choose one of v1.9.0): choose an allowed value when moving, "
+        "or ask an admin to allow it"
     )
     page = lead.form(f"/teams/{team_id}/template/accept")
     assert "does not allow what recommender chose" in page.text
     assert _team(app, "recommender") == ("kubeflow-training", 1, True, {"version": "v1.7.0"})
+    # The move offers the new choices: what v3 adds, and a value for what it refuses.
+    card = _between(lead.get(f"/teams/{team_id}").text, 'id="template-newer"', "</form>")
+    assert 'data-choice="version"' in card
+    assert "v3 no longer allows v1.7.0: choose another" in card
+    assert '<option value="v1.9.0" selected>v1.9.0</option>' in card
+    assert 'data-choice="replicas"' in card
+    assert "new in v3; its default is 2" in card
+    wrong = lead.api(
+        "POST", f"/api/v1/teams/{team_id}/template/accept", {"parameters": {"colour": "red"}}
+    )
+    assert wrong.status_code == 422
+    assert wrong.json()["errors"] == {
+        "parameters.colour": "kubeflow-training v3 has no such parameter"
+    }
+    moved = lead.form(
+        f"/teams/{team_id}/template/accept",
+        {"param-version": "v1.9.0", "param-replicas": "4"},
+        follow_redirects=False,
+    )
+    assert moved.status_code == 303
+    assert _team(app, "recommender") == (
+        "kubeflow-training",
+        3,
+        False,
+        {"version": "v1.9.0", "replicas": "4"},
+    )
 
 
 def test_an_admins_yaml_with_aliases_is_refused_before_it_expands(app: FastAPI) -> None:

@@ -32,6 +32,7 @@ from app.web.schemas import (
     RevokedOut,
     RevokeIn,
     TeamOut,
+    TemplateAcceptIn,
 )
 from app.web.views.api import member_out, request_out, team_out
 from app.web.views.teams import cards
@@ -166,10 +167,17 @@ def decommission_team(
 
 
 @router.post("/teams/{team_id}/template/accept", response_model=TeamOut)
-def accept_template(team: TeamForLead, session: SessionDep, principal: CurrentPrincipal) -> TeamOut:
+def accept_template(
+    team: TeamForLead,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    body: TemplateAcceptIn | None = None,
+) -> TeamOut:
     """Move the team to its template's newest version (a lead; for templates that wait
-    for leads to accept); the vCluster is then installed with it in turn."""
-    catalog.accept_latest(session, actor=principal.user, team=team)
+    for leads to accept); the vCluster is then installed with it in turn. `parameters`
+    sets what the new version adds or no longer allows (the rest carry over)."""
+    chosen = body.parameters if body is not None else {}
+    catalog.accept_latest(session, actor=principal.user, team=team, chosen=chosen)
     return team_out(team)
 
 

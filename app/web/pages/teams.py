@@ -426,11 +426,17 @@ def revoke_kubeconfigs(
 
 @router.post("/teams/{team_id}/template/accept")
 def accept_template(
-    request: Request, team: TeamForLead, session: SessionDep, principal: CurrentPrincipal
+    request: Request,
+    team: TeamForLead,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    data: FormDep,
 ) -> Response:
-    """A lead moves the team to its template's newest version."""
+    """A lead moves the team to its template's newest version, with the values chosen
+    for what it asks (fields ``param-<name>``)."""
+    chosen = {k.removeprefix("param-"): v for k, v in data.items() if k.startswith("param-")}
     try:
-        version = catalog.accept_latest(session, actor=principal.user, team=team)
+        version = catalog.accept_latest(session, actor=principal.user, team=team, chosen=chosen)
     except DomainError as exc:
         discard_changes(session)
         flash(request, exc.message, "error")

@@ -16,7 +16,7 @@ from app.access import service as access
 from app.audit import repository as audit
 from app.catalog import repository as catalog_repo
 from app.catalog import service as catalog
-from app.catalog.rules import carry_parameters, deploy_values
+from app.catalog.rules import Parameter, carry_parameters, deploy_values
 from app.core.config import Settings
 from app.core.models import (
     AuditEvent,
@@ -103,10 +103,30 @@ class TeamTemplate:
     drift: str | None = None  # what was missing inside when last checked
     checked_at: datetime | None = None
     repairs: bool = False  # what is missing is put back
+    # What the newest version asks of a lead moving to it: the parameters it adds, and
+    # those whose value it no longer allows (with why), each at the value it would get.
+    choices: tuple[Choice, ...] = ()
 
     @property
     def behind(self) -> bool:
         return self.newest.number > self.version.number
+
+
+@dataclass(frozen=True)
+class Choice:
+    parameter: Parameter
+    value: str
+    refused: str | None = None  # why the team's value does not carry over
+
+
+def _choices(newest: TemplateVersion, kept: dict[str, str]) -> tuple[Choice, ...]:
+    spec = catalog.spec_of(newest)
+    carried = carry_parameters(spec, kept)
+    return tuple(
+        Choice(p, carried.values[p.name], carried.refused.get(p.name))
+        for p in spec.parameters
+        if p.name in carried.added or p.name in carried.refused
+    )
 
 
 def team_template(
@@ -130,16 +150,18 @@ def team_template(
         f"chart {h['chart']['name']} {h['chart']['version']}"
         for h in deploy_values(spec, parameters).get("helm", [])
     ]
+    newest = catalog_repo.latest(session, version.template_id)
     return TeamTemplate(
         version=version,
         parameters=parameters,
         installs=[*spec.manifest_kinds(), *charts],
         asked=asked,
         installed=team.template_installed_id == version.id,
-        newest=catalog_repo.latest(session, version.template_id),
+        newest=newest,
         drift=team.template_drift,
         checked_at=team.template_checked_at,
         repairs=spec.repair_drift,
+        choices=_choices(newest, parameters) if newest.number > version.number else (),
     )
 
 
