@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,8 +51,8 @@ from app.core.config import Settings  # noqa: E402
 from app.core.db import make_engine  # noqa: E402
 from app.core.jobs import Role  # noqa: E402
 from app.runtime import Portal  # noqa: E402
+from bench.load import Call, client_check, measure  # noqa: E402
 from bench.portal_load import (  # noqa: E402
-    measure,
     peak_memory_mb,
     running_portal,
     seed,
@@ -194,13 +194,14 @@ def ready_teams(url: str, resync_seconds: float = 300) -> None:
 
 def load(
     name: str,
-    call: Callable[[int], Callable[[], httpx.Response]],
+    base: str,
+    call: Call,
     pid: int,
     requests: int,
     database: int,
 ) -> dict[str, float]:
     before, in_database = cpu_seconds(pid), postgres_cpu_seconds(database)
-    result: dict[str, float] = measure(name, call, requests=requests, concurrency=4, ok={200})
+    result: dict[str, float] = measure(name, base, call, requests=requests)
     result["cpu_ms"] = 1000 * (cpu_seconds(pid) - before) / requests
     # What the database did meanwhile: on these two-core machines it shares the CPU with
     # the portal, so a statement that grows with the org shows here before the p50.
@@ -228,8 +229,8 @@ def settle(pid: int, *, quiet: float = 0.15, limit: float = 300) -> float:
     return time.monotonic() - started
 
 
-def getter(client: httpx.Client, path: str) -> Callable[[int], Callable[[], httpx.Response]]:
-    return lambda _worker: lambda: client.get(path)
+def getter(client: httpx.Client, path: str) -> Call:
+    return Call.of(client, path)
 
 
 # The ceiling serves a page about ten times faster than the portal: with as many requests
@@ -295,6 +296,7 @@ class Measured:
     database: int  # the PostgreSQL server's pid
     figures: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
+    client_checks: list[dict[str, float]] = field(default_factory=list)
 
     def add(self, key: str, got: dict[str, float]) -> None:
         slot = self.figures.setdefault(key, {})
@@ -318,7 +320,7 @@ def signed_in(teams: int, base: str, pid: int, database: int) -> Measured:
     return Measured(teams, base, pid, lead, admin, team_id, database)
 
 
-def admin_rows(m: Measured) -> dict[str, Callable[[int], Callable[[], httpx.Response]]]:
+def admin_rows(m: Measured) -> dict[str, Call]:
     """Every other page and API call an admin uses."""
     htmx = {"HX-Request": "true"}
     keystroke = {f"q_{m.team_id}": "1.5"}  # as the page's script sends one
@@ -326,8 +328,8 @@ def admin_rows(m: Measured) -> dict[str, Callable[[int], Callable[[], httpx.Resp
     return {
         "requests page": getter(admin, "/admin/requests"),
         "what-if page": getter(admin, "/admin/what-if"),
-        "what-if keystroke": lambda _w: (
-            lambda: admin.post("/admin/what-if", data=keystroke, headers=htmx)
+        "what-if keystroke": Call.of(
+            admin, "/admin/what-if", method="POST", data=keystroke, headers=htmx
         ),
         "API teams (admin)": getter(admin, "/api/v1/teams"),
         "overview by usage": getter(admin, "/admin?sort=usage"),
@@ -342,54 +344,59 @@ def one_round(m: Measured, requests: int, *, first: bool) -> None:
     minimal app started for the round)."""
     teams, pid = m.teams, m.pid
     floor_requests = requests * FLOOR_REQUESTS
+    count_ceiling = requests * CEILING_REQUESTS
     pages = {
         "team page": (m.lead, f"/teams/{m.team_id}"),
         "admin overview": (m.admin, "/admin"),
     }
     for name, (client, path) in pages.items():
         with ceiling(client.get(path).text) as (ceiling_base, ceiling_pid):
-            plain = httpx.Client(base_url=ceiling_base, timeout=30)
-            for who, make, process, count in (
-                ("portal", lambda _w, c=client, p=path: lambda: c.get(p), pid, requests),
+            for who, base, call, process, count in (
+                ("portal", m.base, getter(client, path), pid, requests),
                 # The floor the page is judged against, measured right after it: the
                 # pair sees the same machine (see ``paired``).
-                ("beside", getter(m.lead, FLOORS["signed-in no-op"]), pid, floor_requests),
                 (
-                    "ceiling",
-                    lambda _w, c=plain, p=path: lambda: c.get(p),
-                    ceiling_pid,
-                    requests * CEILING_REQUESTS,
+                    "beside",
+                    m.base,
+                    getter(m.lead, FLOORS["signed-in no-op"]),
+                    pid,
+                    floor_requests,
                 ),
+                ("ceiling", ceiling_base, Call("GET", path), ceiling_pid, count_ceiling),
             ):
                 m.add(
                     f"{name}|{who}",
-                    load(f"{name}, {who}, {teams}", make, process, count, m.database),
+                    load(f"{name}, {who}, {teams}", base, call, process, count, m.database),
                 )
-            plain.close()
+            if first and name == "team page":
+                # The fastest target, from one client process and from two.
+                check = client_check(ceiling_base, Call("GET", path), requests=count_ceiling)
+                m.client_checks.append(check)
+                print(
+                    f"client check, {teams}: the ceiling at {check['one_rps']:.0f} req/s from "
+                    f"one client process, {check['two_rps']:.0f} from two "
+                    f"({check['gain']:.2f}x); the client spent "
+                    f"{check['client_cpu_ms']:.3f} ms of CPU a request",
+                    flush=True,
+                )
     rows = admin_rows(m)
     if first:
         for name, call in rows.items():
-            load(f"{name}, {teams} (warm-up)", call, pid, 10, m.database)
+            load(f"{name}, {teams} (warm-up)", m.base, call, pid, 10, m.database)
     for name, call in rows.items():
         # Half the pages' count each (about a second at 10,000 teams): with a quarter, one
         # refresher pass landing in a row moved its CPU a request by 2-3 ms.
         m.add(
             f"{name}|portal",
-            load(f"{name}, {teams}", call, pid, max(20, requests // 2), m.database),
+            load(f"{name}, {teams}", m.base, call, pid, max(20, requests // 2), m.database),
         )
-        m.sizes[name] = len(call(0)().content)
+        m.sizes[name] = len(call.send(m.base).content)
     # The portal's own floor: what any request costs before a page does anything
     # (the middleware stack; then also the session, user and memberships lookup).
     for name, path in FLOORS.items():
         m.add(
             f"{name}|portal",
-            load(
-                f"{name}, {teams}",
-                getter(m.lead, path),
-                pid,
-                floor_requests,
-                m.database,
-            ),
+            load(f"{name}, {teams}", m.base, getter(m.lead, path), pid, floor_requests, m.database),
         )
 
 
@@ -453,6 +460,7 @@ def run_sizes(
                 for key, values in m.figures.items()
             }
             results[teams] = {
+                "client_checks": m.client_checks,
                 "medians": medians,
                 "rounds": m.figures,
                 "memory": peak_memory_mb(m.pid),
@@ -613,6 +621,30 @@ def main() -> None:
             ),
             (f"{page}: p99 = {tail:.1f}x p50 at {large} teams (< 4x)", tail < 4),
         ]
+    # The load client was not the limit: two client processes did not serve the fastest
+    # target (the ceiling) faster than one, and the client spent a fraction of the
+    # server's CPU a request on every row.
+    for teams, result in results.items():
+        for check in result["client_checks"]:  # type: ignore[attr-defined]
+            checks.append(
+                (
+                    f"load client, {teams}: the ceiling at {check['gain']:.2f}x with two client "
+                    "processes (<= 1.10x: one client process was not the limit)",
+                    check["gain"] <= 1.10,
+                )
+            )
+        medians = result["medians"]
+        assert isinstance(medians, dict)
+        worst = max(
+            medians[key]["client_cpu_ms"] / max(medians[key]["cpu_ms"], 1e-9) for key in medians
+        )
+        checks.append(
+            (
+                f"load client, {teams}: at most {100 * worst:.0f} % of the server's CPU a "
+                "request on any row (< 50 %)",
+                worst < 0.5,
+            )
+        )
     memory = results[large]["memory"]
     assert isinstance(memory, float)
     checks.append((f"peak memory at {large} teams {memory:.0f} MB (< 250 MB)", memory < 250))

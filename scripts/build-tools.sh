@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the Go test tools from the Go module proxy into a cache outside git:
 # composecheck (docker-compose.yml as `docker compose config` reads it), an OpenID
-# provider with token introspection, Prometheus,
+# provider with token introspection, the benchmarks' load client, Prometheus,
 # etcd, kube-apiserver and kube-controller-manager, an OCI registry, helm and the vcluster
 # CLI, the vCluster syncer, kine and KAI Scheduler's scheduler, binder, pod-grouper and
 # queue controller. A binary is rebuilt only when its module or source changes. KUBEBUILDER_ASSETS, when set, provides the Kubernetes ones.
@@ -28,6 +28,8 @@ build composecheck tools/composecheck .
 # An OpenID provider with token introspection and JWT access tokens (zitadel/oidc's
 # example provider, tools/oidc-op).
 build oidc-op tools/oidc-op .
+# The benchmarks' compiled keep-alive load client (standard library only).
+build loadclient tools/loadclient .
 build etcd tools/etcd .
 # The version the servers report (helm and the vcluster CLI check it), as upstream's
 # release build stamps it: the k8s.io/kubernetes version the module pins.

@@ -10,8 +10,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 
@@ -110,6 +112,19 @@ def wait_http(url: str, timeout: float = 30.0) -> None:
 
 
 @contextlib.contextmanager
+def http_server(handler: Callable[..., BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served over plain HTTP on a free loopback port, on a thread; its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextlib.contextmanager
 def _provider(command: list[str], env: dict[str, str], issuer: str) -> Iterator[str]:
     """An OpenID provider process, its output in a temporary log, once it serves its
     discovery document at ``issuer``."""
@@ -167,6 +182,7 @@ TOOL_TESTS = (
     "tests/usage/test_prometheus.py",
     "tests/test_compose.py",
     "tests/auth/test_introspection.py",
+    "tests/test_load_client.py",
 )
 
 

@@ -8,10 +8,9 @@ import functools
 import os
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from app.teams.seed import seed_example
 from tests.conftest import settings_for
 from tests.k8s.control_plane import ControlPlane, control_plane
 from tests.k8s.vcluster_runtime import VClusterRuntime, vcluster_runtime
-from tests.servers import tool
+from tests.servers import http_server, tool
 from tests.shared import kai_crds, shared
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,15 +134,8 @@ def vcluster_admin(runtime: VClusterRuntime, admin_api: Any, team: str) -> clien
 @contextlib.contextmanager
 def serve_folder(folder: Path) -> Iterator[str]:
     """A folder over plain HTTP on loopback (a chart repository mirror)."""
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(folder))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(functools.partial(SimpleHTTPRequestHandler, directory=str(folder))) as url:
+        yield url
 
 
 @contextlib.contextmanager

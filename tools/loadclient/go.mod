@@ -1,0 +1,3 @@
+module gpu-portal/tools/loadclient
+
+go 1.26.8

@@ -1,0 +1,169 @@
+// loadclient: the benchmarks' load client, compiled so that it is never what limits a
+// measurement. It reads one JSON object on standard input:
+//
+//	{"url": "http://127.0.0.1:8000/teams/1", "method": "GET", "headers": {...},
+//	 "body": "", "requests": 600, "connections": 4, "ok": [200]}
+//
+// opens exactly `connections` keep-alive connections (one per worker, each kept for the
+// whole run), sends `requests` requests over them (the workers take the next request as
+// they finish one) and prints one JSON object: the median and 99th-percentile latency
+// (request written to body read), requests a second over the run's wall time, the
+// failures (statuses not in `ok`, or transport errors), how many connections were
+// opened (equal to `connections` when every one was kept alive) and the CPU this
+// process spent (user + system), so that a run shows the client's cost beside the
+// server's.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+type spec struct {
+	URL         string            `json:"url"`
+	Method      string            `json:"method"`
+	Headers     map[string]string `json:"headers"`
+	Body        string            `json:"body"`
+	Requests    int               `json:"requests"`
+	Connections int               `json:"connections"`
+	OK          []int             `json:"ok"`
+}
+
+type result struct {
+	Requests   int            `json:"requests"`
+	P50Ms      float64        `json:"p50_ms"`
+	P99Ms      float64        `json:"p99_ms"`
+	RPS        float64        `json:"rps"`
+	WallS      float64        `json:"wall_s"`
+	Failures   int            `json:"failures"`
+	Statuses   map[string]int `json:"statuses"`
+	Opened     int64          `json:"connections_opened"`
+	ClientCPUS float64        `json:"client_cpu_s"`
+	FirstError string         `json:"first_error,omitempty"`
+}
+
+func cpuSeconds() float64 {
+	var usage syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &usage); err != nil {
+		return 0
+	}
+	seconds := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return seconds(usage.Utime) + seconds(usage.Stime)
+}
+
+func main() {
+	var s spec
+	if err := json.NewDecoder(os.Stdin).Decode(&s); err != nil {
+		fmt.Fprintln(os.Stderr, "loadclient: the request on standard input is not JSON:", err)
+		os.Exit(2)
+	}
+	if s.Method == "" {
+		s.Method = http.MethodGet
+	}
+	if s.Connections < 1 || s.Requests < 1 || s.URL == "" {
+		fmt.Fprintln(os.Stderr, "loadclient: give url, requests >= 1 and connections >= 1")
+		os.Exit(2)
+	}
+	ok := map[int]bool{}
+	for _, status := range s.OK {
+		ok[status] = true
+	}
+	if len(ok) == 0 {
+		ok[200] = true
+	}
+	var opened atomic.Int64
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if !info.Reused {
+			opened.Add(1)
+		}
+	}}
+	var next atomic.Int64
+	latencies := make([]time.Duration, s.Requests)
+	statuses := make([]int, s.Requests) // 0: a transport error
+	var firstError atomic.Value
+	cpuBefore := cpuSeconds()
+	started := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < s.Connections; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// One connection per worker, kept alive for the whole run.
+			client := &http.Client{
+				Timeout: 60 * time.Second,
+				Transport: &http.Transport{
+					MaxConnsPerHost:     1,
+					MaxIdleConnsPerHost: 1,
+					DisableCompression:  true,
+					IdleConnTimeout:     90 * time.Second,
+				},
+			}
+			for {
+				n := int(next.Add(1)) - 1
+				if n >= s.Requests {
+					return
+				}
+				request, err := http.NewRequest(s.Method, s.URL, bytes.NewBufferString(s.Body))
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "loadclient:", err)
+					os.Exit(2)
+				}
+				for name, value := range s.Headers {
+					request.Header.Set(name, value)
+				}
+				request = request.WithContext(httptrace.WithClientTrace(request.Context(), trace))
+				begun := time.Now()
+				response, err := client.Do(request)
+				if err == nil {
+					_, err = io.Copy(io.Discard, response.Body)
+					response.Body.Close()
+					statuses[n] = response.StatusCode
+				}
+				latencies[n] = time.Since(begun)
+				if err != nil {
+					firstError.CompareAndSwap(nil, err.Error())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(started).Seconds()
+	out := result{
+		Requests:   s.Requests,
+		WallS:      wall,
+		RPS:        float64(s.Requests) / wall,
+		Statuses:   map[string]int{},
+		Opened:     opened.Load(),
+		ClientCPUS: cpuSeconds() - cpuBefore,
+	}
+	for _, status := range statuses {
+		out.Statuses[strconv.Itoa(status)]++
+		if !ok[status] {
+			out.Failures++
+		}
+	}
+	if e, found := firstError.Load().(string); found {
+		out.FirstError = e
+	}
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	out.P50Ms = ms(latencies[len(latencies)/2])
+	if len(latencies)%2 == 0 {
+		out.P50Ms = (ms(latencies[len(latencies)/2-1]) + ms(latencies[len(latencies)/2])) / 2
+	}
+	out.P99Ms = ms(latencies[int(0.99*float64(len(latencies)-1))])
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+		os.Exit(1)
+	}
+}
