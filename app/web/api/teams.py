@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from app.access import service as access
@@ -166,18 +168,20 @@ def decommission_team(
     return team_out(team)
 
 
+NO_CHOICES = TemplateAcceptIn()  # an empty body: every value carries over
+
+
 @router.post("/teams/{team_id}/template/accept", response_model=TeamOut)
 def accept_template(
     team: TeamForLead,
     session: SessionDep,
     principal: CurrentPrincipal,
-    body: TemplateAcceptIn | None = None,
+    body: Annotated[TemplateAcceptIn, Body()] = NO_CHOICES,
 ) -> TeamOut:
     """Move the team to its template's newest version (a lead; for templates that wait
     for leads to accept); the vCluster is then installed with it in turn. `parameters`
     sets what the new version adds or no longer allows (the rest carry over)."""
-    chosen = body.parameters if body is not None else {}
-    catalog.accept_latest(session, actor=principal.user, team=team, chosen=chosen)
+    catalog.accept_latest(session, actor=principal.user, team=team, chosen=body.parameters)
     return team_out(team)
 
 
