@@ -12,17 +12,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Callable
 from pathlib import Path
-
-import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.load import Call, measure  # noqa: E402
 from bench.portal_load import (  # noqa: E402
     bench_database,
-    measure,
     running_portal,
     seed,
     sign_in,
@@ -54,51 +51,55 @@ def main() -> None:
             assert len(fields) == 4 * min(args.teams, 50) + 1, len(fields)  # a page of teams
             htmx = {"HX-Request": "true"}
 
-            def review(worker: int) -> Callable[[], httpx.Response]:
-                return lambda: admins[worker].get("/admin/requests")
-
-            def api_impact(worker: int) -> Callable[[], httpx.Response]:
-                return lambda: admins[worker].get(f"/api/v1/requests/{request_id}/impact")
-
-            def pool_preview(worker: int) -> Callable[[], httpx.Response]:
-                body = {"gpus": str(args.teams + 10), "cpu_cores": "0", "memory_gb": "0"}
-                return lambda: admins[worker].post("/admin/pool/impact", data=body, headers=htmx)
-
-            def what_if(worker: int) -> Callable[[], httpx.Response]:
-                # As the page's script sends a keystroke: only the fields that differ
-                # from what was rendered (the server reads a missing one as unchanged).
-                body = {f"q_{team_id}": "1.5"}
-                return lambda: admins[worker].post("/admin/what-if", data=body, headers=htmx)
-
-            def what_if_full(worker: int) -> Callable[[], httpx.Response]:
-                # Without JavaScript the whole form is posted and the whole page returned.
-                body = {**fields, f"q_{team_id}": "1.5"}
-                return lambda: admins[worker].post("/admin/what-if", data=body)
-
+            every = ["/admin/requests"] * len(admins)
             cases = [
-                ("review page + impact", review),
-                ("impact API", api_impact),
-                ("pool preview", pool_preview),
-                ("what-if recompute", what_if),
-                ("what-if, no JavaScript", what_if_full),
+                ("review page + impact", Call.of_each(admins, every)),
+                (
+                    "impact API",
+                    Call.of_each(admins, [f"/api/v1/requests/{request_id}/impact"] * len(admins)),
+                ),
+                (
+                    "pool preview",
+                    Call.of_each(
+                        admins,
+                        ["/admin/pool/impact"] * len(admins),
+                        method="POST",
+                        data={"gpus": str(args.teams + 10), "cpu_cores": "0", "memory_gb": "0"},
+                    ).with_headers(htmx),
+                ),
+                # As the page's script sends a keystroke: only the fields that differ from
+                # what was rendered (the server reads a missing one as unchanged).
+                (
+                    "what-if recompute",
+                    Call.of_each(
+                        admins,
+                        ["/admin/what-if"] * len(admins),
+                        method="POST",
+                        data={f"q_{team_id}": "1.5"},
+                    ).with_headers(htmx),
+                ),
+                # Without JavaScript the whole form is posted and the whole page returned.
+                (
+                    "what-if, no JavaScript",
+                    Call.of_each(
+                        admins,
+                        ["/admin/what-if"] * len(admins),
+                        method="POST",
+                        data={**fields, f"q_{team_id}": "1.5"},
+                    ),
+                ),
             ]
-            for name, factory in cases:
-                measure(
-                    name + " (warm-up)",
-                    factory,
-                    requests=20,
-                    concurrency=args.concurrency,
-                    ok={200},
-                )
+            for name, call in cases:
+                measure(name + " (warm-up)", base, call, requests=20, connections=args.concurrency)
             results = {
                 name: measure(
-                    name, factory, requests=args.requests, concurrency=args.concurrency, ok={200}
+                    name, base, call, requests=args.requests, connections=args.concurrency
                 )
-                for name, factory in cases
+                for name, call in cases
             }
             single = {
-                name: measure(name + " (1 client)", factory, requests=60, concurrency=1, ok={200})
-                for name, factory in cases
+                name: measure(name + " (1 client)", base, call, requests=60, connections=1)
+                for name, call in cases
             }
             print(f"what-if form: {len(fields)} fields, {len(form_page) / 1024:.0f} KiB page")
             # One admin reviewing or typing: the latency a person sees. (With 4 clients

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
@@ -28,12 +28,15 @@ CONNECTIONS = 4
 
 @dataclass(frozen=True)
 class Call:
-    """One request as the load client sends it: method, path, headers and body."""
+    """One request as the load client sends it: method, path, headers and body ("{n}" in
+    the path or body: the request's number), and headers of each connection's own (its
+    signed-in session, say; connection i sends ``each[i % len(each)]``)."""
 
     method: str
     path: str
     headers: Mapping[str, str] = field(default_factory=dict)
     body: str = ""
+    each: tuple[Mapping[str, str], ...] = ()
 
     @classmethod
     def of(
@@ -53,15 +56,52 @@ class Call:
         }
         body = ""
         if data is not None:
-            body = urlencode(data)
+            body = urlencode(data, safe="{}")  # "{n}": the request's number
             sent["Content-Type"] = "application/x-www-form-urlencoded"
         return cls(method, path, {k: v for k, v in sent.items() if v}, body)
 
+    @classmethod
+    def of_each(
+        cls,
+        clients: Sequence[httpx.Client],
+        paths: Sequence[str],
+        *,
+        method: str = "GET",
+        data: Mapping[str, str] | None = None,
+    ) -> Call:
+        """The request each of ``clients`` sends to its path in ``paths`` (a full URL for
+        a client of another server), a connection each (as many clients as
+        connections)."""
+        first = cls.of(clients[0], paths[0], method=method, data=data)
+        return cls(
+            method,
+            paths[0],
+            {k: v for k, v in first.headers.items() if k.lower() == "content-type"},
+            first.body,
+            tuple(
+                {
+                    ":path": path,
+                    **{
+                        k: v
+                        for k, v in cls.of(c, path).headers.items()
+                        if k.lower() in ("cookie", "x-csrf-token")
+                    },
+                }
+                for c, path in zip(clients, paths, strict=True)
+            ),
+        )
+
+    def with_headers(self, headers: Mapping[str, str]) -> Call:
+        """The same call with ``headers`` added (on every connection)."""
+        return Call(self.method, self.path, {**self.headers, **headers}, self.body, self.each)
+
     def send(self, base: str) -> httpx.Response:
         """The call once, from Python (to read its answer, not to measure it)."""
-        return httpx.request(
-            self.method, base + self.path, headers=dict(self.headers), content=self.body
-        )
+        headers = {**self.headers, **(self.each[0] if self.each else {})}
+        path = headers.pop(":path", self.path).replace("{n}", "0")
+        url = path if path.startswith("http") else base + path
+        body = self.body.replace("{n}", "0")
+        return httpx.request(self.method, url, headers=headers, content=body)
 
 
 def run(
@@ -78,6 +118,15 @@ def run(
         "requests": requests,
         "connections": connections,
         "ok": [ok],
+        "connection_headers": [
+            {
+                (":url" if k == ":path" else k): (
+                    base + v if k == ":path" and not v.startswith("http") else v
+                )
+                for k, v in h.items()
+            }
+            for h in call.each
+        ],
     }
     done = subprocess.run(
         [str(tool("loadclient"))],
@@ -100,9 +149,17 @@ def run(
     }
 
 
-def measure(name: str, base: str, call: Call, *, requests: int, ok: int = 200) -> dict[str, float]:
+def measure(
+    name: str,
+    base: str,
+    call: Call,
+    *,
+    requests: int,
+    ok: int = 200,
+    connections: int = CONNECTIONS,
+) -> dict[str, float]:
     """``run``, printed as one line."""
-    result = run(base, call, requests=requests, ok=ok)
+    result = run(base, call, requests=requests, ok=ok, connections=connections)
     print(
         f"{name:<22} p50 {result['p50_ms']:7.1f} ms   p99 {result['p99_ms']:7.1f} ms   "
         f"{result['rps']:7.1f} req/s   client {result['client_cpu_ms']:5.2f} ms CPU/req   "

@@ -12,12 +12,10 @@ import argparse
 import contextlib
 import os
 import re
-import statistics
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -42,6 +40,7 @@ from app.core.models import (  # noqa: E402
     User,
     utcnow,
 )
+from bench.load import Call, measure  # noqa: E402
 from tests.servers import free_port, postgres_server, wait_http  # noqa: E402
 
 
@@ -243,56 +242,6 @@ def sign_in(base: str, email: str, admin: bool) -> httpx.Client:
     return client
 
 
-def measure(
-    name: str,
-    make_call: Callable[[int], Callable[[], httpx.Response]],
-    *,
-    requests: int,
-    concurrency: int,
-    ok: set[int],
-) -> dict[str, float]:
-    latencies: list[float] = []
-    failures: list[int] = []
-    lock = threading.Lock()
-    counter = iter(range(requests))
-
-    def run(worker: int) -> None:
-        call_for = make_call(worker)
-        while True:
-            with lock:
-                n = next(counter, None)
-            if n is None:
-                return
-            start = time.perf_counter()
-            response = call_for()
-            elapsed = time.perf_counter() - start
-            with lock:
-                latencies.append(elapsed)
-                if response.status_code not in ok:
-                    failures.append(response.status_code)
-
-    started = time.perf_counter()
-    threads = [threading.Thread(target=run, args=(w,)) for w in range(concurrency)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - started
-    latencies.sort()
-    result = {
-        "p50_ms": 1000 * statistics.median(latencies),
-        "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))],
-        "rps": len(latencies) / wall,
-        "failures": float(len(failures)),
-    }
-    print(
-        f"{name:<22} p50 {result['p50_ms']:7.1f} ms   p99 {result['p99_ms']:7.1f} ms   "
-        f"{result['rps']:7.1f} req/s   failures {len(failures)}",
-        flush=True,
-    )
-    return result
-
-
 def peak_memory_mb(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     found = re.search(r"VmHWM:\s+(\d+) kB", status)
@@ -328,66 +277,31 @@ def main() -> None:
             submitters = [
                 sign_in(base, f"new-{i}@example.org", False) for i in range(args.concurrency)
             ]
-            serial = iter(range(10**9))
-            lock = threading.Lock()
+            admins = [admin] + [
+                sign_in(base, "admin@example.org", True) for _ in range(1, args.concurrency)
+            ]
+            team_page = Call.of_each(leads, [f"/teams/{team_ids[c]}" for c in leads])
+            overview = Call.of_each(admins, ["/admin"] * len(admins))
+            # A new team's name on every request ("{n}": the request's number); the CSRF
+            # token goes in each connection's header.
+            submit = Call.of_each(
+                submitters,
+                ["/teams"] * len(submitters),
+                method="POST",
+                data={"name": "bench-{n}", "gpu_quota": "0.1", "gpu_limit": "1", "purpose": "load"},
+            )
 
-            def team_page(worker: int) -> Callable[[], httpx.Response]:
-                client = leads[worker]
-                return lambda: client.get(f"/teams/{team_ids[client]}")
-
-            def overview(worker: int) -> Callable[[], httpx.Response]:
-                client = sign_in(base, "admin@example.org", True) if worker else admin
-                return lambda: client.get("/admin")
-
-            def submit(worker: int) -> Callable[[], httpx.Response]:
-                client = submitters[worker]
-
-                def call() -> httpx.Response:
-                    with lock:
-                        n = next(serial)
-                    return client.post(
-                        "/teams",
-                        data={
-                            "csrf_token": client.headers["X-CSRF-Token"],
-                            "name": f"bench-{n}",
-                            "gpu_quota": "0.1",
-                            "gpu_limit": "1",
-                            "purpose": "load",
-                        },
-                    )
-
-                return call
-
-            for name, factory in (("team page", team_page), ("admin overview", overview)):
-                measure(
-                    name + " (warm-up)",
-                    factory,
-                    requests=40,
-                    concurrency=args.concurrency,
-                    ok={200},
+            def run(name: str, call: Call, requests: int, ok: int = 200) -> dict[str, float]:
+                return measure(
+                    name, base, call, requests=requests, ok=ok, connections=args.concurrency
                 )
+
+            for name, call in (("team page", team_page), ("admin overview", overview)):
+                run(name + " (warm-up)", call, 40)
             results = {
-                "team page": measure(
-                    "team page",
-                    team_page,
-                    requests=args.requests,
-                    concurrency=args.concurrency,
-                    ok={200},
-                ),
-                "admin overview": measure(
-                    "admin overview",
-                    overview,
-                    requests=args.requests // 3,
-                    concurrency=args.concurrency,
-                    ok={200},
-                ),
-                "request submission": measure(
-                    "request submission",
-                    submit,
-                    requests=args.requests // 2,
-                    concurrency=args.concurrency,
-                    ok={303},
-                ),
+                "team page": run("team page", team_page, args.requests),
+                "admin overview": run("admin overview", overview, args.requests // 3),
+                "request submission": run("request submission", submit, args.requests // 2, ok=303),
             }
             memory = peak_memory_mb(pid)
             print(f"portal peak memory (VmHWM): {memory:.0f} MB")

@@ -23,17 +23,17 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 from sqlalchemy import text
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.core.db import make_engine  # noqa: E402
-from bench.portal_load import bench_database, measure, seed, sign_in  # noqa: E402
+from bench.load import Call, measure  # noqa: E402
+from bench.portal_load import bench_database, seed, sign_in  # noqa: E402
 from tests.servers import free_port, wait_http  # noqa: E402
 
 CONCURRENCY = 4
@@ -99,20 +99,18 @@ def provisioning(url: str, teams: int) -> None:
     assert ready_events == teams, "a team was provisioned twice"
 
 
-def team_page_calls(bases: list[str]) -> Callable[[int], Callable[[], httpx.Response]]:
-    clients: dict[int, tuple[httpx.Client, int]] = {}
+def team_page_calls(bases: list[str]) -> Call:
+    """Each connection a lead of its own on a replica of ``bases`` in turn, loading the
+    page of the lead's team."""
+    clients, urls = [], []
     for worker in range(CONCURRENCY):
         base = bases[worker % len(bases)]
         client = sign_in(base, f"lead-{worker}@example.org", False)
         found = re.search(r'href="/teams/(\d+)"', client.get("/teams").text)
         assert found is not None, "the lead sees a team"
-        clients[worker] = (client, int(found.group(1)))
-
-    def factory(worker: int) -> Callable[[], httpx.Response]:
-        client, team = clients[worker]
-        return lambda: client.get(f"/teams/{team}")
-
-    return factory
+        clients.append(client)
+        urls.append(f"{base}/teams/{found.group(1)}")
+    return Call.of_each(clients, urls)
 
 
 def main() -> None:
@@ -142,17 +140,17 @@ def main() -> None:
                 "1 replica, metrics off": team_page_calls([bare[0][0]]),
             }
             for factory in factories.values():
-                measure("warm-up", factory, requests=40, concurrency=CONCURRENCY, ok={200})
+                measure("warm-up", "", factory, requests=40, connections=CONCURRENCY)
             for n in range(args.rounds):
                 print(f"-- round {n + 1}", flush=True)
                 for name, factory in factories.items():
                     results[name].append(
                         measure(
                             f"team page, {name}",
+                            "",
                             factory,
                             requests=args.requests,
-                            concurrency=CONCURRENCY,
-                            ok={200},
+                            connections=CONCURRENCY,
                         )
                     )
 

@@ -29,7 +29,8 @@ from app.core.config import Settings  # noqa: E402
 from app.core.db import make_engine, make_session_factory  # noqa: E402
 from app.usage.history import Collector  # noqa: E402
 from app.usage.service import UsageCache  # noqa: E402
-from bench.portal_load import measure, running_portal, seed, sign_in  # noqa: E402
+from bench.load import Call, measure  # noqa: E402
+from bench.portal_load import running_portal, seed, sign_in  # noqa: E402
 from tests.servers import postgres_server  # noqa: E402
 
 
@@ -129,44 +130,19 @@ def main() -> None:
                 sign_in(base, "admin@example.org", True) for _ in range(args.concurrency - 1)
             ]
 
-            def org_view(worker: int):  # type: ignore[no-untyped-def]
-                return lambda: admins[worker].get("/admin")
+            org_view = Call.of_each(admins, ["/admin"] * len(admins))
+            team_page = Call.of_each(leads, [f"/teams/{team_of[id(c)]}" for c in leads])
+            export = Call.of_each(admins, ["/admin/showback.csv"] * len(admins))
 
-            def team_page(worker: int):  # type: ignore[no-untyped-def]
-                client = leads[worker]
-                return lambda: client.get(f"/teams/{team_of[id(client)]}")
+            def run(name: str, call: Call, requests: int, connections: int) -> dict[str, float]:
+                return measure(name, base, call, requests=requests, connections=connections)
 
-            def export(worker: int):  # type: ignore[no-untyped-def]
-                return lambda: admins[worker].get("/admin/showback.csv")
-
-            measure(
-                "org view (warm-up)", org_view, requests=20, concurrency=args.concurrency, ok={200}
-            )
-            measure(
-                "team page (warm-up)",
-                team_page,
-                requests=20,
-                concurrency=args.concurrency,
-                ok={200},
-            )
+            run("org view (warm-up)", org_view, 20, args.concurrency)
+            run("team page (warm-up)", team_page, 20, args.concurrency)
             results = {
-                "org view": measure(
-                    "org view",
-                    org_view,
-                    requests=args.requests,
-                    concurrency=args.concurrency,
-                    ok={200},
-                ),
-                "team page": measure(
-                    "team page",
-                    team_page,
-                    requests=args.requests,
-                    concurrency=args.concurrency,
-                    ok={200},
-                ),
-                "showback CSV": measure(
-                    "showback CSV", export, requests=20, concurrency=2, ok={200}
-                ),
+                "org view": run("org view", org_view, args.requests, args.concurrency),
+                "team page": run("team page", team_page, args.requests, args.concurrency),
+                "showback CSV": run("showback CSV", export, 20, 2),
             }
             csv_lines = admin.get("/admin/showback.csv").text.count("\n")
             print(f"showback CSV: {csv_lines - 1} rows (team x month)")

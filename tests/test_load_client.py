@@ -35,8 +35,11 @@ class _Counting(BaseHTTPRequestHandler):
             )
             self.connections.add(id(self.connection))
         status = 500 if self.path.startswith("/fail") else 200
+        status = 303 if self.path.startswith("/form") else status
         payload = b"x" * 2000
         self.send_response(status)
+        if status == 303:
+            self.send_header("Location", "/elsewhere")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
@@ -95,3 +98,27 @@ def test_the_client_check_compares_one_process_with_two(server: str) -> None:
     assert check["one_rps"] > 0
     assert check["two_rps"] > 0
     assert check["gain"] == pytest.approx(check["two_rps"] / check["one_rps"])
+
+
+def test_each_connection_sends_its_own_session_and_a_redirect_is_not_followed(
+    server: str,
+) -> None:
+    """As the benchmarks' form posts: each connection a signed-in person of its own, a
+    new name on every request, the 303 itself measured."""
+    call = Call(
+        "POST",
+        "/form",
+        {"Content-Type": "application/x-www-form-urlencoded"},
+        "name=bench-{n}",
+        (
+            {":path": "/form/a", "Cookie": "s=a", "X-CSRF-Token": "ta"},
+            {":path": "/form/b", "Cookie": "s=b", "X-CSRF-Token": "tb"},
+        ),
+    )
+    got = run(server, call, requests=40, connections=2, ok=303)
+    assert got["failures"] == 0
+    assert len(_Counting.seen) == 40, "no redirect followed"
+    sent = {(path, cookie, token) for _m, path, cookie, token, _b in _Counting.seen}
+    assert sent == {("/form/a", "s=a", "ta"), ("/form/b", "s=b", "tb")}
+    names = sorted(body for *_rest, body in _Counting.seen)
+    assert names == sorted(f"name=bench-{n}".encode() for n in range(40))

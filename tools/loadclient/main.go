@@ -2,7 +2,12 @@
 // measurement. It reads one JSON object on standard input:
 //
 //	{"url": "http://127.0.0.1:8000/teams/1", "method": "GET", "headers": {...},
-//	 "body": "", "requests": 600, "connections": 4, "ok": [200]}
+//	 "body": "", "requests": 600, "connections": 4, "ok": [200],
+//	 "connection_headers": [{...}, ...]}
+//
+// Connection i also sends connection_headers[i % len] (each its own signed-in session,
+// say; its ":url", if any, replaces the URL for that connection), and "{n}" in the URL
+// or the body is replaced by the request's number (a name new on every request).
 //
 // opens exactly `connections` keep-alive connections (one per worker, each kept for the
 // whole run), sends `requests` requests over them (the workers take the next request as
@@ -24,6 +29,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -31,13 +37,14 @@ import (
 )
 
 type spec struct {
-	URL         string            `json:"url"`
-	Method      string            `json:"method"`
-	Headers     map[string]string `json:"headers"`
-	Body        string            `json:"body"`
-	Requests    int               `json:"requests"`
-	Connections int               `json:"connections"`
-	OK          []int             `json:"ok"`
+	URL         string              `json:"url"`
+	Method      string              `json:"method"`
+	Headers     map[string]string   `json:"headers"`
+	Body        string              `json:"body"`
+	Requests    int                 `json:"requests"`
+	Connections int                 `json:"connections"`
+	OK          []int               `json:"ok"`
+	PerConn     []map[string]string `json:"connection_headers"`
 }
 
 type result struct {
@@ -96,12 +103,31 @@ func main() {
 	started := time.Now()
 	var wg sync.WaitGroup
 	for w := 0; w < s.Connections; w++ {
+		headers := map[string]string{}
+		for name, value := range s.Headers {
+			headers[name] = value
+		}
+		target := s.URL
+		if len(s.PerConn) > 0 {
+			for name, value := range s.PerConn[w%len(s.PerConn)] {
+				headers[name] = value
+			}
+		}
+		if own, found := headers[":url"]; found {
+			target = own
+			delete(headers, ":url")
+		}
+		numbered := strings.Contains(target, "{n}") || strings.Contains(s.Body, "{n}")
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			// One connection per worker, kept alive for the whole run.
 			client := &http.Client{
 				Timeout: 60 * time.Second,
+				// A redirect is the answer measured (a form's 303), never followed.
+				CheckRedirect: func(*http.Request, []*http.Request) error {
+					return http.ErrUseLastResponse
+				},
 				Transport: &http.Transport{
 					MaxConnsPerHost:     1,
 					MaxIdleConnsPerHost: 1,
@@ -114,12 +140,17 @@ func main() {
 				if n >= s.Requests {
 					return
 				}
-				request, err := http.NewRequest(s.Method, s.URL, bytes.NewBufferString(s.Body))
+				url, body := target, s.Body
+				if numbered {
+					url = strings.ReplaceAll(url, "{n}", strconv.Itoa(n))
+					body = strings.ReplaceAll(body, "{n}", strconv.Itoa(n))
+				}
+				request, err := http.NewRequest(s.Method, url, bytes.NewBufferString(body))
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "loadclient:", err)
 					os.Exit(2)
 				}
-				for name, value := range s.Headers {
+				for name, value := range headers {
 					request.Header.Set(name, value)
 				}
 				request = request.WithContext(httptrace.WithClientTrace(request.Context(), trace))
