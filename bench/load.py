@@ -105,17 +105,25 @@ class Call:
 
 
 def run(
-    base: str, call: Call, *, requests: int, connections: int = CONNECTIONS, ok: int = 200
+    base: str,
+    call: Call,
+    *,
+    requests: int = 0,
+    seconds: float = 0.0,
+    connections: int = CONNECTIONS,
+    ok: int = 200,
 ) -> dict[str, float]:
-    """``call`` sent ``requests`` times over ``connections`` keep-alive connections: p50
-    and p99 (ms), requests a second, failures, connections opened and the client's CPU
-    a request (ms)."""
+    """``call`` sent ``requests`` times (or for ``seconds``: a round of fixed length) over
+    ``connections`` keep-alive connections: how many were sent, p50 and p99 (ms),
+    requests a second, failures, connections opened and the client's CPU a request
+    (ms)."""
     order = {
         "url": base + call.path,
         "method": call.method,
         "headers": dict(call.headers),
         "body": call.body,
         "requests": requests,
+        "seconds": seconds,
         "connections": connections,
         "ok": [ok],
         "connection_headers": [
@@ -139,13 +147,15 @@ def run(
     if done.returncode != 0:
         raise RuntimeError(f"the load client failed: {done.stderr.strip()}")
     answer = json.loads(done.stdout)
+    sent = int(answer["requests"])
     return {
+        "requests": float(sent),
         "p50_ms": float(answer["p50_ms"]),
         "p99_ms": float(answer["p99_ms"]),
         "rps": float(answer["rps"]),
         "failures": float(answer["failures"]),
         "connections": float(answer["connections_opened"]),
-        "client_cpu_ms": 1000 * float(answer["client_cpu_s"]) / requests,
+        "client_cpu_ms": 1000 * float(answer["client_cpu_s"]) / sent,
     }
 
 
@@ -154,12 +164,13 @@ def measure(
     base: str,
     call: Call,
     *,
-    requests: int,
+    requests: int = 0,
+    seconds: float = 0.0,
     ok: int = 200,
     connections: int = CONNECTIONS,
 ) -> dict[str, float]:
     """``run``, printed as one line."""
-    result = run(base, call, requests=requests, ok=ok, connections=connections)
+    result = run(base, call, requests=requests, seconds=seconds, ok=ok, connections=connections)
     print(
         f"{name:<22} p50 {result['p50_ms']:7.1f} ms   p99 {result['p99_ms']:7.1f} ms   "
         f"{result['rps']:7.1f} req/s   client {result['client_cpu_ms']:5.2f} ms CPU/req   "
@@ -169,15 +180,16 @@ def measure(
     return result
 
 
-def client_check(base: str, call: Call, *, requests: int) -> dict[str, float]:
+def client_check(base: str, call: Call, *, seconds: float) -> dict[str, float]:
     """The same load from one client process and from two (each with half the
-    connections, together as many): requests a second of each, and the client's CPU a
-    request. When two processes are not faster than one, one was not the limit."""
-    one = run(base, call, requests=requests)
+    connections, together as many), each for ``seconds``: requests a second of each, and
+    the client's CPU a request. When two processes are not faster than one, one was not
+    the limit."""
+    one = run(base, call, seconds=seconds)
     half = max(1, CONNECTIONS // 2)
     with ThreadPoolExecutor(2) as pool:
         both = list(
-            pool.map(lambda _: run(base, call, requests=requests // 2, connections=half), range(2))
+            pool.map(lambda _: run(base, call, seconds=seconds, connections=half), range(2))
         )
     two = sum(r["rps"] for r in both)
     return {

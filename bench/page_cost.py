@@ -8,21 +8,25 @@ its start-up work is done (the first usage sample of every team, the right-sizin
 5 quota changes are asked for (the admins' pages show them). The sizes take turns, round
 by round (3 rounds): every portal but the one measured is stopped (SIGSTOP), so a
 machine that grows busier or quieter over the run moves every size alike, and the one
-resumed first finishes the work its loops missed. In a round, 4 client threads load the
-team page and the admin overview, each followed by the signed-in no-op (/api/v1/me: the
-middleware, the session, user and memberships lookup) and then the ceiling: a minimal
-FastAPI app in its own process that returns the same page bytes through a trivial Jinja2
-template (8 times as many requests: rounds of about the same length); then every other
-page and API call an admin uses; then the portal's own floor: /healthz (the middleware
-stack alone) and /api/v1/me. The medians are printed with server CPU per request (the
-portal's and PostgreSQL's, from /proc) and the portal's peak memory. No page can cost
-less than the signed-in no-op: each page is judged against the one measured right after
-it (at least a quarter of its requests per second, at every size); its share of the
-ceiling is printed for reference. A ratio of two measurements (a page over its floor, a
-size's p50 over the 100-team one) is taken within each round, and its median over the
-rounds is judged: the two sides of a pair see the same machine.
+resumed first finishes the work its loops missed. In a round, the compiled load client
+(bench/load.py: 4 keep-alive connections, every measurement as long as the others, 1 s
+by default) loads the team page and the admin overview, each followed by the signed-in
+no-op (/api/v1/me: the middleware, the session, user and memberships lookup) and then
+the ceiling: a minimal FastAPI app in its own process that returns the same page bytes
+through a trivial Jinja2 template; then every other page and API call an admin uses;
+then the portal's own floor: /healthz (the middleware stack alone) and /api/v1/me. Each
+run shows that the client was not the limit: the ceiling loaded from one client process
+and from two, and the client's CPU a request beside the server's. The medians are
+printed with server CPU per request (the portal's and PostgreSQL's, from /proc) and the
+portal's peak memory. No page can cost less than the signed-in no-op: each page is
+judged against the one measured right after it (at least a quarter of its requests per
+second, at every size); its share of the ceiling is printed for reference. A ratio of
+two measurements (a page over its floor, a size's p50 over the 100-team one) is taken
+within each round, and its median over the rounds is judged: the two sides of a pair see
+the same machine.
 
-    .venv/bin/python bench/page_cost.py [--sizes 100,1000,10000] [--rounds 3] [--worker off]
+    .venv/bin/python bench/page_cost.py [--sizes 100,1000,10000] [--rounds 3] [--seconds 1]
+        [--worker off]
 """
 
 from __future__ import annotations
@@ -197,11 +201,12 @@ def load(
     base: str,
     call: Call,
     pid: int,
-    requests: int,
+    seconds: float,
     database: int,
 ) -> dict[str, float]:
     before, in_database = cpu_seconds(pid), postgres_cpu_seconds(database)
-    result: dict[str, float] = measure(name, base, call, requests=requests)
+    result: dict[str, float] = measure(name, base, call, seconds=seconds)
+    requests = result["requests"]
     result["cpu_ms"] = 1000 * (cpu_seconds(pid) - before) / requests
     # What the database did meanwhile: on these two-core machines it shares the CPU with
     # the portal, so a statement that grows with the org shows here before the p50.
@@ -233,20 +238,13 @@ def getter(client: httpx.Client, path: str) -> Call:
     return Call.of(client, path)
 
 
-# The ceiling serves a page about ten times faster than the portal: with as many requests
-# it would be measured over a fifth of a second, where one scheduling hiccup on a shared
-# machine moves it by half. It gets this many times the requests: rounds of about the
-# same length as the portal's.
-CEILING_REQUESTS = 8
+# Every measurement lasts as long as the others (a round of fixed length): the ceiling,
+# about ten times as fast as a page, and the floors, about three times, were once given
+# more requests so that their rounds lasted about as long; over a third of a second one
+# scheduling hiccup on a shared machine moved them by half. Warm-ups are shorter.
+WARM_UP_SECONDS = 0.3
 
 FLOORS = {"no-op": "/healthz", "signed-in no-op": "/api/v1/me"}
-# The signed-in floor serves about three times the pages' requests a second: with as many
-# requests it was measured over a third of their time (0.4 s), where one of the
-# background's short bursts (a view refresh, a worker's batch) moves it most, and the
-# median of three rounds mostly takes an undisturbed one; from run to run it swung
-# between 386 and 611 req/s. Both floors get this many times the requests: rounds about
-# as long as the pages', judged under the same conditions.
-FLOOR_REQUESTS = 3
 # A page serves at least this share of the signed-in no-op's requests per second (it adds
 # at most three times the floor's cost).
 FLOOR_SHARE = 25
@@ -338,13 +336,11 @@ def admin_rows(m: Measured) -> dict[str, Call]:
     }
 
 
-def one_round(m: Measured, requests: int, *, first: bool) -> None:
+def one_round(m: Measured, seconds: float, *, first: bool) -> None:
     """One round of every page, API call and floor of one size, each page followed by
     the signed-in no-op it is judged against and by its ceiling (the same bytes from a
     minimal app started for the round)."""
     teams, pid = m.teams, m.pid
-    floor_requests = requests * FLOOR_REQUESTS
-    count_ceiling = requests * CEILING_REQUESTS
     pages = {
         "team page": (m.lead, f"/teams/{m.team_id}"),
         "admin overview": (m.admin, "/admin"),
@@ -352,7 +348,7 @@ def one_round(m: Measured, requests: int, *, first: bool) -> None:
     for name, (client, path) in pages.items():
         with ceiling(client.get(path).text) as (ceiling_base, ceiling_pid):
             for who, base, call, process, count in (
-                ("portal", m.base, getter(client, path), pid, requests),
+                ("portal", m.base, getter(client, path), pid, seconds),
                 # The floor the page is judged against, measured right after it: the
                 # pair sees the same machine (see ``paired``).
                 (
@@ -360,9 +356,9 @@ def one_round(m: Measured, requests: int, *, first: bool) -> None:
                     m.base,
                     getter(m.lead, FLOORS["signed-in no-op"]),
                     pid,
-                    floor_requests,
+                    seconds,
                 ),
-                ("ceiling", ceiling_base, Call("GET", path), ceiling_pid, count_ceiling),
+                ("ceiling", ceiling_base, Call("GET", path), ceiling_pid, seconds),
             ):
                 m.add(
                     f"{name}|{who}",
@@ -370,7 +366,7 @@ def one_round(m: Measured, requests: int, *, first: bool) -> None:
                 )
             if first and name == "team page":
                 # The fastest target, from one client process and from two.
-                check = client_check(ceiling_base, Call("GET", path), requests=count_ceiling)
+                check = client_check(ceiling_base, Call("GET", path), seconds=seconds)
                 m.client_checks.append(check)
                 print(
                     f"client check, {teams}: the ceiling at {check['one_rps']:.0f} req/s from "
@@ -382,21 +378,16 @@ def one_round(m: Measured, requests: int, *, first: bool) -> None:
     rows = admin_rows(m)
     if first:
         for name, call in rows.items():
-            load(f"{name}, {teams} (warm-up)", m.base, call, pid, 10, m.database)
+            load(f"{name}, {teams} (warm-up)", m.base, call, pid, WARM_UP_SECONDS, m.database)
     for name, call in rows.items():
-        # Half the pages' count each (about a second at 10,000 teams): with a quarter, one
-        # refresher pass landing in a row moved its CPU a request by 2-3 ms.
-        m.add(
-            f"{name}|portal",
-            load(f"{name}, {teams}", m.base, call, pid, max(20, requests // 2), m.database),
-        )
+        m.add(f"{name}|portal", load(f"{name}, {teams}", m.base, call, pid, seconds, m.database))
         m.sizes[name] = len(call.send(m.base).content)
     # The portal's own floor: what any request costs before a page does anything
     # (the middleware stack; then also the session, user and memberships lookup).
     for name, path in FLOORS.items():
         m.add(
             f"{name}|portal",
-            load(f"{name}, {teams}", m.base, getter(m.lead, path), pid, floor_requests, m.database),
+            load(f"{name}, {teams}", m.base, getter(m.lead, path), pid, seconds, m.database),
         )
 
 
@@ -411,7 +402,7 @@ def stopped(pid: int) -> Iterator[None]:
 
 
 def run_sizes(
-    server_url: str, sizes: list[int], rounds: int, requests: int, *, worker: bool
+    server_url: str, sizes: list[int], rounds: int, seconds: float, *, worker: bool
 ) -> dict[int, dict[str, object]]:
     """Every size's portal runs at once, each stopped but while its own rounds run: the
     sizes take turns, round by round, so that a machine that grows busier or quieter
@@ -450,7 +441,7 @@ def run_sizes(
                 os.kill(m.pid, signal.SIGCONT)
                 # Its loops were stopped too: their catching up is done before the round.
                 settle(m.pid)
-                one_round(m, requests, first=number == 0)
+                one_round(m, seconds, first=number == 0)
                 os.kill(m.pid, signal.SIGSTOP)
             print(f"-- round {number + 1} of {rounds} done", flush=True)
         results: dict[int, dict[str, object]] = {}
@@ -507,7 +498,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="100,1000,10000")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument(
+        "--seconds", type=float, default=1.0, help="how long each measurement lasts"
+    )
     parser.add_argument(
         "--worker",
         choices=("on", "off"),
@@ -519,7 +512,7 @@ def main() -> None:
     with postgres_server() as server_url:
         started = time.perf_counter()
         results = run_sizes(
-            server_url, sizes, args.rounds, args.requests, worker=args.worker == "on"
+            server_url, sizes, args.rounds, args.seconds, worker=args.worker == "on"
         )
         print(f"-- measured in {time.perf_counter() - started:.0f} s", flush=True)
     print()

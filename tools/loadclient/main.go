@@ -3,7 +3,10 @@
 //
 //	{"url": "http://127.0.0.1:8000/teams/1", "method": "GET", "headers": {...},
 //	 "body": "", "requests": 600, "connections": 4, "ok": [200],
-//	 "connection_headers": [{...}, ...]}
+//	 "connection_headers": [{...}, ...], "seconds": 0}
+//
+// With "seconds" above 0 the run lasts that long instead (a round of fixed length: no
+// connection starts a request after it) and "requests" is ignored.
 //
 // Connection i also sends connection_headers[i % len] (each its own signed-in session,
 // say; its ":url", if any, replaces the URL for that connection), and "{n}" in the URL
@@ -45,6 +48,7 @@ type spec struct {
 	Connections int                 `json:"connections"`
 	OK          []int               `json:"ok"`
 	PerConn     []map[string]string `json:"connection_headers"`
+	Seconds     float64             `json:"seconds"`
 }
 
 type result struct {
@@ -78,8 +82,8 @@ func main() {
 	if s.Method == "" {
 		s.Method = http.MethodGet
 	}
-	if s.Connections < 1 || s.Requests < 1 || s.URL == "" {
-		fmt.Fprintln(os.Stderr, "loadclient: give url, requests >= 1 and connections >= 1")
+	if s.Connections < 1 || (s.Requests < 1 && s.Seconds <= 0) || s.URL == "" {
+		fmt.Fprintln(os.Stderr, "loadclient: give url, requests >= 1 (or seconds > 0) and connections >= 1")
 		os.Exit(2)
 	}
 	ok := map[int]bool{}
@@ -96,11 +100,13 @@ func main() {
 		}
 	}}
 	var next atomic.Int64
-	latencies := make([]time.Duration, s.Requests)
-	statuses := make([]int, s.Requests) // 0: a transport error
+	// Each worker's latencies and statuses (0: a transport error), merged at the end.
+	latencies := make([][]time.Duration, s.Connections)
+	statuses := make([][]int, s.Connections)
 	var firstError atomic.Value
 	cpuBefore := cpuSeconds()
 	started := time.Now()
+	deadline := started.Add(time.Duration(s.Seconds * float64(time.Second)))
 	var wg sync.WaitGroup
 	for w := 0; w < s.Connections; w++ {
 		headers := map[string]string{}
@@ -119,7 +125,7 @@ func main() {
 		}
 		numbered := strings.Contains(target, "{n}") || strings.Contains(s.Body, "{n}")
 		wg.Add(1)
-		go func() {
+		go func(w int) {
 			defer wg.Done()
 			// One connection per worker, kept alive for the whole run.
 			client := &http.Client{
@@ -136,8 +142,11 @@ func main() {
 				},
 			}
 			for {
+				if s.Seconds > 0 && !time.Now().Before(deadline) {
+					return
+				}
 				n := int(next.Add(1)) - 1
-				if n >= s.Requests {
+				if s.Seconds <= 0 && n >= s.Requests {
 					return
 				}
 				url, body := target, s.Body
@@ -156,29 +165,41 @@ func main() {
 				request = request.WithContext(httptrace.WithClientTrace(request.Context(), trace))
 				begun := time.Now()
 				response, err := client.Do(request)
+				status := 0
 				if err == nil {
 					_, err = io.Copy(io.Discard, response.Body)
 					response.Body.Close()
-					statuses[n] = response.StatusCode
+					status = response.StatusCode
 				}
-				latencies[n] = time.Since(begun)
+				latencies[w] = append(latencies[w], time.Since(begun))
+				statuses[w] = append(statuses[w], status)
 				if err != nil {
 					firstError.CompareAndSwap(nil, err.Error())
 				}
 			}
-		}()
+		}(w)
 	}
 	wg.Wait()
 	wall := time.Since(started).Seconds()
+	var all []time.Duration
+	var codes []int
+	for w := range latencies {
+		all = append(all, latencies[w]...)
+		codes = append(codes, statuses[w]...)
+	}
+	if len(all) == 0 {
+		fmt.Fprintln(os.Stderr, "loadclient: no request finished")
+		os.Exit(1)
+	}
 	out := result{
-		Requests:   s.Requests,
+		Requests:   len(all),
 		WallS:      wall,
-		RPS:        float64(s.Requests) / wall,
+		RPS:        float64(len(all)) / wall,
 		Statuses:   map[string]int{},
 		Opened:     opened.Load(),
 		ClientCPUS: cpuSeconds() - cpuBefore,
 	}
-	for _, status := range statuses {
+	for _, status := range codes {
 		out.Statuses[strconv.Itoa(status)]++
 		if !ok[status] {
 			out.Failures++
@@ -187,13 +208,13 @@ func main() {
 	if e, found := firstError.Load().(string); found {
 		out.FirstError = e
 	}
-	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	out.P50Ms = ms(latencies[len(latencies)/2])
-	if len(latencies)%2 == 0 {
-		out.P50Ms = (ms(latencies[len(latencies)/2-1]) + ms(latencies[len(latencies)/2])) / 2
+	out.P50Ms = ms(all[len(all)/2])
+	if len(all)%2 == 0 {
+		out.P50Ms = (ms(all[len(all)/2-1]) + ms(all[len(all)/2])) / 2
 	}
-	out.P99Ms = ms(latencies[int(0.99*float64(len(latencies)-1))])
+	out.P99Ms = ms(all[int(0.99*float64(len(all)-1))])
 	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
 		os.Exit(1)
 	}
