@@ -41,9 +41,9 @@ from app.cli import migrate  # noqa: E402
 from app.core.config import Settings  # noqa: E402
 from app.core.db import make_engine, make_session_factory, unit_of_work  # noqa: E402
 from app.core.models import Org, Team, TeamSchedule, TeamStatus, User, utcnow  # noqa: E402
+from app.core.quota import Quota  # noqa: E402
 from app.provisioning.reconciler import Reconciler  # noqa: E402
 from app.teams import service  # noqa: E402
-from app.teams.rules import QuotaValues  # noqa: E402
 from tests.k8s.conftest import portal_identity  # noqa: E402
 from tests.k8s.control_plane import control_plane  # noqa: E402
 from tests.k8s.vcluster_runtime import vcluster_runtime  # noqa: E402
@@ -115,7 +115,7 @@ def provision(args: argparse.Namespace) -> None:
                     session,
                     actor=lead,
                     name=f"t{i:03d}",
-                    values=QuotaValues(gpu_quota_centi=50, gpu_limit_centi=100),
+                    values=Quota.of_gpu(50, 100),
                 )
                 service.approve(session, actor=admin_user, request_id=request.id)
         backend = KubernetesBackend(settings)

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from app.access.credentials import Person  # noqa: E402
 from app.adapters.k8s.backend import KubernetesBackend  # noqa: E402
 from app.core.config import Settings  # noqa: E402
-from app.provisioning.backend import ResourceQuota, TeamSpec  # noqa: E402
+from app.provisioning.backend import ResourceQuota, TeamSpec, each_resource  # noqa: E402
 from tests.k8s.control_plane import ControlPlane, control_plane  # noqa: E402
 
 
@@ -82,12 +82,8 @@ def spec() -> TeamSpec:
         queue_name="team-nlp",
         parent_queue="ml-org",
         priority=100,
-        gpu=quota,
-        cpu=quota,
-        memory=quota,
-        org_gpu=quota,
-        org_cpu=quota,
-        org_memory=quota,
+        resources=each_resource(quota),
+        org_resources=each_resource(quota),
     )
 
 

@@ -5,16 +5,61 @@ that names a field (an approval with changes says "GPU limit 1 → 0.75", never
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from app.core import quota
 
 # field -> (label, unit after a value; "" where the label says it)
-QUOTA_FIELDS: dict[str, tuple[str, str]] = {
-    "gpu_quota": ("GPU guarantee", ""),
-    "gpu_limit": ("GPU limit", ""),
-    "over_quota_weight": ("Over-quota weight", ""),
-    "priority": ("Queue priority", ""),
-    "cpu_quota": ("CPU guarantee", "cores"),
-    "memory_quota": ("Memory guarantee", "GB"),
+QUOTA_FIELDS: dict[str, tuple[str, str]] = quota.field_labels()
+
+
+@dataclass(frozen=True)
+class FormField:
+    """A quota field as a form and a review card show it."""
+
+    name: str
+    label: str
+    unit: str  # after a value on a card: "GPU", "cores"; "" for a weight or a priority
+    hint: str
+    mode: str  # the input's inputmode: "decimal" or "numeric"
+    required: bool
+    main: bool  # in the form's first rows (else under "more")
+    optional: bool  # an optional resource's (shown on a card only when asked)
+
+
+_HINTS = {
+    "guarantee": "Always yours, even when everyone is busy. Fractions to two decimals.",
+    "limit": "The most you may use when others are idle.",
+    quota.WEIGHT_FIELD: "Your share of idle GPUs relative to other teams (default 1).",
+    quota.PRIORITY_FIELD: (
+        f"KAI queue priority, {quota.PRIORITY_MIN}\u2013{quota.PRIORITY_MAX} "
+        f"(default {quota.PRIORITY_DEFAULT})."
+    ),
 }
+
+
+def form_fields() -> list[FormField]:
+    """The quota's fields in the forms' order: each required resource's guarantee and
+    limit first, then the weight, the priority and the optional resources."""
+    main: list[FormField] = []
+    more: list[FormField] = []
+    for res in quota.RESOURCES:
+        into, need = (main, True) if res.required else (more, False)
+        into.append(_resource_field(res.guarantee_field, res.unit, "guarantee", need))
+        if res.limited:
+            into.append(_resource_field(res.limit_field, res.unit, "limit", need))
+    extras = [
+        FormField(name, form_label(name), "", _HINTS[name], mode, False, False, False)
+        for name, mode in ((quota.WEIGHT_FIELD, "decimal"), (quota.PRIORITY_FIELD, "numeric"))
+    ]
+    return main + extras + more
+
+
+def _resource_field(name: str, unit: str, kind: str, required: bool) -> FormField:
+    hint = _HINTS[kind] if required else ""
+    return FormField(
+        name, form_label(name), unit, hint, "decimal", required, required, not required
+    )
 
 
 # Other fields a decision may change.

@@ -18,7 +18,7 @@ from typing import Any
 
 import jinja2
 
-from app.core import labels
+from app.core import labels, quota
 from app.core.config import PROJECT_ROOT
 from app.core.events import Event
 
@@ -47,8 +47,8 @@ def _environment() -> jinja2.Environment:
     env.filters["changes"] = labels.changes
     env.filters["label"] = labels.label
     env.globals["amount"] = labels.amount
-    # The shared pieces (``_quota.txt``: ``quota(facts)``), for every template's blocks.
-    env.globals["quota"] = env.get_template("_quota.txt").module.quota  # type: ignore[attr-defined]
+    # A quota in one line, from the declaration: ``quota(facts)``.
+    env.globals["quota"] = quota.describe
     return env
 
 

@@ -12,10 +12,13 @@ from typing import Any, Protocol
 
 import yaml
 
+from app.core import quota
 from app.core.models import Org, Step, Team
 from app.core.quantities import gpus
+from app.core.quota import GPU, Quota
 
 DEFAULT_QUEUE_LABEL = "kai.scheduler/queue"
+UNLIMITED = -1.0  # KAI's limit for "no limit" (0 would be a cap of zero)
 
 
 class BackendError(Exception):
@@ -31,6 +34,14 @@ class ResourceQuota:
     over_quota_weight: float
 
 
+Entries = tuple[tuple[str, ResourceQuota], ...]  # KAI's resource name -> its entry
+
+
+def each_resource(entry: ResourceQuota) -> Entries:
+    """The same entry for every resource of the declaration."""
+    return tuple((res.key, entry) for res in quota.RESOURCES)
+
+
 @dataclass(frozen=True)
 class TeamSpec:
     """Everything a backend needs to know about a team, in the cluster's terms."""
@@ -41,12 +52,9 @@ class TeamSpec:
     queue_name: str
     parent_queue: str
     priority: int
-    gpu: ResourceQuota
-    cpu: ResourceQuota
-    memory: ResourceQuota
-    org_gpu: ResourceQuota
-    org_cpu: ResourceQuota
-    org_memory: ResourceQuota
+    # KAI's resource name -> the team's and the org's entries, in the declaration's order.
+    resources: Entries
+    org_resources: Entries
     queue_label: str = DEFAULT_QUEUE_LABEL
     # The cluster template rendered in (``catalog.rules.deploy_values`` and the vCluster
     # values it sets, as canonical JSON), "name vN" as people read it, its version's id,
@@ -63,6 +71,14 @@ class TeamSpec:
     template_repair: bool = False
 
     @property
+    def gpu(self) -> ResourceQuota:
+        return dict(self.resources)[GPU.key]
+
+    @property
+    def org_gpu(self) -> ResourceQuota:
+        return dict(self.org_resources)[GPU.key]
+
+    @property
     def has_template_objects(self) -> bool:
         return bool(self.template_manifests.strip() or self.template_charts)
 
@@ -74,12 +90,22 @@ def spec_for(
     queue_label: str = DEFAULT_QUEUE_LABEL,
     org_limit_is_pool: bool = False,
 ) -> TeamSpec:
-    """Translate stored values into KAI's units; every resource gets all three fields.
-    The org queue's GPU limit is unlimited (the org may borrow idle GPUs of the whole
-    cluster) unless ``org_limit_is_pool``."""
-    weight = gpus(team.weight_centi)
-    unlimited = -1.0
-    pool = gpus(org.gpus_centi)
+    """Translate stored values into KAI's units; every resource of the declaration gets
+    all three fields (a resource without a limit: unlimited). The org queue's limits are
+    unlimited (the org may borrow idle GPUs of the whole cluster) unless
+    ``org_limit_is_pool``, which caps each limited resource at the pool."""
+    values = Quota.of(team)
+    capacity = quota.capacity_of(org)
+    resources = []
+    org_resources = []
+    for res, line in values:
+        limit = UNLIMITED if line.limit is None else res.kai(line.limit)
+        resources.append(
+            (res.key, ResourceQuota(res.kai(line.guarantee), limit, gpus(line.weight)))
+        )
+        pool = res.kai(capacity[res.key])
+        org_limit = pool if org_limit_is_pool and res.limited else UNLIMITED
+        org_resources.append((res.key, ResourceQuota(pool, org_limit, 1.0)))
     return TeamSpec(
         team=team.name,
         namespace=team.namespace,
@@ -87,12 +113,8 @@ def spec_for(
         queue_name=team.queue_name,
         parent_queue=org.parent_queue,
         priority=team.priority,
-        gpu=ResourceQuota(gpus(team.gpu_quota_centi), gpus(team.gpu_limit_centi), weight),
-        cpu=ResourceQuota(float(team.cpu_quota_millicores or 0), unlimited, weight),
-        memory=ResourceQuota(float(team.memory_quota_mb or 0), unlimited, weight),
-        org_gpu=ResourceQuota(pool, pool if org_limit_is_pool else unlimited, 1.0),
-        org_cpu=ResourceQuota(float(org.cpu_millicores), unlimited, 1.0),
-        org_memory=ResourceQuota(float(org.memory_mb), unlimited, 1.0),
+        resources=tuple(resources),
+        org_resources=tuple(org_resources),
         queue_label=queue_label,
     )
 

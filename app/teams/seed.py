@@ -11,9 +11,9 @@ from app.catalog import service as catalog
 from app.catalog.schema import ValuesSchema
 from app.core.events import Event
 from app.core.models import Org, User
+from app.core.quota import Quota
 from app.teams import repository as repo
 from app.teams import service
-from app.teams.rules import QuotaValues
 
 EXAMPLE_TEAMS: tuple[tuple[str, str, str, dict[str, str]], ...] = (
     ("nlp", "Own CRDs for NLP workloads", "crd-playground", {}),
@@ -126,7 +126,7 @@ def seed_example(session: Session) -> bool:
             actor=lead,
             name=name,
             # The design source's queues: 0.33 GPU guaranteed, limit 1, weight 1, priority 100.
-            values=QuotaValues(gpu_quota_centi=33, gpu_limit_centi=100),
+            values=Quota.of_gpu(33, 100),
             purpose=purpose,
             template=catalog.choose(
                 session,

@@ -35,10 +35,10 @@ from app.core.models import (
     utcnow,
 )
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.core.quota import Quota
 from app.notifications import events
 from app.teams import repository as repo
 from app.teams.rules import (
-    QuotaValues,
     parse_purpose,
     parse_quota,
     parse_reason,
@@ -75,20 +75,12 @@ class Keep:
 KEEP = Keep()
 
 
-def values_of(obj: ClusterRequest | Team) -> QuotaValues:
-    return QuotaValues(
-        gpu_quota_centi=obj.gpu_quota_centi,
-        gpu_limit_centi=obj.gpu_limit_centi,
-        weight_centi=obj.weight_centi,
-        priority=obj.priority,
-        cpu_quota_millicores=obj.cpu_quota_millicores,
-        memory_quota_mb=obj.memory_quota_mb,
-    )
+def values_of(obj: ClusterRequest | Team) -> Quota:
+    return Quota.of(obj)
 
 
-def _assign(obj: ClusterRequest | Team | Decision, values: QuotaValues) -> None:
-    for key, value in values.as_dict().items():
-        setattr(obj, key, value)
+def _assign(obj: ClusterRequest | Team | Decision, values: Quota) -> None:
+    values.assign(obj)
 
 
 def preview(
@@ -99,7 +91,7 @@ def preview(
     return PoolPreview(org.gpus_centi, committed, requested_centi)
 
 
-def check_cluster_request(session: Session, data: Mapping[str, Any]) -> tuple[str, QuotaValues]:
+def check_cluster_request(session: Session, data: Mapping[str, Any]) -> tuple[str, Quota]:
     """Validate a new-cluster request without writing anything."""
     org = repo.get_org(session)
     errors: dict[str, str] = {}
@@ -107,7 +99,7 @@ def check_cluster_request(session: Session, data: Mapping[str, Any]) -> tuple[st
     problem = _name_problem(session, name)
     if problem:
         errors["name"] = problem
-    values: QuotaValues | None = None
+    values: Quota | None = None
     try:
         values = parse_quota(data, pool=org)
         parse_purpose(data)
@@ -140,7 +132,7 @@ def submit_cluster_request(
     *,
     actor: User,
     name: str,
-    values: QuotaValues,
+    values: Quota,
     purpose: str = "",
     template: Chosen | None = None,
 ) -> ClusterRequest:
@@ -192,7 +184,7 @@ def submit_cluster_request(
 
 
 def submit_quota_change(
-    session: Session, *, actor: User, team: Team, values: QuotaValues, purpose: str = ""
+    session: Session, *, actor: User, team: Team, values: Quota, purpose: str = ""
 ) -> ClusterRequest:
     """Ask for new quota values (parsed at the edge) on a ready team; it goes through the
     same approval."""
@@ -246,7 +238,7 @@ def approve(
     *,
     actor: User,
     request_id: int,
-    adjusted: QuotaValues | None = None,
+    adjusted: Quota | None = None,
     reason: str = "",
     template: Chosen | Keep | None = KEEP,
 ) -> Decision:
@@ -260,17 +252,13 @@ def approve(
     _require_open(request)
     team = request.team
     values = adjusted if adjusted is not None else values_of(request)
-    if adjusted is not None and (problems := quota_problems(adjusted, org)):
+    if problems := quota_problems(values, org):
         raise InvalidInput(problems)
-    if values.gpu_limit_centi > org.gpus_centi:
-        pool = format_hundredths(org.gpus_centi)
-        raise InvalidInput({"gpu_limit": f"the limit cannot exceed the pool of {pool} GPU"})
     _check_pool(session, org, team, values)
     if request.kind == RequestKind.QUOTA_CHANGE and team.status != TeamStatus.READY:
         raise Conflict(f"team {team.name} is {team.status}: its quota cannot change now")
-    asked = values_of(request).display()
     approved = values.display()
-    changes = {k: [asked[k], approved[k]] for k in asked if asked[k] != approved[k]}
+    changes: dict[str, list[str]] = values_of(request).changes(values)
     asked_version = (
         catalog_repo.get_version(session, request.template_version_id)
         if request.template_version_id is not None
@@ -491,13 +479,14 @@ def _require_open(request: ClusterRequest) -> None:
         raise Conflict(f"request #{request.id} was already {request.status}; reload to see it")
 
 
-def _check_pool(session: Session, org: Org, team: Team, values: QuotaValues) -> None:
+def _check_pool(session: Session, org: Org, team: Team, values: Quota) -> None:
     others = repo.committed_gpu_centi(session, org.id, exclude_team_id=team.id)
-    if others + values.gpu_quota_centi > org.gpus_centi:
+    guarantee = values.gpu.guarantee or 0
+    if others + guarantee > org.gpus_centi:
         free = max(0, org.gpus_centi - others)
         raise Conflict(
-            f"approving a guarantee of {format_hundredths(values.gpu_quota_centi)} GPU would "
-            f"commit {format_hundredths(others + values.gpu_quota_centi)} of the pool's "
+            f"approving a guarantee of {format_hundredths(guarantee)} GPU would "
+            f"commit {format_hundredths(others + guarantee)} of the pool's "
             f"{format_hundredths(org.gpus_centi)} GPU; {format_hundredths(free)} GPU is free. "
             "Approve with a guarantee of at most that, or raise the pool first."
         )
@@ -514,14 +503,5 @@ def _init_steps(session: Session, team: Team) -> None:
             )
 
 
-def _describe(values: QuotaValues) -> str:
-    d = values.display()
-    text = (
-        f"guarantee {d['gpu_quota']} GPU, limit {d['gpu_limit']} GPU, "
-        f"weight {d['over_quota_weight']}, priority {d['priority']}"
-    )
-    if d["cpu_quota"]:
-        text += f", {d['cpu_quota']} CPU cores"
-    if d["memory_quota"]:
-        text += f", {d['memory_quota']} GB memory"
-    return text
+def _describe(values: Quota) -> str:
+    return values.describe()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import groupby
 
@@ -209,10 +209,10 @@ def propose(session: Session, *, actor: User, team: Team) -> ClusterRequest:
             "(it fits its usage, or changed since the last computation)"
         )
     current = team_service.values_of(team)
-    values = replace(
-        current,
-        gpu_quota_centi=found.suggested_centi,
-        gpu_limit_centi=max(current.gpu_limit_centi, found.suggested_centi),
+    values = current.replace(
+        "gpu",
+        guarantee=found.suggested_centi,
+        limit=max(current.gpu.limit or 0, found.suggested_centi),
     )
     return team_service.submit_quota_change(
         session, actor=actor, team=team, values=values, purpose=describe(found)

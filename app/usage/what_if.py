@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
-from app.teams.rules import QuotaValues
+from app.core.quota import Quota
 from app.usage.division import Division
 from app.usage.fairshare import Trace
 from app.usage.impact import Impact, impact
@@ -16,7 +16,7 @@ from app.usage.sources import QueueUsage
 
 
 def changed_rows(
-    rows: Sequence[TeamQuota] | Mapping[int, TeamQuota], changes: Mapping[int, QuotaValues]
+    rows: Sequence[TeamQuota] | Mapping[int, TeamQuota], changes: Mapping[int, Quota]
 ) -> dict[int, TeamQuota]:
     """The quota rows of the changed teams, with their new values (GPU fields only: fair
     share divides GPUs). ``rows``: the org's rows, or the same by id (then only the
@@ -25,9 +25,9 @@ def changed_rows(
     return {
         team_id: replace(
             row,
-            gpu_quota_centi=values.gpu_quota_centi,
-            gpu_limit_centi=values.gpu_limit_centi,
-            weight_centi=values.weight_centi,
+            gpu_quota_centi=values.gpu.guarantee or 0,
+            gpu_limit_centi=values.gpu.limit or 0,
+            weight_centi=values.weight,
             priority=values.priority,
         )
         for team_id, values in changes.items()
@@ -41,7 +41,7 @@ def what_if(
     *,
     pool_centi: int,
     parent: str,
-    changes: Mapping[int, QuotaValues],
+    changes: Mapping[int, Quota],
     new_pool_centi: int | None = None,
     before: Division | None = None,
     model: Model = NO_MODEL,

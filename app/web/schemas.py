@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
+from app.core import quota
 from app.core.models import EMAIL_MAX, TOKEN_NAME_MAX
 from app.core.quantities import QUANTITY_MAX, is_plain_number, parse_hundredths
-from app.teams.rules import PRIORITY_MAX, PRIORITY_MIN, PURPOSE_MAX, REASON_MAX, QuotaValues
+from app.core.quota import PRIORITY_MAX, PRIORITY_MIN, Quota
+from app.teams.rules import PURPOSE_MAX, REASON_MAX
 
 
 def _plain_number(value: object) -> object:
@@ -40,39 +42,79 @@ Amount = Annotated[
 ]
 
 
-class QuotaIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def _quota_fields(*, answer: bool) -> dict[str, Any]:
+    """The quota's fields, one per line of the declaration (``core.quota``): a body's
+    (``answer`` False) or an answer's (amounts as the forms write them)."""
+    fields: dict[str, Any] = {}
+    for res in quota.RESOURCES:
+        what = f"{res.in_sentence} ({res.unit})" if res.unit != res.name else f"{res.unit}s"
+        amount: Any = str if answer else Amount
+        if res.required:
+            fields[res.guarantee_field] = (
+                amount,
+                Field(description=f"Guaranteed {what} (fractions to two decimals)."),
+            )
+        else:
+            fields[res.guarantee_field] = (
+                amount | None,
+                Field(default=None, description=f"Guaranteed {what}; none if left out."),
+            )
+        if res.limited:
+            fields[res.limit_field] = (
+                amount,
+                Field(description=f"Most {what} the team may use, guarantee included."),
+            )
+    fields[quota.WEIGHT_FIELD] = (
+        str if answer else Amount,
+        Field(
+            default=Decimal(1) if not answer else ...,
+            description="Share of idle resources relative to other teams.",
+        ),
+    )
+    fields[quota.PRIORITY_FIELD] = (
+        int,
+        Field(
+            default=quota.PRIORITY_DEFAULT if not answer else ...,
+            ge=PRIORITY_MIN,
+            le=PRIORITY_MAX,
+            strict=True,
+            description=f"KAI queue priority ({PRIORITY_MIN}-{PRIORITY_MAX}).",
+        )
+        if not answer
+        else Field(),
+    )
+    return fields
 
-    gpu_quota: Amount = Field(description="Guaranteed GPUs (fractions to two decimals).")
-    gpu_limit: Amount = Field(description="Most GPUs the team may use, guarantee included.")
-    over_quota_weight: Amount = Field(
-        default=Decimal(1), description="Share of idle GPUs relative to other teams."
+
+if TYPE_CHECKING:  # built from the declaration below; a plain model to the type checker
+    QuotaFields = BaseModel
+    QuotaOut = BaseModel
+else:
+    QuotaFields = create_model(
+        "QuotaFields", __config__=ConfigDict(extra="forbid"), **_quota_fields(answer=False)
     )
-    priority: int = Field(
-        default=100,
-        ge=PRIORITY_MIN,
-        le=PRIORITY_MAX,
-        strict=True,
-        description=f"KAI queue priority ({PRIORITY_MIN}-{PRIORITY_MAX}).",
-    )
-    cpu_quota: Amount | None = Field(default=None, description="Guaranteed CPU cores.")
-    memory_quota: Amount | None = Field(default=None, description="Guaranteed memory, GB.")
+    QuotaOut = create_model("QuotaOut", **_quota_fields(answer=True))
+
+
+class QuotaIn(QuotaFields):
     purpose: str = Field(default="", max_length=PURPOSE_MAX, description="What the team will run.")
 
-    def values(self) -> QuotaValues:
+    def values(self) -> Quota:
         """The validated body as the services take it (storage units): no second parse."""
-        return QuotaValues(
-            gpu_quota_centi=_hundredths(self.gpu_quota),
-            gpu_limit_centi=_hundredths(self.gpu_limit),
-            weight_centi=_hundredths(self.over_quota_weight),
-            priority=self.priority,
-            cpu_quota_millicores=None
-            if self.cpu_quota is None
-            else _hundredths(self.cpu_quota) * 10,
-            memory_quota_mb=None
-            if self.memory_quota is None
-            else _hundredths(self.memory_quota) * 10,
-        )
+        data = self.model_dump()
+        weight = _hundredths(data[quota.WEIGHT_FIELD])
+        lines = []
+        for res in quota.RESOURCES:
+            guarantee = data.get(res.guarantee_field)
+            limit = data.get(res.limit_field) if res.limited else None
+            lines.append(
+                quota.Line(
+                    None if guarantee is None else _hundredths(guarantee) * res.scale,
+                    None if limit is None else _hundredths(limit) * res.scale,
+                    weight,
+                )
+            )
+        return Quota(tuple(lines), data[quota.PRIORITY_FIELD])
 
 
 TemplateId = Annotated[int, Field(ge=1, le=2**31 - 1, strict=True)]
@@ -205,15 +247,6 @@ class PoolIn(BaseModel):
         description="confirm a pool below the GPUs already guaranteed to teams (GPUs were "
         "lost); without it such a pool is refused with 422",
     )
-
-
-class QuotaOut(BaseModel):
-    gpu_quota: str
-    gpu_limit: str
-    over_quota_weight: str
-    priority: int
-    cpu_quota: str | None
-    memory_quota: str | None
 
 
 class GpuShareOut(BaseModel):

@@ -27,12 +27,16 @@ def _spec(queue: QueueInput, pool: float) -> TeamSpec:
         queue_name=queue.name,
         parent_queue="org",
         priority=queue.priority,
-        gpu=ResourceQuota(queue.quota, queue.limit, queue.weight),
-        cpu=UNLIMITED,
-        memory=UNLIMITED,
-        org_gpu=ResourceQuota(pool, -1.0, 1.0),
-        org_cpu=UNLIMITED,
-        org_memory=UNLIMITED,
+        resources=(
+            ("gpu", ResourceQuota(queue.quota, queue.limit, queue.weight)),
+            ("cpu", UNLIMITED),
+            ("memory", UNLIMITED),
+        ),
+        org_resources=(
+            ("gpu", ResourceQuota(pool, -1.0, 1.0)),
+            ("cpu", UNLIMITED),
+            ("memory", UNLIMITED),
+        ),
     )
 
 

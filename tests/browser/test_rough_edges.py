@@ -159,8 +159,8 @@ def test_a_failure_with_a_retry_coming_is_retrying_and_a_rejection_can_be_asked_
 
     _request(lead, portal, "audio2", "0.2", "0.6")
     rejected_page = lead.url
-    expect(lead.locator('[data-quota="guarantee"]')).to_have_text("0.2")
-    expect(lead.locator('[data-quota="limit"]')).to_have_text("0.6")
+    expect(lead.locator('[data-quota="gpu_quota"]')).to_have_text("0.2")
+    expect(lead.locator('[data-quota="gpu_limit"]')).to_have_text("0.6")
     admin.goto(portal + "/admin/requests")
     card = admin.locator("article.request", has_text="audio2")
     card.locator("summary:has-text('Reject')").click()
@@ -171,7 +171,7 @@ def test_a_failure_with_a_retry_coming_is_retrying_and_a_rejection_can_be_asked_
     expect(lead.locator("main")).to_contain_text(
         "The request was rejected; these are the values it asked for."
     )
-    expect(lead.locator('[data-quota="guarantee"]')).to_have_text("0.2")
+    expect(lead.locator('[data-quota="gpu_quota"]')).to_have_text("0.2")
     lead.click("[data-action=request-again]")
     expect(lead.locator("#f-name")).to_have_value("audio2")
     expect(lead.locator("#f-gpu_limit")).to_have_value("0.6")

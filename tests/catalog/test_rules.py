@@ -87,12 +87,16 @@ def _team() -> TeamSpec:
         queue_name="team-nlp",
         parent_queue="ml-org",
         priority=100,
-        gpu=ResourceQuota(1.0, 2.0, 1.0),
-        cpu=unlimited,
-        memory=unlimited,
-        org_gpu=ResourceQuota(1.0, -1.0, 1.0),
-        org_cpu=unlimited,
-        org_memory=unlimited,
+        resources=(
+            ("gpu", ResourceQuota(1.0, 2.0, 1.0)),
+            ("cpu", unlimited),
+            ("memory", unlimited),
+        ),
+        org_resources=(
+            ("gpu", ResourceQuota(1.0, -1.0, 1.0)),
+            ("cpu", unlimited),
+            ("memory", unlimited),
+        ),
     )
 
 

@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.adapters.k8s.access import SYNCER_COMPONENT, latest_answers
-from app.provisioning.backend import RefusedPod, ResourceQuota, TeamSpec
+from app.provisioning.backend import RefusedPod, ResourceQuota, TeamSpec, each_resource
 from app.provisioning.workloads import RefusedPods
 
 _ANY = ResourceQuota(0.0, -1.0, 1.0)
 SPEC = TeamSpec(
-    "nlp", "vcluster-nlp", "nlp", "team-nlp", "org", 100, _ANY, _ANY, _ANY, _ANY, _ANY, _ANY
+    "nlp", "vcluster-nlp", "nlp", "team-nlp", "org", 100, each_resource(_ANY), each_resource(_ANY)
 )
 
 

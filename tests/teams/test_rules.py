@@ -7,7 +7,8 @@ import pytest
 from app.core.errors import InvalidInput
 from app.core.models import Org
 from app.core.quantities import format_hundredths, parse_hundredths
-from app.teams.rules import QuotaValues, parse_quota, team_name_error
+from app.core.quota import Line, Quota
+from app.teams.rules import parse_quota, team_name_error
 
 POOL = Org(
     name="ml-org", parent_queue="ml-org", gpus_centi=100, cpu_millicores=40_000, memory_mb=160_000
@@ -63,8 +64,8 @@ def test_good_team_names(name: str) -> None:
         ({"over_quota_weight": "-1"}, "over_quota_weight", "cannot be negative"),
         ({"priority": "0"}, "priority", "whole number from 1 to 1000"),
         ({"priority": "1.5"}, "priority", "whole number from 1 to 1000"),
-        ({"cpu_quota": "41"}, "cpu_quota", "cannot exceed the pool's 40 cores"),
-        ({"memory_quota": "160.01"}, "memory_quota", "cannot exceed the pool's 160 GB"),
+        ({"cpu_quota": "41"}, "cpu_quota", "cannot exceed the pool of 40 cores"),
+        ({"memory_quota": "160.01"}, "memory_quota", "cannot exceed the pool of 160 GB"),
         ({"memory_quota": "0.001"}, "memory_quota", "at most two decimals"),
     ],
 )
@@ -85,22 +86,17 @@ def test_every_problem_is_reported_at_once() -> None:
 
 def test_good_quota_in_storage_units() -> None:
     values = parse_quota({**GOOD, "cpu_quota": "2.5", "memory_quota": "16"}, pool=POOL)
-    assert values == QuotaValues(
-        gpu_quota_centi=33,
-        gpu_limit_centi=100,
-        weight_centi=100,
-        priority=100,
-        cpu_quota_millicores=2500,
-        memory_quota_mb=16_000,
+    assert values == Quota(
+        (Line(33, 100, 100), Line(2500, None, 100), Line(16_000, None, 100)), 100
     )
     assert values.display()["cpu_quota"] == "2.5"
     assert values.display()["memory_quota"] == "16"
 
 
 def test_weight_defaults_to_one_and_zero_is_allowed() -> None:
-    assert parse_quota({"gpu_quota": "0", "gpu_limit": "0"}, pool=POOL).weight_centi == 100
+    assert parse_quota({"gpu_quota": "0", "gpu_limit": "0"}, pool=POOL).weight == 100
     zero = parse_quota({**GOOD, "over_quota_weight": "0"}, pool=POOL)
-    assert zero.weight_centi == 0
+    assert zero.weight == 0
 
 
 @pytest.mark.parametrize(

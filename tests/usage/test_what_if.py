@@ -3,7 +3,7 @@ already parsed (the page's form is read elsewhere)."""
 
 from __future__ import annotations
 
-from app.teams.rules import QuotaValues
+from app.core.quota import Quota
 from app.usage.service import TeamQuota
 from app.usage.sources import QueueUsage
 from app.usage.what_if import changed_rows, what_if
@@ -16,15 +16,8 @@ ROWS = [
 BUSY = {f"team-{r.name}": QueueUsage(allocated_gpu=0.33, requested_gpu=1.0) for r in ROWS}
 
 
-def values(quota: int, limit: int = 100) -> QuotaValues:
-    return QuotaValues(
-        gpu_quota_centi=quota,
-        gpu_limit_centi=limit,
-        weight_centi=100,
-        priority=100,
-        cpu_quota_millicores=None,
-        memory_quota_mb=None,
-    )
+def values(quota: int, limit: int = 100) -> Quota:
+    return Quota.of_gpu(quota, limit)
 
 
 def test_only_the_changed_teams_get_new_rows() -> None:

@@ -17,10 +17,10 @@ from sqlalchemy import insert, select
 from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
 from app.core.models import Org, Team, TeamStatus, User, utcnow
+from app.core.quota import Quota
 from app.runtime import portal_of
 from app.teams import repository as repo
 from app.teams import service
-from app.teams.rules import QuotaValues
 from app.usage import division
 from app.usage import impact as usage_impact
 from app.usage import what_if as usage_what_if
@@ -80,7 +80,7 @@ def _ask_for_more(app: FastAPI, teams: int) -> None:
                 session,
                 actor=actor,
                 team=team,
-                values=QuotaValues(1, 100, 100, 100, None, None),
+                values=Quota.of_gpu(1, 100),
                 purpose=f"more for {i}",
             )
 

@@ -146,8 +146,8 @@ def test_pending_and_rejected_teams_show_what_they_asked_for(db_url: str) -> Non
         team_id = asked.json()["team_id"]
         page = lead.get(f"/teams/{team_id}").text
         assert "Quota asked for" in page
-        assert re.search(r'data-quota="guarantee">0.2<', page)
-        assert re.search(r'data-quota="limit">0.5<', page)
+        assert re.search(r'data-quota="gpu_quota">0.2<', page)
+        assert re.search(r'data-quota="gpu_limit">0.5<', page)
         admin = client_for(app, "admin@example.org", admin=True)
         rejected = admin.api(
             "POST", f"/api/v1/requests/{asked.json()['id']}/reject", {"reason": "too big"}

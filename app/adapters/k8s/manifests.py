@@ -47,11 +47,7 @@ def make_parent_queue(spec: TeamSpec) -> dict[str, Any]:
         "metadata": {"name": spec.parent_queue, "labels": owned_labels()},
         "spec": {
             "displayName": spec.parent_queue,
-            "resources": {
-                "gpu": _resource(spec.org_gpu),
-                "cpu": _resource(spec.org_cpu),
-                "memory": _resource(spec.org_memory),
-            },
+            "resources": {name: _resource(entry) for name, entry in spec.org_resources},
         },
     }
 
@@ -65,11 +61,7 @@ def make_queue(spec: TeamSpec) -> dict[str, Any]:
             "displayName": spec.team,
             "parentQueue": spec.parent_queue,
             "priority": spec.priority,
-            "resources": {
-                "gpu": _resource(spec.gpu),
-                "cpu": _resource(spec.cpu),
-                "memory": _resource(spec.memory),
-            },
+            "resources": {name: _resource(entry) for name, entry in spec.resources},
         },
     }
 

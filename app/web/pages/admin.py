@@ -7,7 +7,7 @@ import heapq
 import io
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -406,12 +406,8 @@ def what_if_to_requests(
         assert row.values is not None
         team = repo.get_team(session, row.team.id)
         current = service.values_of(team)
-        # CPU and memory are not edited on the page: the team keeps its own.
-        values = replace(
-            row.values,
-            cpu_quota_millicores=current.cpu_quota_millicores,
-            memory_quota_mb=current.memory_quota_mb,
-        )
+        # Only the GPU line is edited on the page: the team keeps its other resources.
+        values = row.values.keep_others(current, "gpu")
         try:
             service.submit_quota_change(
                 session,

@@ -484,7 +484,7 @@ def _quota_form(
         parsed = parse_quota(values, pool=org)
     except InvalidInput as exc:
         errors = errors or exc.errors
-    requested = parsed.gpu_quota_centi if parsed is not None else 0
+    requested = (parsed.gpu.guarantee or 0) if parsed is not None else 0
     return render(
         request,
         "teams/quota.html",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.catalog.service import Offered
+from app.core import quota
 from app.core.models import (
     ApiToken,
     AuditEvent,
@@ -36,15 +37,18 @@ from app.web.schemas import (
 
 
 def quota_out(obj: Team | ClusterRequest | Decision) -> QuotaOut:
-    cpu, memory = obj.cpu_quota_millicores, obj.memory_quota_mb
-    return QuotaOut(
-        gpu_quota=format_hundredths(obj.gpu_quota_centi or 0),
-        gpu_limit=format_hundredths(obj.gpu_limit_centi or 0),
-        over_quota_weight=format_hundredths(obj.weight_centi or 0),
-        priority=obj.priority or 0,
-        cpu_quota=None if cpu is None else format_hundredths(cpu // 10),
-        memory_quota=None if memory is None else format_hundredths(memory // 10),
-    )
+    """A stored quota as the API answers it (a decision's absent values read as 0)."""
+    answer: dict[str, str | int | None] = {}
+    for res in quota.RESOURCES:
+        stored = getattr(obj, res.guarantee_column)
+        answer[res.guarantee_field] = (
+            res.text(stored or 0) if res.required else res.text(stored) or None
+        )
+        if res.limit_column:
+            answer[res.limit_field] = res.text(getattr(obj, res.limit_column) or 0)
+    answer[quota.WEIGHT_FIELD] = format_hundredths(obj.weight_centi or 0)
+    answer[quota.PRIORITY_FIELD] = obj.priority or 0
+    return QuotaOut.model_validate(answer)
 
 
 def team_out(

@@ -18,10 +18,11 @@ from app.core.models import (
     TeamStatus,
 )
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.core.quota import Quota
 from app.core.text import is_number
 from app.reads.org import org_view
 from app.teams import service as team_service
-from app.teams.rules import QuotaValues, parse_quota
+from app.teams.rules import parse_quota
 from app.usage.explain import Level, explain
 from app.usage.fairshare import Trace
 from app.usage.impact import Impact, TeamImpact, impact
@@ -29,14 +30,14 @@ from app.usage.service import TeamQuota, UsageCache, display_name_of
 from app.usage.what_if import what_if as usage_what_if
 
 
-def quota_row(team: Team, values: QuotaValues) -> TeamQuota:
+def quota_row(team: Team, values: Quota) -> TeamQuota:
     """A team's quota as fair share sees it, with the values of a request or a what-if."""
     return TeamQuota(
         id=team.id,
         name=team.name,
-        gpu_quota_centi=values.gpu_quota_centi,
-        gpu_limit_centi=values.gpu_limit_centi,
-        weight_centi=values.weight_centi,
+        gpu_quota_centi=values.gpu.guarantee or 0,
+        gpu_limit_centi=values.gpu.limit or 0,
+        weight_centi=values.weight,
         priority=values.priority,
         created=int(team.created_at.timestamp()),
         ready=team.status == TeamStatus.READY,
@@ -100,7 +101,7 @@ def request_impact(
     usage: UsageCache,
     org: Org,
     request: ClusterRequest,
-    values: QuotaValues | None = None,
+    values: Quota | None = None,
     *,
     trace: Trace | None = None,
     busy_trace: Trace | None = None,
@@ -121,7 +122,7 @@ def request_impact(
 
 
 def own_impact(
-    session: Session, usage: UsageCache, org: Org, team: Team, values: QuotaValues
+    session: Session, usage: UsageCache, org: Org, team: Team, values: Quota
 ) -> TeamImpact | None:
     """The team's own figures before and after a change of its quota (what its lead may
     see: no other team's numbers)."""
@@ -182,7 +183,7 @@ def review(
         asked=asked.display(),
         current=current,
         shown=asked.display(),
-        after_centi=others + asked.gpu_quota_centi,
+        after_centi=others + (asked.gpu.guarantee or 0),
         free_centi=free,
         org_centi=org.gpus_centi,
         impact=None,
@@ -197,7 +198,7 @@ def review(
         return replace(
             base,
             shown=values.display(),
-            after_centi=others + values.gpu_quota_centi,
+            after_centi=others + (values.gpu.guarantee or 0),
             typed=True,
             impact=request_impact(
                 session, usage, org, request, values, trace=trace, busy_trace=busy_trace
@@ -205,7 +206,7 @@ def review(
         )
     trimmed = not base.asked_fits
     values = (
-        replace(asked, gpu_quota_centi=free, gpu_limit_centi=max(asked.gpu_limit_centi, free))
+        asked.replace("gpu", guarantee=free, limit=max(asked.gpu.limit or 0, free))
         if trimmed
         else asked
     )
@@ -270,7 +271,7 @@ class WhatIfRow:
     team: TeamQuota
     inputs: dict[str, str]  # short field name -> what is in the form
     errors: dict[str, str]
-    values: QuotaValues | None  # parsed, when changed and valid
+    values: Quota | None  # parsed, when changed and valid
     changed: bool
     # Time-based fairshare: the team's past use (a share of the cluster) to try, and
     # whether it differs from today's (never sent as a request: it is not a quota).
@@ -362,7 +363,7 @@ def what_if(
         named |= {row.id for row in view.rows if row.gpu_limit_centi > pool_centi}
     tried: dict[str, float] = {}  # queue -> past use to try
     tried_ids: set[int] = set()
-    changes: dict[int, QuotaValues] = {}
+    changes: dict[int, Quota] = {}
 
     def row_of(row: TeamQuota) -> WhatIfRow:
         shown = _shown(row)
@@ -385,7 +386,7 @@ def what_if(
                 row, inputs, {}, None, False, use_input, use_error, use_changed, shown, today_use
             )
         errors: dict[str, str] = {}
-        values: QuotaValues | None = None
+        values: Quota | None = None
         try:
             values = parse_quota({keys[k]: v for k, v in inputs.items()}, pool=scenario)
         except InvalidInput as exc:
