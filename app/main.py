@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from urllib.parse import quote, urlsplit
 
 from fastapi import Depends, FastAPI, Request
@@ -161,7 +161,32 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     templates.env.auto_reload = settings.reload_templates
 
     portal = Portal(settings, roles=serve_roles(settings))
+    app = FastAPI(
+        title="GPU cluster portal",
+        version="0.1.0",
+        description=(
+            "Self-service isolated clusters (vCluster) on a shared GPU pool scheduled by "
+            "KAI Scheduler. Unsafe methods need the session's CSRF token in `X-CSRF-Token`."
+        ),
+        lifespan=_lifespan(portal, settings, freeze_heap=freeze_heap),
+        docs_url=None,  # served by app.web.pages.docs from the portal's own assets
+        redoc_url=None,
+        dependencies=[Depends(csrf_protect)],
+    )
+    app.state.portal = portal
+    _add_middleware(app, settings)
+    app.mount("/static", StaticFiles(directory=str(PROJECT_ROOT / "static")), name="static")
+    for router in ROUTERS:
+        app.include_router(router)
+    app.add_exception_handler(NotAuthenticated, _not_authenticated)  # type: ignore[arg-type]
+    app.add_exception_handler(DomainError, _domain_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
+    return app
 
+
+def _lifespan(
+    portal: Portal, settings: Settings, *, freeze_heap: bool
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         logs.install()
@@ -187,19 +212,11 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
             if metrics_server is not None:
                 metrics_server.shutdown()
 
-    app = FastAPI(
-        title="GPU cluster portal",
-        version="0.1.0",
-        description=(
-            "Self-service isolated clusters (vCluster) on a shared GPU pool scheduled by "
-            "KAI Scheduler. Unsafe methods need the session's CSRF token in `X-CSRF-Token`."
-        ),
-        lifespan=lifespan,
-        docs_url=None,  # served by app.web.pages.docs from the portal's own assets
-        redoc_url=None,
-        dependencies=[Depends(csrf_protect)],
-    )
-    app.state.portal = portal
+    return lifespan
+
+
+def _add_middleware(app: FastAPI, settings: Settings) -> None:
+    """The middleware, innermost first."""
     app.add_middleware(
         SessionMiddleware,
         secret_key=settings.secret_key.get_secret_value(),
@@ -213,56 +230,50 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     app.add_middleware(SecurityHeaders, headers=security_headers(settings))
     # Outermost: request ids, and the request metrics unless they are off.
     app.add_middleware(observability.RequestContext, count=settings.metrics_enabled)
-    app.mount("/static", StaticFiles(directory=str(PROJECT_ROOT / "static")), name="static")
-    for router in ROUTERS:
-        app.include_router(router)
 
-    def wants_json(request: Request) -> bool:
-        return request.url.path.startswith("/api/")
 
-    @app.exception_handler(NotAuthenticated)
-    async def not_authenticated(request: Request, exc: NotAuthenticated) -> Response:
-        if wants_json(request):
-            return JSONResponse(
-                {"detail": exc.message},
-                status_code=401,
-                headers={"WWW-Authenticate": 'Bearer realm="gpu-portal"'},
-            )
-        target = "/login?next=" + quote(request.url.path)
-        if is_htmx(request):
-            return Response(status_code=401, headers={"HX-Redirect": target})
-        return RedirectResponse(target, status_code=303)
+def _wants_json(request: Request) -> bool:
+    return request.url.path.startswith("/api/")
 
-    @app.exception_handler(DomainError)
-    async def domain_error(request: Request, exc: DomainError) -> Response:
-        errors = exc.errors if isinstance(exc, InvalidInput) else None
-        if wants_json(request):
-            return JSONResponse(
-                {"detail": exc.message, "errors": errors}, status_code=exc.status_code
-            )
-        return render(
-            request,
-            "error.html",
-            {"message": exc.message, "errors": errors or {}, "status": exc.status_code},
-            status_code=exc.status_code,
+
+async def _not_authenticated(request: Request, exc: NotAuthenticated) -> Response:
+    if _wants_json(request):
+        return JSONResponse(
+            {"detail": exc.message},
+            status_code=401,
+            headers={"WWW-Authenticate": 'Bearer realm="gpu-portal"'},
         )
+    target = "/login?next=" + quote(request.url.path)
+    if is_htmx(request):
+        return Response(status_code=401, headers={"HX-Redirect": target})
+    return RedirectResponse(target, status_code=303)
 
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
-        errors = {
-            ".".join(str(p) for p in err["loc"] if p not in ("body", "path", "query")): str(
-                err["msg"]
-            ).removeprefix("Value error, ")
-            for err in exc.errors()
-        }
-        detail = "the request is invalid: " + "; ".join(f"{k}: {v}" for k, v in errors.items())
-        if wants_json(request):
-            return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
-        return render(
-            request,
-            "error.html",
-            {"message": detail, "errors": errors, "status": 422},
-            status_code=422,
-        )
 
-    return app
+async def _domain_error(request: Request, exc: DomainError) -> Response:
+    errors = exc.errors if isinstance(exc, InvalidInput) else None
+    if _wants_json(request):
+        return JSONResponse({"detail": exc.message, "errors": errors}, status_code=exc.status_code)
+    return render(
+        request,
+        "error.html",
+        {"message": exc.message, "errors": errors or {}, "status": exc.status_code},
+        status_code=exc.status_code,
+    )
+
+
+async def _invalid_request(request: Request, exc: RequestValidationError) -> Response:
+    errors = {
+        ".".join(str(p) for p in err["loc"] if p not in ("body", "path", "query")): str(
+            err["msg"]
+        ).removeprefix("Value error, ")
+        for err in exc.errors()
+    }
+    detail = "the request is invalid: " + "; ".join(f"{k}: {v}" for k, v in errors.items())
+    if _wants_json(request):
+        return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
+    return render(
+        request,
+        "error.html",
+        {"message": detail, "errors": errors, "status": 422},
+        status_code=422,
+    )

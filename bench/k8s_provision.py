@@ -97,15 +97,7 @@ def provision(args: argparse.Namespace) -> None:
         engine = make_engine(url)
         factory = make_session_factory(engine)
         with unit_of_work(factory) as session:
-            session.add(
-                Org(
-                    name="ml-org",
-                    parent_queue="ml-org",
-                    gpus_centi=args.teams * 100,
-                    cpu_millicores=0,
-                    memory_mb=0,
-                )
-            )
+            session.add(Org.with_pool("ml-org", {"gpu": args.teams * 100}))
             admin_user = User(email="admin@example.org", display_name="admin", is_admin=True)
             lead = User(email="lead@example.org", display_name="lead")
             session.add_all([admin_user, lead])
@@ -239,13 +231,7 @@ def first_pod() -> None:
                 factory = portal_of(app).session_factory
                 with unit_of_work(factory) as session:
                     session.add(
-                        Org(
-                            name="ml-org",
-                            parent_queue="ml-org",
-                            gpus_centi=100,
-                            cpu_millicores=40_000,
-                            memory_mb=160_000,
-                        )
+                        Org.with_pool("ml-org", {"gpu": 100, "cpu": 40_000, "memory": 160_000})
                     )
                     session.add(
                         User(email="admin@example.org", display_name="admin", is_admin=True)

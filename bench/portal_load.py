@@ -33,8 +33,12 @@ from app.core.models import (  # noqa: E402
     ClusterRequest,
     Decision,
     Org,
+    Pool,
+    PoolCapacity,
+    RequestQuotaLine,
     Team,
     TeamMember,
+    TeamQuotaLine,
     TeamSchedule,
     TeamStatus,
     User,
@@ -108,13 +112,23 @@ def seed(url: str, teams: int, events: int) -> None:
             {
                 "name": "ml-org",
                 "parent_queue": "ml-org",
-                "gpus_centi": teams * 100,
-                "cpu_millicores": 0,
-                "memory_mb": 0,
                 "lock_version": 0,
                 "created_at": now,
             },
         ).scalar_one()
+        pool_id = conn.execute(
+            insert(Pool).returning(Pool.id),
+            {"org_id": org_id, "name": "default", "is_default": True, "created_at": now},
+        ).scalar_one()
+        conn.execute(
+            insert(PoolCapacity),
+            [
+                {"pool_id": pool_id, "resource": "gpu", "amount": teams * 100},
+                {"pool_id": pool_id, "resource": "cpu", "amount": 0},
+                {"pool_id": pool_id, "resource": "memory", "amount": 0},
+            ],
+        )
+        gpu_line = {"pool_id": pool_id, "resource": "gpu", "guarantee": 50, "quota_limit": 200}
         conn.execute(
             insert(User),
             [
@@ -144,9 +158,6 @@ def seed(url: str, teams: int, events: int) -> None:
                     "name": f"team-{i:04d}",
                     "status": TeamStatus.APPROVED,
                     "purpose": "benchmark",
-                    "gpu_quota_centi": 50,
-                    "gpu_limit_centi": 200,
-                    "weight_centi": 100,
                     "priority": 100,
                     "created_by_id": users[f"lead-{i}@example.org"],
                     "created_at": now,
@@ -158,6 +169,10 @@ def seed(url: str, teams: int, events: int) -> None:
             )
         conn.execute(insert(Team), rows)
         team_ids: dict[str, int] = dict(conn.execute(text("SELECT name, id FROM teams")).all())
+        conn.execute(
+            insert(TeamQuotaLine),
+            [{"team_id": i, **gpu_line, "weight": 100} for i in team_ids.values()],
+        )
         # Approved: the worker's to provision now.
         conn.execute(
             insert(TeamSchedule),
@@ -185,15 +200,16 @@ def seed(url: str, teams: int, events: int) -> None:
                     "purpose": "benchmark",
                     "requested_by_id": users[f"lead-{i}@example.org"],
                     "created_at": now,
-                    "gpu_quota_centi": 50,
-                    "gpu_limit_centi": 200,
-                    "weight_centi": 100,
                     "priority": 100,
                 }
                 for i in range(teams)
             ],
         )
         request_ids = [r for (r,) in conn.execute(text("SELECT id FROM cluster_requests"))]
+        conn.execute(
+            insert(RequestQuotaLine),
+            [{"request_id": r, **gpu_line, "weight": 100} for r in request_ids],
+        )
         conn.execute(
             insert(Decision),
             [

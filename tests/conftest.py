@@ -34,12 +34,17 @@ TABLES = (
     "web_sessions",
     "api_tokens",
     "audit_events",
+    "decision_quota_lines",
     "decisions",
+    "request_quota_lines",
     "cluster_requests",
+    "team_quota_lines",
     "provisioning_steps",
     "team_members",
     "teams",
     "users",
+    "pool_capacities",
+    "pools",
     "orgs",
 )
 

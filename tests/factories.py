@@ -15,13 +15,7 @@ from app.teams.rules import parse_quota_fields
 
 
 def make_org(session: Session, *, gpus: str = "1", name: str = "ml-org") -> Org:
-    org = Org(
-        name=name,
-        parent_queue=name,
-        gpus_centi=round(float(gpus) * 100),
-        cpu_millicores=40_000,
-        memory_mb=160_000,
-    )
+    org = Org.with_pool(name, {"gpu": round(float(gpus) * 100), "cpu": 40_000, "memory": 160_000})
     session.add(org)
     session.flush()
     return org

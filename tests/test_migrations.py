@@ -35,7 +35,80 @@ def test_down_and_up_again(engine: Engine, db_url: str) -> None:
     command.upgrade(config, "head")
     assert tables(engine) == set(Base.metadata.tables)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0017"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0018"
+
+
+def test_quota_values_move_to_lines_by_pool_and_resource_and_back(
+    engine: Engine, db_url: str
+) -> None:
+    """0018 carries every stored quota to lines in the org's default pool, and back."""
+    config = alembic_config(settings_for(db_url))
+    command.downgrade(config, "0017")
+    now = "CURRENT_TIMESTAMP"
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO orgs (name, parent_queue, gpus_centi, cpu_millicores, "
+                          f"memory_mb, lock_version, created_at) VALUES ('o', 'o', 300, 40000, "
+                          f"160000, 0, {now})"))  # fmt: skip
+        team = (
+            "INSERT INTO teams (org_id, name, status, purpose, gpu_quota_centi, gpu_limit_centi, "
+            "weight_centi, priority, cpu_quota_millicores, memory_quota_mb, created_at, "
+            "updated_at, desired_generation, observed_generation, attempts) VALUES ("
+            "(SELECT id FROM orgs), :name, 'ready', '', :q, :l, :w, 7, :cpu, :mem, "
+            f"{now}, {now}, 0, 0, 0)"
+        )
+        conn.execute(text(team), {"name": "a", "q": 33, "l": 100, "w": 150, "cpu": 2500,
+                                  "mem": None})  # fmt: skip
+        conn.execute(text(team), {"name": "b", "q": 0, "l": 0, "w": 100, "cpu": None,
+                                  "mem": None})  # fmt: skip
+        conn.execute(text(
+            "INSERT INTO cluster_requests (team_id, kind, status, purpose, created_at, "
+            "gpu_quota_centi, gpu_limit_centi, weight_centi, priority) VALUES ((SELECT id FROM "
+            f"teams WHERE name = 'a'), 'create', 'approved', '', {now}, 50, 200, 100, 7)"
+        ))  # fmt: skip
+        conn.execute(text(
+            "INSERT INTO decisions (request_id, outcome, reason, decided_at, changes) "
+            f"VALUES ((SELECT id FROM cluster_requests), 'rejected', 'no', {now}, '{{}}')"
+        ))  # fmt: skip
+    command.upgrade(config, "0018")
+    with engine.connect() as conn:
+        pools = conn.execute(text("SELECT name, is_default FROM pools")).all()
+        capacity: dict[str, int] = dict(
+            conn.execute(text("SELECT resource, amount FROM pool_capacities")).tuples().all()
+        )
+        lines = conn.execute(text(
+            "SELECT t.name, l.resource, l.guarantee, l.quota_limit, l.weight FROM "
+            "team_quota_lines l JOIN teams t ON t.id = l.team_id ORDER BY t.name, l.resource"
+        )).all()  # fmt: skip
+        asked = conn.execute(text("SELECT resource, guarantee, quota_limit, weight "
+                                  "FROM request_quota_lines")).all()  # fmt: skip
+        decided = conn.execute(text("SELECT count(*) FROM decision_quota_lines")).scalar()
+    assert [(name, bool(default)) for name, default in pools] == [("default", True)]
+    assert capacity == {"gpu": 300, "cpu": 40000, "memory": 160000}
+    assert [tuple(row) for row in lines] == [
+        ("a", "cpu", 2500, None, 150),
+        ("a", "gpu", 33, 100, 150),
+        ("b", "gpu", 0, 0, 100),
+    ]
+    assert [tuple(row) for row in asked] == [("gpu", 50, 200, 100)]
+    assert decided == 0, "a rejection holds no values"
+    command.downgrade(config, "0017")
+    with engine.connect() as conn:
+        teams = conn.execute(text(
+            "SELECT name, gpu_quota_centi, gpu_limit_centi, weight_centi, cpu_quota_millicores, "
+            "memory_quota_mb FROM teams ORDER BY name"
+        )).all()  # fmt: skip
+        org = conn.execute(text("SELECT gpus_centi, cpu_millicores, memory_mb FROM orgs")).one()
+        request = conn.execute(text("SELECT gpu_quota_centi, gpu_limit_centi, weight_centi "
+                                    "FROM cluster_requests")).one()  # fmt: skip
+        decision = conn.execute(text("SELECT gpu_quota_centi, weight_centi FROM decisions")).one()
+    assert [tuple(row) for row in teams] == [
+        ("a", 33, 100, 150, 2500, None),
+        ("b", 0, 0, 100, None, None),
+    ]
+    assert tuple(org) == (300, 40000, 160000)
+    assert tuple(request) == (50, 200, 100)
+    assert tuple(decision) == (None, None)
+    command.upgrade(config, "head")
 
 
 def test_offline_sql_for_postgresql(capsys: pytest.CaptureFixture[str]) -> None:
@@ -51,14 +124,12 @@ def test_offline_sql_for_postgresql(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_database_refuses_unknown_statuses(engine: Engine) -> None:
     """A status written past the models (a hand-made UPDATE) is refused by the database."""
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO orgs (name, parent_queue, gpus_centi, cpu_millicores, "
-                          "memory_mb, lock_version, created_at) "
-                          "VALUES ('o', 'o', 100, 0, 0, 0, CURRENT_TIMESTAMP)"))  # fmt: skip
+        conn.execute(text("INSERT INTO orgs (name, parent_queue, lock_version, created_at) "
+                          "VALUES ('o', 'o', 0, CURRENT_TIMESTAMP)"))  # fmt: skip
     insert = (
-        "INSERT INTO teams (org_id, name, status, purpose, gpu_quota_centi, gpu_limit_centi, "
-        "weight_centi, priority, created_at, updated_at, desired_generation, "
-        "observed_generation, attempts) VALUES ((SELECT id FROM orgs), 'nlp', :status, '', "
-        "0, 0, 100, 100, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 0, 0, 0)"
+        "INSERT INTO teams (org_id, name, status, purpose, priority, created_at, updated_at, "
+        "desired_generation, observed_generation, attempts) VALUES ((SELECT id FROM orgs), "
+        "'nlp', :status, '', 100, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 0, 0, 0)"
     )
     with pytest.raises(DatabaseError, match="ck_teams_teamstatus_values"), engine.begin() as conn:
         conn.execute(text(insert), {"status": "provisioned"})

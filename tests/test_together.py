@@ -26,6 +26,7 @@ from app.core.models import (
     TeamMember,
     utcnow,
 )
+from app.core.quota import Quota
 from app.core.together import Read, read, read_together
 from app.teams import repository as teams_repo
 from tests.factories import make_org, make_user, submit
@@ -49,7 +50,7 @@ def statements(session: Session) -> Iterator[list[str]]:
 def a_busy_team(session: Session) -> int:
     """A team with two requests (one decided, with changes), three members, grants held,
     revoked and held by someone no longer in it, and more events than the page shows."""
-    make_org(session, gpus="4")
+    org = make_org(session, gpus="4")
     lead = make_user(session, "lead@example.org")
     admin = make_user(session, "admin@example.org", admin=True)
     first = submit(session, lead, "nlp")
@@ -58,16 +59,15 @@ def a_busy_team(session: Session) -> int:
     session.flush()
     second = submit(session, lead, "nlp-more")
     second.team_id = team_id
-    session.add(
-        Decision(
-            request_id=first.id,
-            actor_id=admin.id,
-            outcome=Outcome.APPROVED,
-            reason="fits",
-            gpu_quota_centi=50,
-            changes={"gpu_quota": ["0.33", "0.5"]},
-        )
+    decision = Decision(
+        request_id=first.id,
+        actor_id=admin.id,
+        outcome=Outcome.APPROVED,
+        reason="fits",
+        changes={"gpu_quota": ["0.33", "0.5"]},
     )
+    decision.set_quota(org.default_pool, Quota.of_gpu(50, 100))
+    session.add(decision)
     member = make_user(session, "member@example.org")
     gone = make_user(session, "gone@example.org")
     session.add(TeamMember(team_id=team_id, user_id=member.id, role=MemberRole.MEMBER))

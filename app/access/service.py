@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from app.access import repository as repo
-from app.access.credentials import CredentialIssuer, Person
+from app.access.credentials import CredentialIssuer, IssuedCredential, Person
 from app.audit import service as audit
 from app.core.config import MIN_TTL_SECONDS, Settings, format_duration, parse_duration
 from app.core.db import Effect, request_effect
@@ -23,7 +23,7 @@ from app.core.events import Event
 from app.core.models import KubeconfigGrant, MemberRole, Team, TeamStatus, User, utcnow
 from app.notifications import events
 from app.notifications.events import TeamRef
-from app.provisioning.backend import BackendError
+from app.provisioning.backend import BackendError, TeamSpec
 from app.provisioning.specs import spec_of
 from app.teams import repository as teams
 
@@ -107,23 +107,7 @@ def issue(
     # The name the team page's commands use; each person keeps their own on their machine.
     filename = f"kubeconfig-{team.name}.yaml"
     if settings.kubeconfigs.mode == "oidc":
-        try:
-            text = backend.oidc_kubeconfig(
-                spec,
-                person,
-                issuer=settings.oidc_issuer or "",
-                client_id=settings.kubeconfigs.oidc_client_id or settings.oidc_client_id,
-            )
-        except BackendError as exc:
-            raise Conflict(f"the kubeconfig could not be made: {exc}") from exc
-        audit.record(
-            session,
-            actor=actor,
-            event=Event.KUBECONFIG_ISSUED,
-            team_id=team.id,
-            summary=f"downloaded an identity-provider kubeconfig for {team.name}",
-            details={"mode": "oidc", "cluster_role": person.cluster_role},
-        )
+        text = _oidc_kubeconfig(session, backend, settings, actor, team, spec, person)
         return Download(filename, text, None)
     seconds = parse_ttl(settings, ttl)
     now = utcnow()
@@ -135,29 +119,26 @@ def issue(
             f"you hold {live} live kubeconfigs, the most one person may{until}: revoke "
             "yours on a team's page (Revoke my kubeconfigs) and download again"
         )
-    # What stands in the way of a fresh account: grants at another role (the role
-    # changed and the sweeper has not got to it yet) are revoked now, and any revoked
-    # account is deleted before a new one with the same name is made, so that no old
-    # token can work again.
-    earlier = repo.get_person_grants(session, team.id, actor.id)
-    changed = [g for g in earlier if g.revoked_at is None and g.cluster_role != person.cluster_role]
-    for grant in changed:
-        grant.revoked_at = now
-        grant.revoked_reason = f"role changed to {person.cluster_role}"
-    if any(g.revoked_at is not None for g in earlier):
-        try:
-            backend.revoke_credentials(spec, [person.account])
-        except BackendError as exc:
-            raise Conflict(
-                f"your earlier kubeconfig could not be revoked first: {exc}. Try again."
-            ) from exc
-        for grant in earlier:
-            if grant.revoked_at is not None:
-                grant.removed_at = now
+    _clear_the_way(session, backend, team, actor, spec, person, now)
     try:
         issued = backend.issue_credential(spec, person, ttl_seconds=seconds)
     except BackendError as exc:
         raise Conflict(f"the kubeconfig could not be issued: {exc}. Try again.") from exc
+    _record_grant(session, backend, actor, team, person, issued, seconds, now)
+    return Download(filename, issued.kubeconfig, issued.expires_at)
+
+
+def _record_grant(
+    session: Session,
+    backend: CredentialIssuer,
+    actor: User,
+    team: Team,
+    person: Person,
+    issued: IssuedCredential,
+    seconds: int,
+    now: datetime,
+) -> None:
+    """The credential just made, kept (never its token) and audited."""
     session.add(
         KubeconfigGrant(
             team_id=team.id,
@@ -189,7 +170,66 @@ def issue(
             "account": person.account,
         },
     )
-    return Download(filename, issued.kubeconfig, issued.expires_at)
+
+
+def _oidc_kubeconfig(
+    session: Session,
+    backend: CredentialIssuer,
+    settings: Settings,
+    actor: User,
+    team: Team,
+    spec: TeamSpec,
+    person: Person,
+) -> str:
+    """A kubeconfig that signs in through the identity provider (no credential made)."""
+    try:
+        text = backend.oidc_kubeconfig(
+            spec,
+            person,
+            issuer=settings.oidc_issuer or "",
+            client_id=settings.kubeconfigs.oidc_client_id or settings.oidc_client_id,
+        )
+    except BackendError as exc:
+        raise Conflict(f"the kubeconfig could not be made: {exc}") from exc
+    audit.record(
+        session,
+        actor=actor,
+        event=Event.KUBECONFIG_ISSUED,
+        team_id=team.id,
+        summary=f"downloaded an identity-provider kubeconfig for {team.name}",
+        details={"mode": "oidc", "cluster_role": person.cluster_role},
+    )
+    return text
+
+
+def _clear_the_way(
+    session: Session,
+    backend: CredentialIssuer,
+    team: Team,
+    actor: User,
+    spec: TeamSpec,
+    person: Person,
+    now: datetime,
+) -> None:
+    """What stands in the way of a fresh account: grants at another role (the role
+    changed and the sweeper has not got to it yet) are revoked now, and any revoked
+    account is deleted before a new one with the same name is made, so that no old
+    token can work again."""
+    earlier = repo.get_person_grants(session, team.id, actor.id)
+    changed = [g for g in earlier if g.revoked_at is None and g.cluster_role != person.cluster_role]
+    for grant in changed:
+        grant.revoked_at = now
+        grant.revoked_reason = f"role changed to {person.cluster_role}"
+    if any(g.revoked_at is not None for g in earlier):
+        try:
+            backend.revoke_credentials(spec, [person.account])
+        except BackendError as exc:
+            raise Conflict(
+                f"your earlier kubeconfig could not be revoked first: {exc}. Try again."
+            ) from exc
+        for grant in earlier:
+            if grant.revoked_at is not None:
+                grant.removed_at = now
 
 
 def revoke(

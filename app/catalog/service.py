@@ -232,19 +232,7 @@ def publish_version(
             f"another admin published version {before.number + 1} of {template.name} a "
             "moment ago; reload to see it"
         ) from None
-    moved: list[Team] = []
-    held: dict[str, str] = {}  # team name -> the values the new version refuses
-    if not template.leads_accept:
-        now = utcnow()
-        for team in repo.teams_on_older(session, template_id=template.id, to=version):
-            carried = carry_parameters(spec, team.template_parameters or {})
-            if not carried.fits:
-                held[team.name] = "; ".join(carried.refused.values())
-                continue
-            _move(team, version, carried)
-            team.next_attempt_at = now  # the reconciler looks now; one team at a time
-            moved.append(team)
-        session.flush()
+    moved, held = ([], {}) if template.leads_accept else _roll_over(session, version, spec)
     added = [p for p in spec.parameters if p.name not in _declared(before)]
     audit.record(
         session,
@@ -252,28 +240,7 @@ def publish_version(
         event=Event.TEMPLATE_PUBLISHED,
         summary=f"published {version.label}: {summary(spec)}"
         + (f" — {note}" if note else "")
-        + (
-            f"; rolling out to {len(moved)} team" + ("s" if len(moved) != 1 else "")
-            if moved
-            else "; teams move when a lead accepts"
-            if template.leads_accept
-            else ""
-        )
-        + (
-            "; new parameters start at their defaults: "
-            + ", ".join(f"{p.label} = {p.default}" for p in added)
-            if added
-            else ""
-        )
-        + (
-            f"; {len(held)} team"
-            + ("s stay" if len(held) != 1 else " stays")
-            + f" on v{before.number}, the new version refusing their values ("
-            + "; ".join(f"{name}: {why}" for name, why in held.items())
-            + ")"
-            if held
-            else ""
-        ),
+        + _published_words(template.leads_accept, moved, held, added, before.number),
         details={
             "template_id": template.id,
             "version": version.number,
@@ -285,6 +252,52 @@ def publish_version(
     if moved:
         request_effect(session, Effect.PROVISIONING_DUE)
     return version
+
+
+def _roll_over(
+    session: Session, version: TemplateVersion, spec: TemplateSpec
+) -> tuple[list[Team], dict[str, str]]:
+    """Every team on an older version moved to ``version`` (the reconciler takes them one
+    at a time), but those whose values it refuses: team name -> what it refuses."""
+    moved: list[Team] = []
+    held: dict[str, str] = {}
+    now = utcnow()
+    for team in repo.teams_on_older(session, template_id=version.template_id, to=version):
+        carried = carry_parameters(spec, team.template_parameters or {})
+        if not carried.fits:
+            held[team.name] = "; ".join(carried.refused.values())
+            continue
+        _move(team, version, carried)
+        team.next_attempt_at = now  # the reconciler looks now; one team at a time
+        moved.append(team)
+    session.flush()
+    return moved, held
+
+
+def _published_words(
+    leads_accept: bool,
+    moved: Sequence[Team],
+    held: Mapping[str, str],
+    added: Sequence[Parameter],
+    before: int,
+) -> str:
+    """What a publish did, after its summary: who moves, the new parameters' defaults,
+    who stays."""
+    words = ""
+    if moved:
+        words += f"; rolling out to {len(moved)} team" + ("s" if len(moved) != 1 else "")
+    elif leads_accept:
+        words += "; teams move when a lead accepts"
+    if added:
+        defaults = ", ".join(f"{p.label} = {p.default}" for p in added)
+        words += "; new parameters start at their defaults: " + defaults
+    if held:
+        stay = "s stay" if len(held) != 1 else " stays"
+        why = "; ".join(f"{name}: {reason}" for name, reason in held.items())
+        words += (
+            f"; {len(held)} team{stay} on v{before}, the new version refusing their values ({why})"
+        )
+    return words
 
 
 def _declared(version: TemplateVersion) -> set[str]:

@@ -7,14 +7,16 @@ are also KAI's units.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Generic, Self, TypeVar, cast, overload
+from typing import Any, Generic, NamedTuple, Self, TypeVar, cast, overload
 
 from sqlalchemy import (
     JSON,
     REAL,
     Boolean,
+    CheckConstraint,
     DateTime,
     Enum,
     Float,
@@ -23,12 +25,15 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    UniqueConstraint,
+    select,
     text,
 )
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, declared_attr, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
 from app.core.db import Base
+from app.core.quota import PRIORITY_DEFAULT, Quota
 
 # Lengths of the text columns people and providers fill; validation reads them from here.
 EMAIL_MAX = 254
@@ -201,21 +206,234 @@ def choice(enum: type[StrEnum], length: int) -> Enum:
 
 
 class Org(Base):
-    """The organisation's GPU pool and its KAI parent queue."""
+    """The organisation, its KAI parent queue and its node pools (``pools``)."""
 
     __tablename__ = "orgs"
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(63), unique=True)
     parent_queue: Mapped[str] = mapped_column(String(63), unique=True)
-    gpus_centi: Mapped[int] = mapped_column(Integer)
-    cpu_millicores: Mapped[int] = mapped_column(Integer, default=0)
-    memory_mb: Mapped[int] = mapped_column(Integer, default=0)
     # Bumped by every approval: the row lock it takes serialises pool decisions.
     lock_version: Mapped[int] = mapped_column(Integer, default=0)
     # Non-admins must choose a cluster template when they request a cluster.
     require_template: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    # Read once a session (a few rows; the identity map keeps them).
+    pools: Mapped[list[Pool]] = relationship(
+        lazy="select", back_populates="org", order_by="Pool.id", cascade="all, delete-orphan"
+    )
+
+    @classmethod
+    def with_pool(cls, name: str, capacity: Mapping[str, int], **fields: Any) -> Org:
+        """A new org (its parent queue named after it) with its default pool."""
+        org = cls(name=name, parent_queue=fields.pop("parent_queue", name), **fields)
+        org.set_capacity(capacity)
+        return org
+
+    @property
+    def default_pool(self) -> Pool:
+        """The pool KAI's default shard serves (nodes without a node-pool label): the one
+        pool of an org that has not set up others."""
+        for pool in self.pools:
+            if pool.is_default:
+                return pool
+        pool = Pool(name=DEFAULT_POOL, is_default=True)
+        self.pools.append(pool)
+        return pool
+
+    @property
+    def capacity(self) -> dict[str, int]:
+        """The default pool's amount of each resource, in storage units (for an org read
+        for showing, detached: the amounts read with it, ``known_capacity``)."""
+        known: dict[str, int] | None = self.__dict__.get("_known_capacity")
+        if known is not None:
+            return dict(known)
+        return self.default_pool.capacity
+
+    def known_capacity(self, amounts: Mapping[str, int]) -> None:
+        self.__dict__["_known_capacity"] = dict(amounts)
+
+    def set_capacity(self, amounts: Mapping[str, int]) -> None:
+        self.__dict__.pop("_known_capacity", None)
+        self.default_pool.set_capacity(amounts)
+
+    @property
+    def gpus_centi(self) -> int:
+        """The default pool's GPUs (hundredths)."""
+        return self.capacity.get(GPU_RESOURCE, 0)
+
+
+DEFAULT_POOL = "default"
+
+
+class StoredValues(NamedTuple):
+    """A line's values read as columns (``core.quota.StoredLine``)."""
+
+    resource: str
+    guarantee: int | None
+    quota_limit: int | None
+    weight: int
+
+
+def default_pool_ids() -> Any:
+    """The default pools' ids, for a statement's join to the lines held there (one row
+    an org: read once by the statement, not per line)."""
+    return select(Pool.id).where(Pool.is_default)
+
+
+GPU_RESOURCE = "gpu"  # ``core.quota.GPU.key``: the resource the share divides
+RESOURCE_MAX = 32  # a resource's key (KAI's name of it)
+
+
+class Pool(Base):
+    """A node pool: the nodes one KAI scheduler shard serves, and what teams may be
+    guaranteed in it (its capacity, a line per resource)."""
+
+    __tablename__ = "pools"
+    __table_args__ = (
+        UniqueConstraint("org_id", "name", name="uq_pools_org_id_name"),
+        # One default pool an org (KAI's default shard: nodes without the label).
+        Index(
+            "uq_pools_default",
+            "org_id",
+            unique=True,
+            sqlite_where=text("is_default"),
+            postgresql_where=text("is_default"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id"))
+    name: Mapped[str] = mapped_column(String(63))
+    is_default: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    org: Mapped[Org] = relationship(lazy="raise", back_populates="pools")
+    capacities: Mapped[list[PoolCapacity]] = relationship(
+        lazy="selectin", cascade="all, delete-orphan", back_populates="pool"
+    )
+
+    @property
+    def capacity(self) -> dict[str, int]:
+        return {line.resource: line.amount for line in self.capacities}
+
+    def set_capacity(self, amounts: Mapping[str, int]) -> None:
+        by_resource = {line.resource: line for line in self.capacities}
+        for resource, amount in amounts.items():
+            line = by_resource.get(resource)
+            if line is None:
+                self.capacities.append(PoolCapacity(resource=resource, amount=amount))
+            else:
+                line.amount = amount
+
+
+class PoolCapacity(Base):
+    """How much of one resource a pool holds for guarantees (storage units)."""
+
+    __tablename__ = "pool_capacities"
+    __table_args__ = (CheckConstraint("amount >= 0", name="amount_not_negative"),)
+
+    pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id"), primary_key=True)
+    resource: Mapped[str] = mapped_column(String(RESOURCE_MAX), primary_key=True)
+    amount: Mapped[int] = mapped_column(Integer)
+
+    pool: Mapped[Pool] = relationship(lazy="raise", back_populates="capacities")
+
+
+class QuotaLine:
+    """One resource's quota in one pool, in storage units (``core.quota``): the
+    guarantee (None: none asked), the limit (None: unlimited) and the over-quota weight.
+    Each owner (team, request, decision) keeps its lines in a table of its own."""
+
+    pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id"), primary_key=True)
+    resource: Mapped[str] = mapped_column(String(RESOURCE_MAX), primary_key=True)
+    guarantee: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    quota_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)  # "limit": SQL's
+    weight: Mapped[int] = mapped_column(Integer, default=100)
+
+    @declared_attr
+    def pool(cls) -> Mapped[Pool]:
+        # By its key, from the session's identity map once the org's pools are read.
+        return relationship(Pool, lazy="select")
+
+
+def _line_checks() -> tuple[CheckConstraint, ...]:
+    return (
+        CheckConstraint("guarantee >= 0", name="guarantee_not_negative"),
+        CheckConstraint("quota_limit >= 0", name="limit_not_negative"),
+        CheckConstraint("weight >= 0", name="weight_not_negative"),
+    )
+
+
+class QuotaOwner:
+    """A team, request or decision: its quota in a pool is its lines there."""
+
+    quota_lines: Any  # the owner's lines (a relationship of each owner)
+    priority: Any
+    line_class: type[QuotaLine]
+
+    @property
+    def quota(self) -> Quota:
+        """The quota held in the default pool (the one pool of a single-pool org); for
+        an owner read for showing, detached, the quota read with it (``known_quota``)."""
+        known: Quota | None = self.__dict__.get("_known_quota")
+        if known is not None:
+            return known
+        lines = [line for line in self.quota_lines if line.pool.is_default]
+        return Quota.from_lines(lines, self.priority or PRIORITY_DEFAULT)
+
+    def known_quota(self, value: Quota) -> None:
+        """The default pool's quota, read with the owner (not through its lines)."""
+        self.__dict__["_known_quota"] = value
+
+    def quota_in(self, pool: Pool) -> Quota:
+        """The quota held in ``pool`` (none: a 0 GPU guarantee and limit)."""
+        lines = [line for line in self.quota_lines if _in(line, pool)]
+        return Quota.from_lines(lines, self.priority or PRIORITY_DEFAULT)
+
+    def set_quota(self, pool: Pool, value: Quota) -> None:
+        """Hold ``value`` in ``pool``: its lines updated in place, added or removed."""
+        self.__dict__.pop("_known_quota", None)
+        self.priority = value.priority
+        mine = {line.resource: line for line in self.quota_lines if _in(line, pool)}
+        for key, line in value.stored():
+            row = mine.pop(key, None)
+            if row is None:
+                row = self.line_class()
+                row.pool, row.resource = pool, key
+                self.quota_lines.append(row)
+            row.guarantee, row.quota_limit, row.weight = line.guarantee, line.limit, line.weight
+        for gone in mine.values():
+            self.quota_lines.remove(gone)
+
+
+def _in(line: QuotaLine, pool: Pool) -> bool:
+    """Whether ``line`` is held in ``pool`` (by its key once both are stored)."""
+    if pool.id is not None and line.pool_id is not None:
+        return line.pool_id == pool.id
+    return line.pool is pool
+
+
+class TeamQuotaLine(QuotaLine, Base):
+    __tablename__ = "team_quota_lines"
+    __table_args__ = _line_checks()
+
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), primary_key=True)
+
+
+class RequestQuotaLine(QuotaLine, Base):
+    __tablename__ = "request_quota_lines"
+    __table_args__ = _line_checks()
+
+    request_id: Mapped[int] = mapped_column(ForeignKey("cluster_requests.id"), primary_key=True)
+
+
+class DecisionQuotaLine(QuotaLine, Base):
+    __tablename__ = "decision_quota_lines"
+    __table_args__ = _line_checks()
+
+    decision_id: Mapped[int] = mapped_column(ForeignKey("decisions.id"), primary_key=True)
 
 
 class User(Base):
@@ -260,7 +478,7 @@ class _Scheduled(Generic[V]):
         setattr(team.scheduled(), self.name, value)
 
 
-class Team(Base):
+class Team(QuotaOwner, Base):
     """A team's cluster: its lifecycle and the quota the portal wants in the cluster."""
 
     __tablename__ = "teams"
@@ -302,13 +520,9 @@ class Team(Base):
     name: Mapped[str] = mapped_column(String(63))
     status: Mapped[TeamStatus] = mapped_column(choice(TeamStatus, 20), default=TeamStatus.SUBMITTED)
     purpose: Mapped[str] = mapped_column(Text, default="")
-    # The approved, desired quota (zero until approved).
-    gpu_quota_centi: Mapped[int] = mapped_column(Integer, default=0)
-    gpu_limit_centi: Mapped[int] = mapped_column(Integer, default=0)
-    weight_centi: Mapped[int] = mapped_column(Integer, default=100)
+    # The approved, desired quota (none until approved): its lines in ``quota_lines``.
     priority: Mapped[int] = mapped_column(Integer, default=100)
-    cpu_quota_millicores: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    memory_quota_mb: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    line_class = TeamQuotaLine
     created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
@@ -334,6 +548,10 @@ class Team(Base):
     template_checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
     org: Mapped[Org] = relationship(lazy="raise")
+    # The quota's lines, by pool and resource (read with the teams, one query a load).
+    quota_lines: Mapped[list[TeamQuotaLine]] = relationship(
+        lazy="selectin", cascade="all, delete-orphan"
+    )
     steps: Mapped[list[ProvisioningStep]] = relationship(
         lazy="raise", order_by="ProvisioningStep.position"
     )
@@ -630,7 +848,7 @@ class RightsizingSuggestion(Base):
     computed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class ClusterRequest(Base):
+class ClusterRequest(QuotaOwner, Base):
     """A request for a new cluster or for a quota change, with the values asked for."""
 
     __tablename__ = "cluster_requests"
@@ -655,12 +873,8 @@ class ClusterRequest(Base):
     purpose: Mapped[str] = mapped_column(Text, default="")
     requested_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    gpu_quota_centi: Mapped[int] = mapped_column(Integer)
-    gpu_limit_centi: Mapped[int] = mapped_column(Integer)
-    weight_centi: Mapped[int] = mapped_column(Integer)
     priority: Mapped[int] = mapped_column(Integer)
-    cpu_quota_millicores: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    memory_quota_mb: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    line_class = RequestQuotaLine
     # The cluster template asked for (a create request) and its parameter values.
     template_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     template_parameters: Mapped[dict[str, str]] = mapped_column(
@@ -668,6 +882,9 @@ class ClusterRequest(Base):
     )
 
     team: Mapped[Team] = relationship(lazy="raise")
+    quota_lines: Mapped[list[RequestQuotaLine]] = relationship(
+        lazy="selectin", cascade="all, delete-orphan"
+    )
     # Read when shown (one row per version, kept by the session's identity map).
     template_version: Mapped[TemplateVersion | None] = relationship(
         primaryjoin="foreign(ClusterRequest.template_version_id) == TemplateVersion.id",
@@ -676,7 +893,7 @@ class ClusterRequest(Base):
     )
 
 
-class Decision(Base):
+class Decision(QuotaOwner, Base):
     """An admin's decision on a request: the approved values or the reason for rejecting."""
 
     __tablename__ = "decisions"
@@ -687,12 +904,12 @@ class Decision(Base):
     outcome: Mapped[Outcome] = mapped_column(choice(Outcome, 20))
     reason: Mapped[str] = mapped_column(Text, default="")
     decided_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    gpu_quota_centi: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    gpu_limit_centi: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    weight_centi: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The approved quota (a rejection has none): the priority and the lines.
     priority: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    cpu_quota_millicores: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    memory_quota_mb: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    line_class = DecisionQuotaLine
+    quota_lines: Mapped[list[DecisionQuotaLine]] = relationship(
+        lazy="selectin", cascade="all, delete-orphan"
+    )
     # The template approved (a create request), when a template was asked for or chosen.
     template_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     template_parameters: Mapped[dict[str, str]] = mapped_column(

@@ -9,9 +9,9 @@ quota against the pool (``Quota.problems``), in one wording, wherever it is aske
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from app.core.errors import InvalidInput
 from app.core.quantities import QUANTITY_MAX, format_hundredths, parse_hundredths
@@ -19,7 +19,6 @@ from app.core.quantities import QUANTITY_MAX, format_hundredths, parse_hundredth
 PRIORITY_MIN, PRIORITY_MAX, PRIORITY_DEFAULT = 1, 1000, 100
 WEIGHT_DEFAULT = 100  # hundredths: an over-quota weight of 1
 WEIGHT_FIELD, PRIORITY_FIELD = "over_quota_weight", "priority"
-WEIGHT_COLUMN, PRIORITY_COLUMN = "weight_centi", "priority"  # on each owner's row
 _WHOLE = re.compile(r"[0-9]{1,9}", re.ASCII)
 
 
@@ -39,11 +38,8 @@ class Resource:
     kai_scale: float
     required: bool  # the guarantee must be typed (otherwise: none, KAI's 0)
     limited: bool  # a limit is asked (otherwise KAI's limit is unlimited)
-    # Where amounts live until they are lines keyed by pool: each owner's guarantee and
-    # limit columns (team, request, decision) and the pool's capacity column (the org).
-    guarantee_column: str
-    limit_column: str | None
-    capacity_column: str
+    pool_field: str  # the pool form's and API's field of the pool's amount: "gpus"
+    pool_label: str  # what the pool's amount is called: "GPUs", "CPU cores"
 
     @property
     def guarantee_field(self) -> str:
@@ -93,9 +89,8 @@ GPU = Resource(
     kai_scale=0.01,
     required=True,
     limited=True,
-    guarantee_column="gpu_quota_centi",
-    limit_column="gpu_limit_centi",
-    capacity_column="gpus_centi",
+    pool_field="gpus",
+    pool_label="GPUs",
 )
 CPU = Resource(
     key="cpu",
@@ -105,9 +100,8 @@ CPU = Resource(
     kai_scale=1.0,
     required=False,
     limited=False,
-    guarantee_column="cpu_quota_millicores",
-    limit_column=None,
-    capacity_column="cpu_millicores",
+    pool_field="cpu_cores",
+    pool_label="CPU cores",
 )
 MEMORY = Resource(
     key="memory",
@@ -117,9 +111,8 @@ MEMORY = Resource(
     kai_scale=1.0,
     required=False,
     limited=False,
-    guarantee_column="memory_quota_mb",
-    limit_column=None,
-    capacity_column="memory_mb",
+    pool_field="memory_gb",
+    pool_label="memory (GB)",
 )
 RESOURCES: tuple[Resource, ...] = (GPU, CPU, MEMORY)
 
@@ -129,6 +122,11 @@ def resource(key: str) -> Resource:
         if found.key == key:
             return found
     raise KeyError(key)
+
+
+def pool_display(capacity: Mapping[str, int]) -> dict[str, str]:
+    """A pool's amounts as the pool form writes them: {"gpus": "1", "cpu_cores": "40"}."""
+    return {res.pool_field: res.text(capacity.get(res.key, 0)) for res in RESOURCES}
 
 
 def field_labels() -> dict[str, tuple[str, str]]:
@@ -165,16 +163,20 @@ class Line:
         return self.limit if self.limit is not None else self.guarantee
 
 
-def _column(row: object, column: str) -> Any:
-    return getattr(row, column)
+class StoredLine(Protocol):
+    """A stored line's values (``models.QuotaLine``)."""
+
+    @property
+    def resource(self) -> str: ...
+    @property
+    def guarantee(self) -> int | None: ...
+    @property
+    def quota_limit(self) -> int | None: ...
+    @property
+    def weight(self) -> int: ...
 
 
 Capacity = Mapping[str, int]  # resource key -> the pool's amount in storage units
-
-
-def capacity_of(pool: object) -> dict[str, int]:
-    """A pool's capacity per resource (today: the org's columns)."""
-    return {res.key: int(getattr(pool, res.capacity_column) or 0) for res in RESOURCES}
 
 
 @dataclass(frozen=True)
@@ -246,26 +248,30 @@ class Quota:
         )
         return Quota(lines, self.priority)
 
-    # -- storage (owner rows' columns, until the lines are rows of their own) --
+    # -- storage: an owner's lines in one pool (``models.QuotaLine``) --
 
     @classmethod
-    def of(cls, row: object) -> Quota:
-        """The quota stored on a team, request or decision."""
-        weight = _column(row, WEIGHT_COLUMN)
-        lines = []
+    def from_lines(cls, lines: Iterable[StoredLine], priority: int) -> Quota:
+        """The quota an owner's lines in one pool hold: a resource without a line has
+        none (a required one: 0, no limit beyond it)."""
+        by_key = {line.resource: line for line in lines}
+        weight = next(iter(by_key.values())).weight if by_key else WEIGHT_DEFAULT
+        values = []
         for res in RESOURCES:
-            limit = _column(row, res.limit_column) if res.limit_column else None
-            lines.append(Line(_column(row, res.guarantee_column), limit, weight))
-        return cls(tuple(lines), _column(row, PRIORITY_COLUMN))
+            stored = by_key.get(res.key)
+            if stored is None:
+                values.append(Line(0, 0, weight) if res.required else Line(None, None, weight))
+            else:
+                limit = stored.quota_limit if res.limited else None
+                values.append(Line(stored.guarantee, limit, stored.weight))
+        return cls(tuple(values), priority)
 
-    def assign(self, row: object) -> None:
-        """Store this quota on a team, request or decision."""
+    def stored(self) -> Iterator[tuple[str, Line]]:
+        """The lines to store (resource key -> line): an optional resource with no
+        guarantee has none."""
         for res, line in self:
-            setattr(row, res.guarantee_column, line.guarantee)
-            if res.limit_column:
-                setattr(row, res.limit_column, line.limit)
-        setattr(row, WEIGHT_COLUMN, self.weight)
-        setattr(row, PRIORITY_COLUMN, self.priority)
+            if res.required or line.guarantee is not None:
+                yield res.key, line
 
     # -- the one fit rule --
 

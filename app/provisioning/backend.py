@@ -15,7 +15,7 @@ import yaml
 from app.core import quota
 from app.core.models import Org, Step, Team
 from app.core.quantities import gpus
-from app.core.quota import GPU, Quota
+from app.core.quota import GPU
 
 DEFAULT_QUEUE_LABEL = "kai.scheduler/queue"
 UNLIMITED = -1.0  # KAI's limit for "no limit" (0 would be a cap of zero)
@@ -94,8 +94,8 @@ def spec_for(
     all three fields (a resource without a limit: unlimited). The org queue's limits are
     unlimited (the org may borrow idle GPUs of the whole cluster) unless
     ``org_limit_is_pool``, which caps each limited resource at the pool."""
-    values = Quota.of(team)
-    capacity = quota.capacity_of(org)
+    values = team.quota_in(org.default_pool)
+    capacity = org.capacity
     resources = []
     org_resources = []
     for res, line in values:
@@ -103,7 +103,7 @@ def spec_for(
         resources.append(
             (res.key, ResourceQuota(res.kai(line.guarantee), limit, gpus(line.weight)))
         )
-        pool = res.kai(capacity[res.key])
+        pool = res.kai(capacity.get(res.key, 0))
         org_limit = pool if org_limit_is_pool and res.limited else UNLIMITED
         org_resources.append((res.key, ResourceQuota(pool, org_limit, 1.0)))
     return TeamSpec(

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from app.core.events import Event
 from app.core.models import STEP_ORDER, Step, StepStatus, TeamStatus
-from app.provisioning.backend import Observation
+from app.provisioning.backend import DONE, OUTDATED, PROGRESSING, Observation, TeamSpec
 
 POLL_SECONDS = 1.0
+# Teams whose vCluster is being installed for the first time: no rollout turn needed.
+FIRST_INSTALL = (TeamStatus.APPROVED, TeamStatus.PROVISIONING)
 
 
 def backoff_seconds(attempts: int, *, base: float, cap: float) -> float:
@@ -33,6 +36,56 @@ def next_recheck(due: datetime | None, now: datetime, every: timedelta) -> datet
         return now + every
     after = due + (now - due) // every * every + every  # the first of its times after now
     return after if after - now >= every / 2 else after + every
+
+
+# --- the choices a pass makes between its cluster calls ---------------------------------
+
+
+class StepChoice(StrEnum):
+    """What a pass does with a step it has just observed."""
+
+    KEEP = "keep"  # in place, or on its way: nothing to do
+    UPGRADE = "upgrade"  # works at another chart or template version: in its rollout turn
+    APPLY = "apply"  # missing, or must be (re)applied
+
+
+def with_template(seen: Observation, step: Step, spec: TeamSpec) -> Observation:
+    """A vCluster in place but not installed with the team's template is outdated."""
+    if step == Step.VCLUSTER and seen.done and not spec.template_installed:
+        message = f"{seen.message}; template {spec.template} is not installed yet"
+        return Observation(OUTDATED, message, seen.version)
+    return seen
+
+
+def step_choice(seen: Observation, status: TeamStatus) -> StepChoice:
+    """An outdated step of a team past its first install waits for its rollout turn; one
+    neither in place nor progressing is applied (an outdated one of a first install too)."""
+    if seen.state == OUTDATED and status not in FIRST_INSTALL:
+        return StepChoice.UPGRADE
+    if seen.state not in (DONE, PROGRESSING):
+        return StepChoice.APPLY
+    return StepChoice.KEEP
+
+
+def is_repair(seen: Observation, status: TeamStatus, *, settled: bool) -> bool:
+    """Applying a missing step of a ready team whose decision was applied: drift put back
+    (not an outdated one: that is an upgrade)."""
+    return status == TeamStatus.READY and settled and seen.state != OUTDATED
+
+
+def check_template(
+    status: TeamStatus, spec: TeamSpec, *, settled: bool, upgrading: bool, installed: bool
+) -> bool:
+    """Every step in place: is what the template installs still there? Not while its
+    vCluster is upgraded or was just installed (it restarts)."""
+    return (
+        status == TeamStatus.READY
+        and settled
+        and spec.has_template_objects
+        and spec.template_installed
+        and not upgrading
+        and not installed
+    )
 
 
 @dataclass(frozen=True)

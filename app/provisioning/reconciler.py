@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -39,7 +40,6 @@ from app.notifications import events
 from app.provisioning import repository as repo
 from app.provisioning.backend import (
     DONE,
-    OUTDATED,
     PROGRESSING,
     BackendError,
     ClusterBackend,
@@ -50,18 +50,20 @@ from app.provisioning.backend import (
 from app.provisioning.decide import (
     POLL_SECONDS,
     PassResult,
+    StepChoice,
     TeamNow,
     Timing,
     Verdict,
     backoff_seconds,
+    check_template,
     decide,
+    is_repair,
     next_recheck,
+    step_choice,
+    with_template,
 )
 from app.provisioning.specs import spec_of
 from app.teams import repository as teams
-
-# Teams whose vCluster is being installed for the first time: no rollout turn needed.
-FIRST_INSTALL = (TeamStatus.APPROVED, TeamStatus.PROVISIONING)
 
 __all__ = ["POLL_SECONDS", "Reconciler", "backoff_seconds"]
 
@@ -276,85 +278,91 @@ class Reconciler:
             metrics.BACKEND_ERRORS.labels("none").inc()
             self._record(team_id, PassResult(status, generation, attempts, error=unmade))
             return
-        upgrading = holder == team_id
-        installed: int | None = None  # the template version a vCluster install ran with
-        checked: TemplateCheck | None = None  # what of the template is in place inside
-        results: dict[Step, Observation] = {}
-        error: str | None = None
-        failed_step: Step | None = None
-        repaired: list[str] = []
+        one = _Pass(upgrading=holder == team_id)
         try:
             if status == TeamStatus.DECOMMISSIONING:
-                for step in reversed(STEP_ORDER):
-                    failed_step = step
-                    results[step] = self.backend.remove(step, spec)
-                    if not results[step].done:
-                        break
-            else:
-                for step in STEP_ORDER:
-                    failed_step = step
-                    seen = self.backend.observe(step, spec)
-                    if step == Step.VCLUSTER and seen.done and not spec.template_installed:
-                        seen = Observation(
-                            OUTDATED,
-                            f"{seen.message}; template {spec.template} is not installed yet",
-                            seen.version,
-                        )
-                    if seen.state == OUTDATED and status not in FIRST_INSTALL:
-                        # A working vCluster at another chart or template version:
-                        # upgraded in turn (one rollout turn for both).
-                        wait = self._take_turn(team_id, version)
-                        if wait is None:
-                            upgrading = True
-                            seen = self.backend.apply(step, spec)
-                            installed = spec.template_version_id
-                        else:
-                            seen = Observation(DONE, f"{seen.message} — {wait}", seen.version)
-                    elif seen.state not in (DONE, PROGRESSING):
-                        if status == TeamStatus.READY and settled and seen.state != OUTDATED:
-                            repaired.append(f"{step.value}: {seen.message}")
-                        seen = self.backend.apply(step, spec)
-                        if step == Step.VCLUSTER:
-                            installed = spec.template_version_id
-                    results[step] = seen
-                    if not seen.done:
-                        break
-                else:
-                    # Every step in place: is what the template installs still there?
-                    # (Not while its vCluster is being upgraded or was just installed: it
-                    # restarts.) A failed read is shown on the team page, not a failure
-                    # of the team.
-                    if (
-                        status == TeamStatus.READY
-                        and settled
-                        and spec.has_template_objects
-                        and spec.template_installed
-                        and not upgrading
-                        and installed is None
-                    ):
-                        try:
-                            checked = self.backend.check_template(spec, repair=spec.template_repair)
-                        except BackendError as exc:
-                            checked = TemplateCheck(unread=str(exc))
-                        repaired += [f"template: {what} put back" for what in checked.repaired]
-            failed_step = None
+                self._remove_all(spec, one)
+            elif self._apply_all(team_id, spec, status, settled, one) and check_template(
+                status,
+                spec,
+                settled=settled,
+                upgrading=one.upgrading,
+                installed=one.installed is not None,
+            ):
+                self._check_template(spec, one)
+            one.failed_step = None
         except BackendError as exc:
-            error = str(exc)
+            one.error = str(exc)
         except Exception as exc:  # a bug or an unexpected client error: shown, retried
             log.exception("backend call failed for team %s", spec.team)
-            error = f"{type(exc).__name__}: {exc}"
-        if error is not None:
-            metrics.BACKEND_ERRORS.labels(failed_step.value if failed_step else "none").inc()
-        if upgrading:
+            one.error = f"{type(exc).__name__}: {exc}"
+        if one.error is not None:
+            failed = one.failed_step.value if one.failed_step else "none"
+            metrics.BACKEND_ERRORS.labels(failed).inc()
+        if one.upgrading:
             self._upgrade_progress(
-                team_id, spec, version, results.get(Step.VCLUSTER), error, turn_started
+                team_id, spec, version, one.results.get(Step.VCLUSTER), one.error, turn_started
             )
         self._record(
             team_id,
-            PassResult(status, generation, attempts, results, failed_step, error, repaired),
-            installed=installed,
-            checked=checked,
+            PassResult(
+                status,
+                generation,
+                attempts,
+                one.results,
+                one.failed_step,
+                one.error,
+                one.repaired,
+            ),
+            installed=one.installed,
+            checked=one.checked,
         )
+
+    def _remove_all(self, spec: TeamSpec, one: _Pass) -> None:
+        """Every step removed, last first; stops at one still going."""
+        for step in reversed(STEP_ORDER):
+            one.failed_step = step
+            one.results[step] = self.backend.remove(step, spec)
+            if not one.results[step].done:
+                return
+
+    def _apply_all(
+        self, team_id: int, spec: TeamSpec, status: TeamStatus, settled: bool, one: _Pass
+    ) -> bool:
+        """Every step observed and applied or upgraded where it must be, in order; stops
+        at one not in place yet. True when every step is in place."""
+        for step in STEP_ORDER:
+            one.failed_step = step
+            seen = with_template(self.backend.observe(step, spec), step, spec)
+            choice = step_choice(seen, status)
+            if choice == StepChoice.UPGRADE:
+                # Upgraded in turn (one rollout turn for the chart and the template).
+                wait = self._take_turn(team_id, self.settings.chart_version)
+                if wait is None:
+                    one.upgrading = True
+                    seen = self.backend.apply(step, spec)
+                    one.installed = spec.template_version_id
+                else:
+                    seen = Observation(DONE, f"{seen.message} — {wait}", seen.version)
+            elif choice == StepChoice.APPLY:
+                if is_repair(seen, status, settled=settled):
+                    one.repaired.append(f"{step.value}: {seen.message}")
+                seen = self.backend.apply(step, spec)
+                if step == Step.VCLUSTER:
+                    one.installed = spec.template_version_id
+            one.results[step] = seen
+            if not seen.done:
+                return False
+        return True
+
+    def _check_template(self, spec: TeamSpec, one: _Pass) -> None:
+        """What the template installs, checked inside (and put back if it says so); a
+        failed read is shown on the team page, not a failure of the team."""
+        try:
+            one.checked = self.backend.check_template(spec, repair=spec.template_repair)
+        except BackendError as exc:
+            one.checked = TemplateCheck(unread=str(exc))
+        one.repaired += [f"template: {what} put back" for what in one.checked.repaired]
 
     # --- chart upgrades, one team at a time ----------------------------------------------
 
@@ -468,6 +476,19 @@ class Reconciler:
 
 
 FAILURES_TOLD_AFTER = 3  # consecutive failed attempts before people are told
+
+
+@dataclass
+class _Pass:
+    """What one pass over a team has seen and done so far."""
+
+    upgrading: bool
+    results: dict[Step, Observation] = field(default_factory=dict)
+    installed: int | None = None  # the template version a vCluster install ran with
+    checked: TemplateCheck | None = None  # what of the template is in place inside
+    repaired: list[str] = field(default_factory=list)
+    failed_step: Step | None = None
+    error: str | None = None
 
 
 def _tell(session: Session, team: Team) -> None:

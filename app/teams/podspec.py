@@ -18,7 +18,7 @@ class PodExample:
 
 def example_pods(team: Team, *, queue_label: str) -> list[PodExample]:
     """A whole-GPU pod, and for a fractional guarantee a GPU-share pod beside it."""
-    quota = team.gpu_quota_centi
+    quota = team.quota.gpu.guarantee or 0
     whole = max(1, quota // 100)
     examples = []
     if quota % 100 > 0:

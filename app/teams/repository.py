@@ -17,30 +17,40 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.orm import Session, lazyload, selectinload
+from sqlalchemy.orm import InstrumentedAttribute, Session, aliased, lazyload, selectinload
 from sqlalchemy.orm.attributes import set_committed_value
 
+from app.core import quota
 from app.core.db import constant, constants
 from app.core.errors import NotFound
 from app.core.models import (
     COMMITTED_STATUSES,
+    GPU_RESOURCE,
     LIVE_STATUSES,
     ClusterRequest,
     ClusterTemplate,
     Decision,
     MemberRole,
     Org,
+    Pool,
+    PoolCapacity,
     ProvisioningStep,
+    QuotaLine,
+    RequestQuotaLine,
     RequestStatus,
     RightsizingSuggestion,
+    StoredValues,
     Team,
     TeamMember,
+    TeamQuotaLine,
     TeamSchedule,
     TeamStatus,
     TemplateVersion,
     User,
+    default_pool_ids,
 )
-from app.core.together import Read, Rows, read
+from app.core.quota import PRIORITY_DEFAULT, Quota
+from app.core.together import AnySelect, Read, Rows, read
 
 NO_ORG = "no GPU pool is configured yet: run `gpu-portal seed` or create one"
 
@@ -52,9 +62,20 @@ def get_org(session: Session) -> Org:
     return org
 
 
+def _capacity_columns() -> tuple[ScalarSelect[int], ...]:
+    """The org's default pool's amount of each resource, as columns of the org's row."""
+    return tuple(
+        select(PoolCapacity.amount)
+        .join(Pool, Pool.id == PoolCapacity.pool_id)
+        .where(Pool.org_id == Org.id, Pool.is_default, PoolCapacity.resource == res.key)
+        .scalar_subquery()
+        for res in quota.RESOURCES
+    )
+
+
 @functools.lru_cache(maxsize=8)
-def _org_with(columns: tuple[ColumnElement[Any], ...]) -> Select[Any]:
-    return select(Org, *columns).order_by(Org.id).limit(1)
+def _org_with(columns: tuple[ColumnElement[Any], ...]) -> AnySelect:
+    return select(Org, *_capacity_columns(), *columns).order_by(Org.id).limit(1)
 
 
 def org_with(columns: tuple[ColumnElement[Any], ...]) -> Read[tuple[Org, Sequence[Any]]]:
@@ -67,7 +88,12 @@ def org_with(columns: tuple[ColumnElement[Any], ...]) -> Read[tuple[Org, Sequenc
 def _org_and_figures(rows: Rows) -> tuple[Org, Sequence[Any]]:
     if not rows:
         raise NotFound(NO_ORG)
-    return rows[0][0], tuple(rows[0][1:])
+    org, values = rows[0][0], rows[0][1:]
+    count = len(quota.RESOURCES)
+    org.known_capacity(
+        {res.key: int(amount or 0) for res, amount in zip(quota.RESOURCES, values, strict=False)}
+    )
+    return org, tuple(values[count:])
 
 
 def get_team_org(session: Session, team: Team) -> Org:
@@ -94,8 +120,11 @@ def lock_org(session: Session, org_id: int) -> Org:
 def committed_gpu_centi(
     session: Session, org_id: int, *, exclude_team_id: int | None = None
 ) -> int:
-    query = select(func.coalesce(func.sum(Team.gpu_quota_centi), 0)).where(
-        Team.org_id == org_id, Team.status.in_(COMMITTED_STATUSES)
+    query = (
+        select(func.coalesce(func.sum(GPU_LINE.guarantee), 0))
+        .select_from(Team)
+        .join_from(Team, GPU_LINE, gpu_line_of_team())
+        .where(Team.org_id == org_id, Team.status.in_(COMMITTED_STATUSES))
     )
     if exclude_team_id is not None:
         query = query.where(Team.id != exclude_team_id)
@@ -283,11 +312,42 @@ def _requests_where(
 
 # The team page's statements are built once (building one costs about as much CPU as
 # running it); each takes the team's id as a parameter.
-_TEAM_REQUESTS_DECIDED = (
+def _with_lines(
+    query: AnySelect, line_class: type[QuotaLine], key: str, owner: InstrumentedAttribute[int]
+) -> AnySelect:
+    """``query`` with the owner's lines in the default pool joined, one per resource of
+    the declaration, their values as columns (read by ``_quota_of``)."""
+    for i, res in enumerate(quota.RESOURCES):
+        line: Any = aliased(line_class, name=f"line_{i}")
+        on = (
+            (getattr(line, key) == owner)
+            & (line.resource == res.key)
+            & line.pool_id.in_(default_pool_ids())
+        )
+        query = query.outerjoin_from(owner.class_, line, on).add_columns(
+            line.guarantee, line.quota_limit, line.weight
+        )
+    return query
+
+
+def _quota_of(values: Sequence[Any], priority: int | None) -> Quota:
+    """A quota from the columns ``_with_lines`` adds (three a resource)."""
+    lines = [
+        StoredValues(res.key, values[3 * i], values[3 * i + 1], values[3 * i + 2])
+        for i, res in enumerate(quota.RESOURCES)
+        if values[3 * i + 2] is not None  # a line's weight is never null
+    ]
+    return Quota.from_lines(lines, priority or PRIORITY_DEFAULT)
+
+
+_TEAM_REQUESTS_DECIDED = _with_lines(
     select(ClusterRequest, Decision)
     .outerjoin(Decision, Decision.request_id == ClusterRequest.id)
     .where(ClusterRequest.team_id == bindparam("team_id"))
-    .order_by(ClusterRequest.id.desc())
+    .order_by(ClusterRequest.id.desc()),
+    RequestQuotaLine,
+    "request_id",
+    ClusterRequest.id,
 )
 _TEAM_STEPS = (
     select(ProvisioningStep)
@@ -310,7 +370,9 @@ def team_requests_decided(
 
 
 def _requests_decided(rows: Rows) -> tuple[list[ClusterRequest], dict[int, Decision]]:
-    return [r for r, _ in rows], {d.request_id: d for _, d in rows if d is not None}
+    for request, _, *lines in rows:
+        request.known_quota(_quota_of(lines, request.priority))
+    return [row[0] for row in rows], {row[1].request_id: row[1] for row in rows if row[1]}
 
 
 def get_decisions(session: Session, request_ids: Sequence[int]) -> dict[int, Decision]:
@@ -372,6 +434,19 @@ class RowSuggestion:
     suggested_centi: int
 
 
+# Each team's GPU line in the default pool, as statements join it (the GPU share and the
+# overview read it; other pools and resources are read through ``Team.quota_lines``).
+GPU_LINE = aliased(TeamQuotaLine, name="gpu_line")
+
+
+def gpu_line_of_team() -> ColumnElement[bool]:
+    return (
+        (GPU_LINE.team_id == Team.id)
+        & (GPU_LINE.resource == GPU_RESOURCE)
+        & GPU_LINE.pool_id.in_(default_pool_ids())
+    )
+
+
 @dataclass(frozen=True)
 class TeamRow:
     """What the pool overview shows of a team (no ORM object per row)."""
@@ -390,8 +465,8 @@ TEAM_ROW_COLUMNS = (
     Team.id,
     Team.name,
     Team.status,
-    Team.gpu_quota_centi,
-    Team.gpu_limit_centi,
+    func.coalesce(GPU_LINE.guarantee, 0),
+    func.coalesce(GPU_LINE.quota_limit, 0),
     Team.last_error,
     RightsizingSuggestion.direction,
     RightsizingSuggestion.guarantee_centi,
@@ -405,6 +480,8 @@ def _rows_query(*extra: Any) -> Any:
     """The rows' columns (and ``extra``), each team with its suggestion if it has one."""
     return (
         select(*TEAM_ROW_COLUMNS, *extra)
+        .select_from(Team)
+        .outerjoin_from(Team, GPU_LINE, gpu_line_of_team())
         .outerjoin(RightsizingSuggestion, RightsizingSuggestion.team_id == Team.id)
         .outerjoin(TemplateVersion, TemplateVersion.id == Team.template_version_id)
         .outerjoin(ClusterTemplate, ClusterTemplate.id == TemplateVersion.template_id)
@@ -423,7 +500,7 @@ def _team_row(row: Sequence[Any]) -> TeamRow:
 SQL_SORTS = {
     "name": (Team.name, Team.id),
     "status": (Team.status, Team.name, Team.id),
-    "guarantee": (Team.gpu_quota_centi.desc(), Team.name, Team.id),
+    "guarantee": (func.coalesce(GPU_LINE.guarantee, 0).desc(), Team.name, Team.id),
 }
 
 
@@ -543,8 +620,11 @@ def _page_query(
     # The page's ids first, from the teams alone (a later page skips its offset along the
     # name index), then only those rows joined: joined first, the database built and
     # sorted every matching team's row to skip them (18 ms for page 100 of 10,000).
+    ids = select(Team.id)
+    if sort == "guarantee":
+        ids = ids.outerjoin_from(Team, GPU_LINE, gpu_line_of_team())
     page = (
-        _team_filter(select(Team.id), statuses, name_contains)
+        _team_filter(ids, statuses, name_contains)
         .order_by(*order)
         .offset(bindparam("offset", type_=Integer, literal_execute=True))
         .limit(bindparam("limit", type_=Integer, literal_execute=True))

@@ -53,12 +53,12 @@ def parse_quota_fields(data: Mapping[str, Any]) -> Quota:
 def parse_quota(data: Mapping[str, Any], *, pool: Org | None) -> Quota:
     """Read quota fields as typed in a form or JSON body; raise with every problem found
     (against the pool too, unless ``pool`` is None)."""
-    return quota.parse(data, capacity=None if pool is None else quota.capacity_of(pool))
+    return quota.parse(data, capacity=None if pool is None else pool.capacity)
 
 
 def quota_problems(values: Quota, pool: Org) -> dict[str, str]:
     """What is wrong with parsed values against the pool: field -> what to change."""
-    return values.problems(quota.capacity_of(pool))
+    return values.problems(pool.capacity)
 
 
 def parse_purpose(data: Mapping[str, Any]) -> str:

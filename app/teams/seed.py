@@ -90,13 +90,7 @@ def seed_example(session: Session) -> bool:
     """Create the example org, users and teams unless an org exists; True if it seeded."""
     if repo.has_org(session):
         return False
-    org = Org(
-        name="ml-org",
-        parent_queue="ml-org",
-        gpus_centi=100,
-        cpu_millicores=40_000,
-        memory_mb=160_000,
-    )
+    org = Org.with_pool("ml-org", {"gpu": 100, "cpu": 40_000, "memory": 160_000})
     admin = User(email="admin@example.org", display_name="Platform admin", is_admin=True)
     session.add_all([org, admin])
     session.flush()

@@ -13,7 +13,7 @@ from app.audit import service as audit
 from app.catalog import repository as catalog_repo
 from app.catalog import service as catalog
 from app.catalog.service import Chosen
-from app.core import labels
+from app.core import labels, quota
 from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, InvalidInput
 from app.core.events import Event
@@ -34,8 +34,8 @@ from app.core.models import (
     User,
     utcnow,
 )
-from app.core.quantities import format_hundredths, parse_hundredths
-from app.core.quota import Quota
+from app.core.quantities import format_hundredths
+from app.core.quota import GPU, Quota
 from app.notifications import events
 from app.teams import repository as repo
 from app.teams.rules import (
@@ -76,11 +76,11 @@ KEEP = Keep()
 
 
 def values_of(obj: ClusterRequest | Team) -> Quota:
-    return Quota.of(obj)
+    return obj.quota
 
 
-def _assign(obj: ClusterRequest | Team | Decision, values: Quota) -> None:
-    values.assign(obj)
+def _assign(org: Org, obj: ClusterRequest | Team | Decision, values: Quota) -> None:
+    obj.set_quota(org.default_pool, values)
 
 
 def preview(
@@ -165,7 +165,7 @@ def submit_cluster_request(
         purpose=purpose,
         requested_by_id=actor.id,
     )
-    _assign(request, values)
+    _assign(org, request, values)
     if template is not None:
         request.template_version_id = template.version.id
         request.template_parameters = dict(template.parameters)
@@ -211,7 +211,7 @@ def submit_quota_change(
         purpose=purpose,
         requested_by_id=actor.id,
     )
-    _assign(request, values)
+    _assign(org, request, values)
     try:
         with session.begin_nested():
             session.add(request)
@@ -257,8 +257,50 @@ def approve(
     _check_pool(session, org, team, values)
     if request.kind == RequestKind.QUOTA_CHANGE and team.status != TeamStatus.READY:
         raise Conflict(f"team {team.name} is {team.status}: its quota cannot change now")
-    approved = values.display()
     changes: dict[str, list[str]] = values_of(request).changes(values)
+    approved = _approved_template(session, request, template)
+    if approved.was != approved.now:
+        changes["template"] = [approved.was, approved.now]
+    decision = Decision(
+        request_id=request.id,
+        actor_id=actor.id,
+        outcome=Outcome.APPROVED,
+        reason=parse_reason(reason, required=False),
+        changes=changes,
+    )
+    session.add(decision)
+    request.status = RequestStatus.APPROVED
+    for holder in (decision, team):
+        _assign(org, holder, values)
+        if request.kind == RequestKind.CREATE:
+            holder.template_version_id = approved.version_id
+            holder.template_parameters = dict(approved.parameters)
+    team.desired_generation += 1
+    team.next_attempt_at = utcnow()
+    team.attempts = 0
+    if request.kind == RequestKind.CREATE:
+        team.status = TeamStatus.APPROVED
+        _init_steps(session, team)
+    session.flush()
+    _record_approval(session, actor, request, decision, values, approved)
+    _quotas_changed(session)
+    return decision
+
+
+@dataclass(frozen=True)
+class _Approved:
+    """The cluster template an approval settles on, and as people read it before and
+    after."""
+
+    version_id: int | None
+    parameters: Mapping[str, str]
+    was: str
+    now: str
+
+
+def _approved_template(
+    session: Session, request: ClusterRequest, template: Chosen | Keep | None
+) -> _Approved:
     asked_version = (
         catalog_repo.get_version(session, request.template_version_id)
         if request.template_version_id is not None
@@ -271,41 +313,31 @@ def approve(
     else:
         version = template.version if template is not None else None
         parameters = dict(template.parameters) if template is not None else {}
-    was = catalog.describe(asked_version, request.template_parameters or {})
-    now = catalog.describe(version, parameters)
-    if was != now:
-        changes["template"] = [was, now]
-    decision = Decision(
-        request_id=request.id,
-        actor_id=actor.id,
-        outcome=Outcome.APPROVED,
-        reason=parse_reason(reason, required=False),
-        changes=changes,
+    return _Approved(
+        version.id if version is not None else None,
+        parameters,
+        catalog.describe(asked_version, request.template_parameters or {}),
+        catalog.describe(version, parameters),
     )
-    _assign(decision, values)
-    if request.kind == RequestKind.CREATE:
-        decision.template_version_id = version.id if version is not None else None
-        decision.template_parameters = parameters
-    session.add(decision)
-    request.status = RequestStatus.APPROVED
-    _assign(team, values)
-    if request.kind == RequestKind.CREATE:
-        team.template_version_id = version.id if version is not None else None
-        team.template_parameters = parameters
-    team.desired_generation += 1
-    team.next_attempt_at = utcnow()
-    team.attempts = 0
-    if request.kind == RequestKind.CREATE:
-        team.status = TeamStatus.APPROVED
-        _init_steps(session, team)
-    session.flush()
+
+
+def _record_approval(
+    session: Session,
+    actor: User,
+    request: ClusterRequest,
+    decision: Decision,
+    values: Quota,
+    approved: _Approved,
+) -> None:
     create = request.kind == RequestKind.CREATE
+    changes = decision.changes
     if changes:
         event = Event.REQUEST_ADJUSTED if create else Event.QUOTA_CHANGE_ADJUSTED
         how = " with changes: " + labels.changes(changes)
     else:
         event = Event.REQUEST_APPROVED if create else Event.QUOTA_CHANGE_APPROVED
         how = " as asked"
+    team = request.team
     events.record(
         session,
         event,
@@ -315,14 +347,12 @@ def approve(
         facts={
             "request_id": request.id,
             "changes": changes,
-            **approved,
-            "template": now if request.kind == RequestKind.CREATE else "",
+            **values.display(),
+            "template": approved.now if create else "",
             "reason": decision.reason or "",
         },
         requester_id=request.requested_by_id,
     )
-    _quotas_changed(session)
-    return decision
 
 
 def reject(session: Session, *, actor: User, request_id: int, reason: str) -> Decision:
@@ -398,65 +428,40 @@ def retry_now(session: Session, *, actor: User, team: Team) -> None:
 def update_pool(
     session: Session, *, actor: User, data: Mapping[str, Any], below_committed: bool = False
 ) -> Org:
-    """Change the pool. A field left out (or empty, for CPU and memory) keeps its value.
-    Never below what is already guaranteed unless ``below_committed`` confirms it (GPUs
-    were lost: the guarantees then exceed the pool until team quotas are lowered, and no
-    new guarantee fits)."""
+    """Change the pool. A field left out (or empty, for an optional resource) keeps its
+    value. Never below what is already guaranteed unless ``below_committed`` confirms it
+    (GPUs were lost: the guarantees then exceed the pool until team quotas are lowered,
+    and no new guarantee fits)."""
     org = repo.get_org(session)
     org = repo.lock_org(session, org.id)
-    errors: dict[str, str] = {}
-    values: dict[str, int] = {
-        "gpus": org.gpus_centi,
-        "cpu_cores": org.cpu_millicores,
-        "memory_gb": org.memory_mb,
-    }
-    for key, what, scale in (
-        ("gpus", "the pool's GPUs", 1),
-        ("cpu_cores", "the pool's CPU cores", 10),
-        ("memory_gb", "the pool's memory (GB)", 10),
-    ):
-        if data.get(key) is None or (key != "gpus" and str(data.get(key)).strip() == ""):
-            continue
-        try:
-            values[key] = parse_hundredths(data.get(key), what=what) * scale
-        except ValueError as exc:
-            errors[key] = str(exc)
+    was = org.capacity
+    amounts, errors = _pool_amounts(data, was)
     committed = repo.committed_gpu_centi(session, org.id)
-    short = "gpus" not in errors and values["gpus"] < committed
+    short = GPU.pool_field not in errors and amounts[GPU.key] < committed
     if short and not below_committed:
-        errors["gpus"] = (
+        errors[GPU.pool_field] = (
             f"{format_hundredths(committed)} GPU are already guaranteed to teams: enter at "
             f"least {format_hundredths(committed)}, lower team quotas first, or confirm a pool "
             "below the guarantees (KAI then cannot give every team its guarantee at once)"
         )
     if errors:
         raise InvalidInput(errors)
-    before = {
-        "gpus": format_hundredths(org.gpus_centi),
-        "cpu_cores": format_hundredths(org.cpu_millicores // 10),
-        "memory_gb": format_hundredths(org.memory_mb // 10),
-    }
-    org.gpus_centi = values["gpus"]
-    org.cpu_millicores = values["cpu_cores"]
-    org.memory_mb = values["memory_gb"]
-    after = {
-        "gpus": format_hundredths(org.gpus_centi),
-        "cpu_cores": format_hundredths(org.cpu_millicores // 10),
-        "memory_gb": format_hundredths(org.memory_mb // 10),
-    }
+    org.set_capacity(amounts)
+    before, after = quota.pool_display(was), quota.pool_display(amounts)
     # The parent queue carries the pool: every live team's queue step re-checks it.
     now = utcnow()
     for team in repo.get_teams(session, statuses=[TeamStatus.READY]):
         team.desired_generation += 1  # the parent queue they hang from changes
         team.next_attempt_at = now
     session.flush()
+    labels_of = {r.pool_field: r.pool_label for r in quota.RESOURCES}
     audit.record(
         session,
         actor=actor,
         event=Event.POOL_UPDATED,
         summary="pool changed: "
         + ", ".join(
-            f"{POOL_LABELS[k]} {before[k]} → {after[k]}" for k in before if before[k] != after[k]
+            f"{labels_of[k]} {before[k]} → {after[k]}" for k in before if before[k] != after[k]
         ),
         details={"before": before, "after": after}
         | ({"below_committed": format_hundredths(committed)} if short else {}),
@@ -465,7 +470,21 @@ def update_pool(
     return org
 
 
-POOL_LABELS = {"gpus": "GPUs", "cpu_cores": "CPU cores", "memory_gb": "memory (GB)"}
+def _pool_amounts(
+    data: Mapping[str, Any], was: Mapping[str, int]
+) -> tuple[dict[str, int], dict[str, str]]:
+    """The pool's amounts as typed (storage units; a field left out keeps its value)."""
+    amounts = {r.key: was.get(r.key, 0) for r in quota.RESOURCES}
+    errors: dict[str, str] = {}
+    for res in quota.RESOURCES:
+        raw = data.get(res.pool_field)
+        if raw is None or (not res.required and str(raw).strip() == ""):
+            continue
+        try:
+            amounts[res.key] = res.parse(raw, f"the pool's {res.pool_label}")
+        except ValueError as exc:
+            errors[res.pool_field] = str(exc)
+    return amounts, errors
 
 
 def _quotas_changed(session: Session) -> None:

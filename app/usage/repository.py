@@ -20,7 +20,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.orm import InstrumentedAttribute, Session, outerjoin
 
 from app.core.models import (
     COMMITTED_STATUSES,
@@ -30,6 +30,8 @@ from app.core.models import (
     TeamStatus,
     UsageSample,
 )
+from app.core.quota import WEIGHT_DEFAULT
+from app.teams.repository import GPU_LINE, gpu_line_of_team
 from app.usage.service import TeamQuota
 
 
@@ -50,13 +52,18 @@ def _quota_columns(session: Session) -> tuple[ColumnElement[Any] | InstrumentedA
     return (
         Team.id,
         Team.name,
-        Team.gpu_quota_centi,
-        Team.gpu_limit_centi,
-        Team.weight_centi,
+        func.coalesce(GPU_LINE.guarantee, 0),
+        func.coalesce(GPU_LINE.quota_limit, 0),
+        func.coalesce(GPU_LINE.weight, WEIGHT_DEFAULT),
         Team.priority,
         _created_seconds(session),
         Team.status == TeamStatus.READY,
     )
+
+
+def _with_gpu_line(joined: Any) -> Any:
+    """``joined`` (the teams) with each team's GPU line in the default pool."""
+    return outerjoin(joined, GPU_LINE, gpu_line_of_team())
 
 
 def get_quota_rows(session: Session, org_id: int) -> list[TeamQuota]:
@@ -65,7 +72,12 @@ def get_quota_rows(session: Session, org_id: int) -> list[TeamQuota]:
     computed by the database), not through the ORM: the view refresher reads every team's
     row every few seconds (at 10,000 teams about 90 ms of the portal's CPU through the
     ORM and its datetime and enum conversions, about 45 ms so)."""
-    statement = select(*_quota_columns(session)).where(_holding_a_queue(org_id)).order_by(Team.id)
+    statement = (
+        select(*_quota_columns(session))
+        .select_from(_with_gpu_line(Team))
+        .where(_holding_a_queue(org_id))
+        .order_by(Team.id)
+    )
     if session.autoflush:  # as the ORM's own execute would: pending teams count
         session.flush()
     return _team_quotas(session.connection().execute(statement))
@@ -108,6 +120,7 @@ def quota_rows_since(session: Session, org_id: int, kept: QuotaRows | None) -> Q
     )
     digest = (
         select(func.md5(func.coalesce(func.string_agg(line, in_order), "")).label("value"))
+        .select_from(_with_gpu_line(Team))
         .where(_holding_a_queue(org_id))
         .subquery()
     )
@@ -115,7 +128,7 @@ def quota_rows_since(session: Session, org_id: int, kept: QuotaRows | None) -> Q
     moved = _holding_a_queue(org_id) & digest.c.value.is_distinct_from(last)
     statement = (
         select(digest.c.value, *columns)
-        .select_from(digest.outerjoin(Team, moved))
+        .select_from(_with_gpu_line(digest.outerjoin(Team, moved)))
         .order_by(Team.id)
     )
     if session.autoflush:

@@ -202,7 +202,7 @@ def propose(session: Session, *, actor: User, team: Team) -> ClusterRequest:
     """Turn the team's suggestion into a quota-change request (the normal approval, with
     its impact preview): the guarantee suggested, the limit raised to it if below, the
     numbers as the reason."""
-    found = for_team(session, team.id, team.gpu_quota_centi)
+    found = for_team(session, team.id, team.quota.gpu.guarantee or 0)
     if found is None:
         raise Conflict(
             f"{team.name} has no right-sizing suggestion for its current guarantee "

@@ -13,7 +13,7 @@ from typing import Protocol, TypeVar, cast
 import numpy as np
 
 from app.core import metrics
-from app.core.models import Team
+from app.core.models import QuotaOwner
 from app.core.quantities import gpus
 from app.usage.division import Division, OrgInputs, divide_org
 from app.usage.fairshare import Trace
@@ -542,9 +542,21 @@ class UsageCache:
             self._view = None
 
 
-def share_of(
-    team: Team | TeamQuota | TeamRowLike, usage: QueueUsage | None, pool_centi: int
-) -> GpuShare:
+@dataclass(frozen=True)
+class GpuLine:
+    """A team's or request's GPU guarantee and limit in the default pool, as a share
+    reads them."""
+
+    gpu_quota_centi: int
+    gpu_limit_centi: int
+
+    @classmethod
+    def of(cls, owner: QuotaOwner) -> GpuLine:
+        line = owner.quota.gpu
+        return cls(line.guarantee or 0, line.limit or 0)
+
+
+def share_of(team: TeamQuota | TeamRowLike, usage: QueueUsage | None, pool_centi: int) -> GpuShare:
     reported = usage is not None and usage.reported
     return GpuShare(
         guaranteed=gpus(team.gpu_quota_centi),

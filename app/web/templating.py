@@ -11,10 +11,9 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from app.core import labels
+from app.core import labels, quota
 from app.core.config import PROJECT_ROOT
 from app.core.quantities import format_figure, format_hundredths
-from app.core.quota import Quota
 from app.runtime import portal_of
 from app.web.deps import csrf_token
 from app.web.gauge import gauge
@@ -37,7 +36,8 @@ templates.env.globals["steps"] = steps
 templates.env.globals["when"] = when
 templates.env.globals["form_label"] = labels.form_label  # what events' messages say too
 templates.env.globals["quota_fields"] = labels.form_fields()  # the declaration's fields
-templates.env.globals["quota_shown"] = lambda row: Quota.of(row).display()
+templates.env.globals["quota_shown"] = lambda row: row.quota.display()
+templates.env.globals["pool_shown"] = lambda org: quota.pool_display(org.capacity)
 
 
 def is_htmx(request: Request) -> bool:

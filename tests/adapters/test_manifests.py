@@ -12,25 +12,33 @@ import yaml
 from app.adapters.k8s import coredns
 from app.adapters.k8s import manifests as m
 from app.core.models import Org, Team
+from app.core.quota import Line, Quota
 from app.provisioning.backend import TeamSpec, spec_for
 
 OWNED = {"app.kubernetes.io/managed-by": "gpu-portal", "gpu-portal.io/team": "nlp"}
 
 
-def design_source_spec(**team_values: Any) -> TeamSpec:
-    org = Org(name="ml-org", parent_queue="ml-org", gpus_centi=100, cpu_millicores=40_000,
-              memory_mb=160_000)  # fmt: skip
-    values: dict[str, Any] = {
-        "name": "nlp",
-        "gpu_quota_centi": 33,
-        "gpu_limit_centi": 100,
-        "weight_centi": 100,
-        "priority": 100,
-        "cpu_quota_millicores": None,
-        "memory_quota_mb": None,
-    }
-    values.update(team_values)
-    return spec_for(Team(**values), org)
+def design_source_spec(
+    cpu: int | None = None, memory: int | None = None, weight: int = 100
+) -> TeamSpec:
+    """The design source's team: 0.33 GPU guaranteed, limit 1 (CPU in millicores and
+    memory in megabytes where given)."""
+    org = Org.with_pool("ml-org", {"gpu": 100, "cpu": 40_000, "memory": 160_000})
+    return spec_for(
+        _team(
+            org, Quota((Line(33, 100, weight), Line(cpu, None, weight), Line(memory, None, weight)))
+        ),
+        org,
+    )
+
+
+ORG = Org.with_pool("ml-org", {"gpu": 100})
+
+
+def _team(org: Org, value: Quota) -> Team:
+    team = Team(name="nlp")
+    team.set_quota(org.default_pool, value)
+    return team
 
 
 def test_team_queue_has_all_three_fields_for_every_resource() -> None:
@@ -52,7 +60,7 @@ def test_team_queue_has_all_three_fields_for_every_resource() -> None:
 
 
 def test_cpu_in_millicpus_and_memory_in_megabytes() -> None:
-    spec = design_source_spec(cpu_quota_millicores=2_500, memory_quota_mb=16_000, weight_centi=250)
+    spec = design_source_spec(cpu=2_500, memory=16_000, weight=250)
     resources = m.make_queue(spec)["spec"]["resources"]
     assert resources["cpu"] == {"quota": 2500.0, "limit": -1.0, "overQuotaWeight": 2.5}
     assert resources["memory"] == {"quota": 16000.0, "limit": -1.0, "overQuotaWeight": 2.5}
@@ -201,8 +209,8 @@ def test_the_vclusters_own_coredns_is_pinned_like_any_team_pod() -> None:
     """CoreDNS is synced to the host with vcluster.loft.sh/managed-by: it gets the queue
     label the policy requires and KAI as its scheduler, and the images follow the mirror."""
     spec = spec_for(
-        Team(name="nlp", gpu_quota_centi=33, gpu_limit_centi=100, weight_centi=100, priority=100),
-        Org(name="ml-org", parent_queue="ml-org", gpus_centi=100, cpu_millicores=0, memory_mb=0),
+        _team(ORG, Quota.of_gpu(33, 100)),
+        ORG,
         queue_label="runai/queue",
     )
     values = m.vcluster_values(
@@ -238,8 +246,8 @@ def test_the_vclusters_own_coredns_is_pinned_like_any_team_pod() -> None:
 def test_the_queue_label_is_a_setting() -> None:
     """KAI's first release read runai/queue; the policy pins whatever label KAI reads."""
     spec = spec_for(
-        Team(name="nlp", gpu_quota_centi=33, gpu_limit_centi=100, weight_centi=100, priority=100),
-        Org(name="ml-org", parent_queue="ml-org", gpus_centi=100, cpu_millicores=0, memory_mb=0),
+        _team(ORG, Quota.of_gpu(33, 100)),
+        ORG,
         queue_label="runai/queue",
     )
     expression = m.make_policy(spec)["spec"]["validations"][1]["expression"]

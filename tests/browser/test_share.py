@@ -105,7 +105,7 @@ def test_a_review_card_shows_the_asked_values_and_their_effect(
     admin.click("nav >> text=Requests")
     card = admin.locator("article.request", has_text="vision")
     expect(card.locator("dl")).to_contain_text("0.33 → 0.2 GPU")
-    expect(card.locator("dl")).to_contain_text("Weight")
+    expect(card.locator("dl")).to_contain_text("Over-quota weight")
     expect(card.locator('[data-impact-team="vision"] [data-impact="guarantee"]')).to_have_text(
         "0.2"
     )

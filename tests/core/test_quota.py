@@ -7,6 +7,7 @@ import pytest
 
 from app.core import labels, quota
 from app.core.errors import InvalidInput
+from app.core.models import Org, Pool, Team
 from app.core.quota import CPU, GPU, MEMORY, Line, Quota, Resource
 
 POOL = {"gpu": 100, "cpu": 40_000, "memory": 160_000}
@@ -19,9 +20,8 @@ DISK = Resource(
     kai_scale=1.0,
     required=False,
     limited=True,
-    guarantee_column="disk_quota_mb",
-    limit_column="disk_limit_mb",
-    capacity_column="disk_mb",
+    pool_field="disk_gb",
+    pool_label="disk (GB)",
 )
 
 
@@ -90,15 +90,22 @@ def test_errors_name_the_field_by_its_label() -> None:
     assert "the memory guarantee (GB) cannot be negative" in errors["memory_quota"]
 
 
-def test_a_quota_is_stored_on_and_read_from_an_owners_row() -> None:
-    class Row:
-        pass
-
-    row = Row()
+def test_a_quota_is_stored_as_lines_keyed_by_pool_and_resource() -> None:
+    org = Org.with_pool("ml-org", {"gpu": 100})
+    other = Pool(name="h100")
+    org.pools.append(other)
+    team = Team(name="nlp")
     value = Quota((Line(33, 100, 150), Line(None, None, 150), Line(8000, None, 150)), 40)
-    value.assign(row)
-    assert (vars(row)["gpu_quota_centi"], vars(row)["memory_quota_mb"]) == (33, 8000)
-    assert Quota.of(row) == value
+    team.set_quota(org.default_pool, value)
+    team.set_quota(other, Quota.of_gpu(200, 400, priority=40))  # one priority a team
+    stored = {(line.pool.name, line.resource): line.guarantee for line in team.quota_lines}
+    assert stored == {("default", "gpu"): 33, ("default", "memory"): 8000, ("h100", "gpu"): 200}
+    assert team.quota == team.quota_in(org.default_pool) == value
+    assert team.quota_in(other).gpu == Line(200, 400)
+    # A change updates the lines in place; a resource no longer asked loses its line.
+    team.set_quota(org.default_pool, Quota.of_gpu(50, 100))
+    assert len(team.quota_lines) == 2
+    assert team.quota == Quota.of_gpu(50, 100)
 
 
 def test_changes_and_messages_come_from_the_declaration() -> None:

@@ -10,9 +10,7 @@ from app.core.quantities import format_hundredths, parse_hundredths
 from app.core.quota import Line, Quota
 from app.teams.rules import parse_quota, team_name_error
 
-POOL = Org(
-    name="ml-org", parent_queue="ml-org", gpus_centi=100, cpu_millicores=40_000, memory_mb=160_000
-)
+POOL = Org.with_pool("ml-org", {"gpu": 100, "cpu": 40_000, "memory": 160_000})
 
 GOOD = {"gpu_quota": "0.33", "gpu_limit": "1", "over_quota_weight": "1", "priority": "100"}
 

@@ -29,8 +29,8 @@ def test_submit_creates_team_lead_and_audit(session: Session, people: dict[str, 
     request = submit(session, people["lead"], "nlp")
     team = request.team
     assert team.status == TeamStatus.SUBMITTED
-    assert (request.gpu_quota_centi, request.gpu_limit_centi) == (33, 100)
-    assert team.gpu_quota_centi == 0, "nothing is committed before approval"
+    assert (request.quota.gpu.guarantee, request.quota.gpu.limit) == (33, 100)
+    assert team.quota.gpu.guarantee == 0, "nothing is committed before approval"
     listed = members.get_all(session, team)
     assert [(u.email, m.role) for u, m in listed] == [("lead@example.org", "lead")]
     actions = session.scalars(select(AuditEvent.action)).all()
@@ -68,7 +68,7 @@ def test_approve_as_asked_commits_quota_and_plans_steps(
     assert decision.changes == {}
     assert team.status == TeamStatus.APPROVED
     assert request.status == RequestStatus.APPROVED
-    assert team.gpu_quota_centi == 33
+    assert team.quota.gpu.guarantee == 33
     assert team.desired_generation == 1
     steps = session.scalars(
         select(ProvisioningStep.step)
@@ -93,8 +93,8 @@ def test_approve_with_adjusted_values_records_changes(
         reason="pool is tight",
     )
     assert decision.changes == {"gpu_quota": ["0.5", "0.25"], "gpu_limit": ["1", "0.75"]}
-    assert request.team.gpu_quota_centi == 25
-    assert request.team.gpu_limit_centi == 75
+    assert request.team.quota.gpu.guarantee == 25
+    assert request.team.quota.gpu.limit == 75
     summary = session.scalars(
         select(AuditEvent.summary).where(AuditEvent.action == "request.adjusted")
     ).one()
@@ -161,10 +161,10 @@ def test_quota_change_goes_through_approval(session: Session, people: dict[str, 
             team=team,
             values=parse_quota_fields(request_values("nlp", gpu_quota="0.6")),
         )
-    assert team.gpu_quota_centi == 33
+    assert team.quota.gpu.guarantee == 33
     service.approve(session, actor=people["admin"], request_id=change.id)
     assert team.status == TeamStatus.READY
-    assert team.gpu_quota_centi == 50
+    assert team.quota.gpu.guarantee == 50
     assert team.desired_generation == 2
 
 
@@ -212,7 +212,7 @@ def test_pool_cannot_shrink_below_guarantees(session: Session, people: dict[str,
         actor=people["admin"],
         data={"gpus": "4", "cpu_cores": "64", "memory_gb": "512"},
     )
-    assert (org.gpus_centi, org.cpu_millicores, org.memory_mb) == (400, 64_000, 512_000)
+    assert org.capacity == {"gpu": 400, "cpu": 64_000, "memory": 512_000}
 
 
 def test_audit_trail_is_append_only(session: Session, people: dict[str, User]) -> None:

@@ -15,7 +15,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
-from app.core.models import Team, TeamStatus, UsageSample
+from app.core.models import Org, Team, TeamQuotaLine, TeamStatus, UsageSample
+from app.core.quota import Quota
 from app.teams.seed import seed_example
 from app.usage import division, history, service
 from app.usage import repository as usage_repo
@@ -532,26 +533,27 @@ def test_the_quota_rows_are_read_again_when_any_value_read_moved(
         team = session.scalars(select(Team).order_by(Team.id)).first()
         assert team is not None
         seen = {kept.digest}
-        changes: list[tuple[str, object]] = [
-            ("gpu_quota_centi", team.gpu_quota_centi + 1),
-            ("gpu_limit_centi", team.gpu_limit_centi + 1),
-            ("weight_centi", team.weight_centi + 1),
-            ("priority", team.priority + 1),
-            ("name", team.name + ",1"),
-            ("created_at", team.created_at + timedelta(seconds=1)),
-            ("status", TeamStatus.PROVISIONING),  # still holds a queue, not ready
-            ("status", TeamStatus.DECOMMISSIONED),  # holds none
+        gpu = next(line for line in team.quota_lines if line.resource == "gpu")
+        changes: list[tuple[object, str, object]] = [
+            (gpu, "guarantee", (gpu.guarantee or 0) + 1),
+            (gpu, "quota_limit", (gpu.quota_limit or 0) + 1),
+            (gpu, "weight", gpu.weight + 1),
+            (team, "priority", team.priority + 1),
+            (team, "name", team.name + ",1"),
+            (team, "created_at", team.created_at + timedelta(seconds=1)),
+            (team, "status", TeamStatus.PROVISIONING),  # still holds a queue, not ready
+            (team, "status", TeamStatus.DECOMMISSIONED),  # holds none
         ]
-        for field, value in changes:
-            setattr(team, field, value)
+        for target, field, value in changes:
+            setattr(target, field, value)
             moved = usage_repo.quota_rows_since(session, org_id, kept)  # flushed first
             assert moved.digest not in seen, field
             assert moved.rows == usage_repo.get_quota_rows(session, org_id), field
             seen.add(moved.digest)
             kept = moved
-        session.add(
-            Team(org_id=org_id, name="late", status=TeamStatus.APPROVED, gpu_quota_centi=25)
-        )
+        late = Team(org_id=org_id, name="late", status=TeamStatus.APPROVED)
+        late.set_quota(session.get_one(Org, org_id).default_pool, Quota.of_gpu(25, 0))
+        session.add(late)
         moved = usage_repo.quota_rows_since(session, org_id, kept)
         assert moved.digest not in seen, "a new team"
         assert [row.name for row in moved.rows][-1] == "late"
@@ -577,7 +579,11 @@ def test_the_refresher_reads_the_rows_again_only_when_they_moved(
     postgres = seeded().get_bind().dialect.name == "postgresql"
     assert refresher.rows_read == (1 if postgres else 3)
     with unit_of_work(seeded) as session:
-        session.execute(update(Team).where(Team.id == 1).values(gpu_quota_centi=77))
+        session.execute(
+            update(TeamQuotaLine)
+            .where(TeamQuotaLine.team_id == 1, TeamQuotaLine.resource == "gpu")
+            .values(guarantee=77)
+        )
     refresher.refresh_once()
     assert refresher.rows_read == (2 if postgres else 4)
     view = cache.org_view(lambda: [], pool_centi=100, parent="ml-org")
@@ -631,9 +637,9 @@ def test_quota_rows_carry_whole_seconds_and_readiness(seeded: sessionmaker[Sessi
         assert rows[first.id] == TeamQuota(
             first.id,
             first.name,
-            first.gpu_quota_centi,
-            first.gpu_limit_centi,
-            first.weight_centi,
+            first.quota.gpu.guarantee or 0,
+            first.quota.gpu.limit or 0,
+            first.quota.weight,
             first.priority,
             created=int(NOW.timestamp()),
             ready=True,
@@ -642,16 +648,14 @@ def test_quota_rows_carry_whole_seconds_and_readiness(seeded: sessionmaker[Sessi
         assert rows[teams[1].id].ready is False, "provisioning: committed, not running yet"
         assert teams[2].id not in rows, "a rejected team holds no queue"
         assert list(rows) == sorted(rows)
-        session.add(
-            Team(
-                org_id=org_id,
-                name="late",
-                status=TeamStatus.APPROVED,
-                gpu_quota_centi=25,
-                gpu_limit_centi=50,
-                created_at=datetime(2026, 11, 30, tzinfo=UTC),
-            )
+        late = Team(
+            org_id=org_id,
+            name="late",
+            status=TeamStatus.APPROVED,
+            created_at=datetime(2026, 11, 30, tzinfo=UTC),
         )
+        late.set_quota(session.get_one(Org, org_id).default_pool, Quota.of_gpu(25, 50))
+        session.add(late)
         pending = usage_repo.get_quota_rows(session, org_id)[-1]
         assert (pending.name, pending.created, pending.ready) == (
             "late",

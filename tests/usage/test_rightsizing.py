@@ -16,10 +16,11 @@ from app.core.errors import Conflict
 from app.core.models import (
     ClusterRequest,
     Notification,
-    Org,
+    PoolCapacity,
     RequestKind,
     RightsizingSuggestion,
     Team,
+    TeamQuotaLine,
     TeamStatus,
     UsageSample,
     User,
@@ -40,9 +41,18 @@ def seeded(session_factory: sessionmaker[Session]) -> sessionmaker[Session]:
     """The example org on a 10-GPU pool; team 1 (nlp) guaranteed 2 GPUs, all ready."""
     with unit_of_work(session_factory) as session:
         seed_example(session)
-        session.execute(update(Org).values(gpus_centi=1000))
-        session.execute(update(Team).values(status=TeamStatus.READY, gpu_limit_centi=400))
-        session.execute(update(Team).where(Team.id == 1).values(gpu_quota_centi=200))
+        session.execute(
+            update(PoolCapacity).where(PoolCapacity.resource == "gpu").values(amount=1000)
+        )
+        session.execute(update(Team).values(status=TeamStatus.READY))
+        session.execute(
+            update(TeamQuotaLine).where(TeamQuotaLine.resource == "gpu").values(quota_limit=400)
+        )
+        session.execute(
+            update(TeamQuotaLine)
+            .where(TeamQuotaLine.team_id == 1, TeamQuotaLine.resource == "gpu")
+            .values(guarantee=200)
+        )
     return session_factory
 
 
@@ -150,9 +160,9 @@ def test_a_suggestion_becomes_a_prefilled_quota_change(seeded: sessionmaker[Sess
         assert team is not None
         request = rightsizing.propose(session, actor=admin, team=team)
         assert request.kind == RequestKind.QUOTA_CHANGE
-        assert request.gpu_quota_centi == 160
+        assert request.quota.gpu.guarantee == 160
         # The limit (4 GPUs) already allows it; the other values are unchanged.
-        assert (request.gpu_limit_centi, request.weight_centi, request.priority) == (400, 100, 100)
+        assert (request.quota.gpu.limit, request.quota.weight, request.priority) == (400, 100, 100)
         assert request.purpose.startswith("Right-sizing: over 14 days work waited 50 %")
     with seeded() as session:
         waiting = session.scalars(
@@ -160,7 +170,7 @@ def test_a_suggestion_becomes_a_prefilled_quota_change(seeded: sessionmaker[Sess
                 ClusterRequest.team_id == 2, ClusterRequest.kind == RequestKind.QUOTA_CHANGE
             )
         ).all()
-        assert [r.gpu_quota_centi for r in waiting] == [160]
+        assert [r.quota.gpu.guarantee for r in waiting] == [160]
         # The admin who proposed it is not told of their own act.
         told = session.scalars(
             select(Notification).where(Notification.event == "quota_change.submitted")
@@ -178,7 +188,11 @@ def test_a_changed_guarantee_drops_the_stale_suggestion(seeded: sessionmaker[Ses
     write_history(seeded, 1, lambda hour: 0.1)
     recompute(seeded)
     with unit_of_work(seeded) as session:
-        session.execute(update(Team).where(Team.id == 1).values(gpu_quota_centi=150))
+        session.execute(
+            update(TeamQuotaLine)
+            .where(TeamQuotaLine.team_id == 1, TeamQuotaLine.resource == "gpu")
+            .values(guarantee=150)
+        )
     with unit_of_work(seeded) as session:
         assert rightsizing.for_team(session, 1, 150) is None
         team = session.get(Team, 1)

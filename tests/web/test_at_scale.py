@@ -16,7 +16,7 @@ from sqlalchemy import insert, select
 
 from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
-from app.core.models import Org, Team, TeamStatus, User, utcnow
+from app.core.models import Org, Pool, Team, TeamQuotaLine, TeamStatus, User, utcnow
 from app.core.quota import Quota
 from app.runtime import portal_of
 from app.teams import repository as repo
@@ -44,9 +44,6 @@ def crowded(app: FastAPI) -> FastAPI:
                     "name": f"crowd-{i:03d}",
                     "status": TeamStatus.READY,
                     "purpose": "many teams",
-                    "gpu_quota_centi": 0,
-                    "gpu_limit_centi": 100,
-                    "weight_centi": 100,
                     "priority": 100,
                     "created_by_id": admin_id,
                     "created_at": now,
@@ -58,6 +55,16 @@ def crowded(app: FastAPI) -> FastAPI:
                 for i in range(EXTRA)
             ],
         )
+        pool_id = session.scalar(select(Pool.id).where(Pool.is_default))
+        crowd = session.scalars(select(Team.id).where(Team.name.like("crowd-%"))).all()
+        session.execute(
+            insert(TeamQuotaLine),
+            [
+                {"team_id": i, "pool_id": pool_id, "resource": "gpu", "guarantee": 0,
+                 "quota_limit": 100, "weight": 100}
+                for i in crowd
+            ],
+        )  # fmt: skip
     portal.usage_cache.forget_quotas()
     return app
 

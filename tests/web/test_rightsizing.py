@@ -51,7 +51,7 @@ def test_team_page_shows_the_numbers_and_one_click_asks(app: FastAPI, lead: Clie
                 ClusterRequest.team_id == 1, ClusterRequest.kind == RequestKind.QUOTA_CHANGE
             )
         ).one()
-        assert (change.gpu_quota_centi, change.gpu_limit_centi) == (5, 100)
+        assert (change.quota.gpu.guarantee, change.quota.gpu.limit) == (5, 100)
         assert "p95 0.05, of 0.33 guaranteed" in change.purpose
     # The admins' review shows the request with the numbers as its reason.
     admin = client_for(app, "admin@example.org", admin=True)

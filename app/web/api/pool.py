@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from app.core import quota
 from app.core.errors import InvalidInput
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.teams import repository as repo
@@ -24,9 +25,7 @@ def get_pool(session: SessionDep, principal: CurrentPrincipal) -> PoolOut:
     return PoolOut(
         name=org.name,
         parent_queue=org.parent_queue,
-        gpus=format_hundredths(org.gpus_centi),
-        cpu_cores=format_hundredths(org.cpu_millicores // 10),
-        memory_gb=format_hundredths(org.memory_mb // 10),
+        **quota.pool_display(org.capacity),
         committed_gpus=format_hundredths(committed),
         free_gpus=format_hundredths(max(0, org.gpus_centi - committed)),
     )

@@ -459,7 +459,7 @@ def propose_rightsizing(
     flash(
         request,
         f"Asked to change {team.name}'s guarantee to "
-        f"{format_hundredths(change.gpu_quota_centi)} GPU (request #{change.id}).",
+        f"{format_hundredths(change.quota.gpu.guarantee)} GPU (request #{change.id}).",
     )
     return redirect(request, "/admin/requests" if principal.is_admin else f"/teams/{team.id}")
 

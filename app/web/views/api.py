@@ -15,7 +15,6 @@ from app.core.models import (
     TemplateVersion,
     User,
 )
-from app.core.quantities import format_hundredths
 from app.usage.impact import Impact
 from app.usage.service import GpuShare
 from app.web.schemas import (
@@ -37,17 +36,15 @@ from app.web.schemas import (
 
 
 def quota_out(obj: Team | ClusterRequest | Decision) -> QuotaOut:
-    """A stored quota as the API answers it (a decision's absent values read as 0)."""
-    answer: dict[str, str | int | None] = {}
+    """A stored quota as the API answers it (an optional resource without a guarantee:
+    null; a decision without values, a rejection: zeros)."""
+    held = obj.quota
+    answer: dict[str, str | int | None] = dict(held.display())
     for res in quota.RESOURCES:
-        stored = getattr(obj, res.guarantee_column)
-        answer[res.guarantee_field] = (
-            res.text(stored or 0) if res.required else res.text(stored) or None
-        )
-        if res.limit_column:
-            answer[res.limit_field] = res.text(getattr(obj, res.limit_column) or 0)
-    answer[quota.WEIGHT_FIELD] = format_hundredths(obj.weight_centi or 0)
-    answer[quota.PRIORITY_FIELD] = obj.priority or 0
+        answer[res.guarantee_field] = answer[res.guarantee_field] or None
+    if isinstance(obj, Decision) and not obj.quota_lines:
+        answer[quota.WEIGHT_FIELD] = "0"
+        answer[quota.PRIORITY_FIELD] = 0
     return QuotaOut.model_validate(answer)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from sqlalchemy.orm import Session
 
+from app.core import quota
 from app.core.errors import InvalidInput
 from app.core.models import (
     ClusterRequest,
@@ -18,7 +19,7 @@ from app.core.models import (
     TeamStatus,
 )
 from app.core.quantities import format_hundredths, parse_hundredths
-from app.core.quota import Quota
+from app.core.quota import GPU, Quota
 from app.core.text import is_number
 from app.reads.org import org_view
 from app.teams import service as team_service
@@ -26,7 +27,8 @@ from app.teams.rules import parse_quota
 from app.usage.explain import Level, explain
 from app.usage.fairshare import Trace
 from app.usage.impact import Impact, TeamImpact, impact
-from app.usage.service import TeamQuota, UsageCache, display_name_of
+from app.usage.model import Model
+from app.usage.service import OrgView, TeamQuota, UsageCache, display_name_of
 from app.usage.what_if import what_if as usage_what_if
 
 
@@ -325,6 +327,130 @@ def _page_number(form: Mapping[str, str]) -> int:
     return int(value) if is_number(value) and len(value) < 7 else 1
 
 
+def _tried_pool(form: Mapping[str, str], org: Org) -> tuple[str, str | None, int]:
+    """The pool the admin tries (as typed, what is wrong with it, in hundredths)."""
+    pool_text = str(form.get("pool", format_hundredths(org.gpus_centi)))
+    try:
+        return pool_text, None, parse_hundredths(pool_text, what="the pool")
+    except ValueError as exc:
+        return pool_text, str(exc), org.gpus_centi
+
+
+def _window(
+    rows: list[TeamQuota], form: Mapping[str, str]
+) -> tuple[str, int, int, int, list[TeamQuota]]:
+    """The page of teams whose name matches ``find``: (find, how many match, the page,
+    how many pages, its rows)."""
+    find = str(form.get("find", "")).strip()[:100]
+    matching = [row for row in rows if find.lower() in row.name.lower()] if find else rows
+    count = len(matching)
+    pages = max(1, -(-count // WHAT_IF_PAGE))
+    page = min(_page_number(form), pages)
+    return find, count, page, pages, matching[(page - 1) * WHAT_IF_PAGE : page * WHAT_IF_PAGE]
+
+
+class _Judge:
+    """One what-if's rows as the admin typed them: their values parsed at the edge (the
+    GPU pool tried as the pool), the changed ones and the past use tried collected."""
+
+    def __init__(self, form: Mapping[str, str], model: Model, pool_centi: int) -> None:
+        self.form, self.model, self.pool_centi = form, model, pool_centi
+        self.keys = {short: key for short, key, _ in WHAT_IF_FIELDS}
+        self.tried: dict[str, float] = {}  # queue -> past use to try
+        self.tried_ids: set[int] = set()
+        self.changes: dict[int, Quota] = {}
+
+    def row(self, row: TeamQuota) -> WhatIfRow:
+        shown = _shown(row)
+        inputs = {s: str(self.form.get(f"{s}_{row.id}", shown[s])).strip() for s in self.keys}
+        today_use = f"{self.model.usage.get(row.queue_name, 0.0):.2f}"
+        use_input = str(self.form.get(f"u_{row.id}", today_use)).strip()
+        use_error = self._use(row, use_input) if use_input != today_use else None
+        use_changed = row.id in self.tried_ids
+        if inputs == shown and self.pool_centi >= row.gpu_limit_centi:
+            return WhatIfRow(
+                row, inputs, {}, None, False, use_input, use_error, use_changed, shown, today_use
+            )
+        errors: dict[str, str] = {}
+        values: Quota | None = None
+        try:
+            typed = {self.keys[k]: v for k, v in inputs.items()}
+            values = quota.parse(typed, capacity={GPU.key: self.pool_centi})
+        except InvalidInput as exc:
+            short_of = {key: short for short, key in self.keys.items()}
+            errors = {short_of.get(k, "q"): v for k, v in exc.errors.items()}
+        changed = values is not None and inputs != shown
+        if values is not None and changed:
+            self.changes[row.id] = values
+        return WhatIfRow(
+            row,
+            inputs,
+            errors,
+            values,
+            changed,
+            use_input,
+            use_error,
+            use_changed,
+            shown,
+            today_use,
+        )
+
+    def _use(self, row: TeamQuota, typed: str) -> str | None:
+        """A past use tried for ``row`` (kept), or what is wrong with it."""
+        try:
+            use = float(typed)
+            if not 0 <= use <= 1:
+                raise ValueError
+        except ValueError:
+            return "past use is a share of the cluster from 0 to 1, e.g. 0.25"
+        self.tried[row.queue_name] = use
+        self.tried_ids.add(row.id)
+        return None
+
+
+def _impact_after(
+    usage: UsageCache,
+    view: OrgView,
+    org: Org,
+    judge: _Judge,
+    pool_centi: int,
+    now: Trace | None,
+    busy: Trace | None,
+) -> Impact:
+    """Every team's shares today and after the judged changes and the pool tried."""
+    model, tried = usage.model, judge.tried
+    after_model = replace(model, usage={**model.usage, **tried}) if tried else None
+    before = view.division if usage.fair_override is None else None
+
+    def compute() -> Impact:
+        return usage_what_if(
+            view.rows,
+            # Readings: in the ready division already, unless both sides are computed here.
+            usage.get([] if before is not None else [row.queue_name for row in view.rows]),
+            pool_centi=org.gpus_centi,
+            parent=org.parent_queue,
+            changes=judge.changes,
+            new_pool_centi=pool_centi,
+            before=before,
+            model=model,
+            after_model=after_model,
+            also_changed=judge.tried_ids,
+            trace=now,
+            busy_trace=busy,
+            fill=WHAT_IF_PAGE,
+            by_id=view.by_id,
+        )
+
+    # Nothing changed (every admin's first view of the page, or values typed back to
+    # today's): once per ready view, as a review card's impact. A typed change is
+    # computed each time: the memo would otherwise hold one result per keystroke.
+    unchanged = not judge.changes and not tried and pool_centi == org.gpus_centi
+    if unchanged and now is None:
+        key = ("what-if, unchanged", org.gpus_centi, org.parent_queue, before is not None)
+        return usage.remembered(view, key, compute)
+    return compute()
+
+
 def what_if(
     session: Session,
     usage: UsageCache,
@@ -340,119 +466,23 @@ def what_if(
     shown are the changed ones, then a page of the teams whose name matches ``find``.
     ``explain_for``: the team whose division after the changes is told step by step."""
     form = form or {}
-    pool_text = str(form.get("pool", format_hundredths(org.gpus_centi)))
-    pool_error: str | None = None
-    try:
-        pool_centi = parse_hundredths(pool_text, what="the pool")
-    except ValueError as exc:
-        pool_error, pool_centi = str(exc), org.gpus_centi
-    scenario = Org(
-        name=org.name,
-        parent_queue=org.parent_queue,
-        gpus_centi=pool_centi,
-        cpu_millicores=0,  # CPU and memory are not edited here
-        memory_mb=0,
-    )
+    pool_text, pool_error, pool_centi = _tried_pool(form, org)
     view = org_view(session, usage, org)
     by_id = view.by_id
-    keys = {short: key for short, key, _ in WHAT_IF_FIELDS}
     model = usage.model
     named = {int(m[2]) for k in form if (m := _FIELD.match(k)) is not None}
     # A smaller pool may leave a team's limit above it: those rows are judged too.
     if pool_centi < org.gpus_centi:
         named |= {row.id for row in view.rows if row.gpu_limit_centi > pool_centi}
-    tried: dict[str, float] = {}  # queue -> past use to try
-    tried_ids: set[int] = set()
-    changes: dict[int, Quota] = {}
-
-    def row_of(row: TeamQuota) -> WhatIfRow:
-        shown = _shown(row)
-        inputs = {s: str(form.get(f"{s}_{row.id}", shown[s])).strip() for s in keys}
-        today_use = f"{model.usage.get(row.queue_name, 0.0):.2f}"
-        use_input = str(form.get(f"u_{row.id}", today_use)).strip()
-        use_error: str | None = None
-        if use_input != today_use:
-            try:
-                use = float(use_input)
-                if not 0 <= use <= 1:
-                    raise ValueError
-                tried[row.queue_name] = use
-                tried_ids.add(row.id)
-            except ValueError:
-                use_error = "past use is a share of the cluster from 0 to 1, e.g. 0.25"
-        use_changed = row.id in tried_ids
-        if inputs == shown and pool_centi >= row.gpu_limit_centi:
-            return WhatIfRow(
-                row, inputs, {}, None, False, use_input, use_error, use_changed, shown, today_use
-            )
-        errors: dict[str, str] = {}
-        values: Quota | None = None
-        try:
-            values = parse_quota({keys[k]: v for k, v in inputs.items()}, pool=scenario)
-        except InvalidInput as exc:
-            short_of = {key: short for short, key in keys.items()}
-            errors = {short_of.get(k, "q"): v for k, v in exc.errors.items()}
-        changed = values is not None and inputs != shown
-        if values is not None and changed:
-            changes[row.id] = values
-        return WhatIfRow(
-            row,
-            inputs,
-            errors,
-            values,
-            changed,
-            use_input,
-            use_error,
-            use_changed,
-            shown,
-            today_use,
-        )
-
-    judged = [row_of(by_id[i]) for i in sorted(named) if i in by_id]
+    judge = _Judge(form, model, pool_centi)
+    judged = [judge.row(by_id[i]) for i in sorted(named) if i in by_id]
     first = [r for r in judged if r.changed or r.errors or r.usage_error or r.usage_changed]
-    find = str(form.get("find", "")).strip()[:100]
-    matching = [row for row in view.rows if find.lower() in row.name.lower()] if find else None
-    count = len(view.rows) if matching is None else len(matching)
-    pages = max(1, -(-count // WHAT_IF_PAGE))
-    page = min(_page_number(form), pages)
-    window = (view.rows if matching is None else matching)[
-        (page - 1) * WHAT_IF_PAGE : page * WHAT_IF_PAGE
-    ]
+    find, count, page, pages, window = _window(view.rows, form)
     on_top = {r.team.id for r in first}
-    rows = first + [row_of(row) for row in window if row.id not in on_top]
+    rows = first + [judge.row(row) for row in window if row.id not in on_top]
     now: Trace | None = [] if explain_for is not None else None
     busy: Trace | None = [] if explain_for is not None else None
-    after_model = replace(model, usage={**model.usage, **tried}) if tried else None
-    before = view.division if usage.fair_override is None else None
-
-    def compute() -> Impact:
-        return usage_what_if(
-            view.rows,
-            # Readings: in the ready division already, unless both sides are computed here.
-            usage.get([] if before is not None else [row.queue_name for row in view.rows]),
-            pool_centi=org.gpus_centi,
-            parent=org.parent_queue,
-            changes=changes,
-            new_pool_centi=pool_centi,
-            before=before,
-            model=model,
-            after_model=after_model,
-            also_changed=tried_ids,
-            trace=now,
-            busy_trace=busy,
-            fill=WHAT_IF_PAGE,
-            by_id=by_id,
-        )
-
-    # Nothing changed (every admin's first view of the page, or values typed back to
-    # today's): once per ready view, as a review card's impact. A typed change is
-    # computed each time: the memo would otherwise hold one result per keystroke.
-    unchanged = not changes and not tried and pool_centi == org.gpus_centi
-    if unchanged and now is None:
-        key = ("what-if, unchanged", org.gpus_centi, org.parent_queue, before is not None)
-        result = usage.remembered(view, key, compute)
-    else:
-        result = compute()
+    result = _impact_after(usage, view, org, judge, pool_centi, now, busy)
     subject = by_id.get(explain_for) if explain_for is not None else None
     account = (
         account_of(subject.queue_name, subject.name, now, busy, subject.ready)

@@ -42,6 +42,7 @@ from app.usage import rightsizing
 from app.usage.explain import Level, explain
 from app.usage.fairshare import Trace
 from app.usage.service import (
+    GpuLine,
     GpuShare,
     OrgView,
     UsageCache,
@@ -73,7 +74,12 @@ def cards_from(
         session, [t.id for t in teams if t.status == TeamStatus.SUBMITTED], org.gpus_centi
     )
     return [
-        TeamCard(t, view.shares.get(t.id) or asked.get(t.id) or share_of(t, None, org.gpus_centi))
+        TeamCard(
+            t,
+            view.shares.get(t.id)
+            or asked.get(t.id)
+            or share_of(t if isinstance(t, TeamRow) else GpuLine.of(t), None, org.gpus_centi),
+        )
         for t in teams
     ]
 
@@ -84,7 +90,7 @@ def asked_shares(session: Session, team_ids: list[int], pool_centi: int) -> dict
         return {}
     requests = repo.get_requests(session, status=RequestStatus.SUBMITTED, team_ids=team_ids)
     return {
-        r.team_id: replace(share_of(r, None, pool_centi), asked=True)
+        r.team_id: replace(share_of(GpuLine.of(r), None, pool_centi), asked=True)
         for r in requests
         if r.kind == RequestKind.CREATE
     }
@@ -186,7 +192,7 @@ def share_detail(session: Session, team: Team, usage: UsageCache) -> ShareDetail
         org=org,
         share=view.shares.get(team.id)
         or asked_shares(session, [team.id], org.gpus_centi).get(team.id)
-        or share_of(team, None, org.gpus_centi),
+        or share_of(GpuLine.of(team), None, org.gpus_centi),
         borrowers=view.borrowers,
         usage_error=usage.error or usage.model.history_error,
     )
@@ -222,12 +228,7 @@ class TeamDetail:
         t = self.team
         state = (
             t.status,
-            t.gpu_quota_centi,
-            t.gpu_limit_centi,
-            t.weight_centi,
-            t.priority,
-            t.cpu_quota_millicores,
-            t.memory_quota_mb,
+            t.quota,
             t.last_error,
             t.attempts,
             tuple((r.id, r.status) for r in self.requests),
@@ -303,7 +304,7 @@ def team_detail(
         usage_error=gauge.usage_error,
         holders=holders,
         pending=pending,
-        suggestion=rightsizing.current(team.suggestion, team.gpu_quota_centi)
+        suggestion=rightsizing.current(team.suggestion, team.quota.gpu.guarantee or 0)
         if team.status == TeamStatus.READY
         else None,
         template=team_template(session, team, requests),
