@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -116,7 +117,7 @@ def work(settings: Settings) -> None:
     run_roles(settings, frozenset({Role.WORK}), stop=threading.Event())
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpu-portal", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     serve_p = sub.add_parser("serve", help="migrate the database, then serve the portal")
@@ -138,7 +139,11 @@ def main(argv: list[str] | None = None) -> None:
         help="run the provisioning worker and kubeconfig sweeper without serving pages "
         "(with PORTAL_WORKER_ENABLED=false on the web replicas)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         settings = get_settings()
@@ -161,25 +166,30 @@ def main(argv: list[str] | None = None) -> None:
         migrate(settings)
         work(settings)
     elif args.command == "serve":
-        import uvicorn
+        serve(settings, args, log_config)
 
-        migrate(settings)
-        # The metrics port listens where the portal is told to (the workers read it).
-        os.environ.setdefault("PORTAL_METRICS_HOST", args.host)
-        if args.seed and seed(settings):
-            log.info("seeded the example org ml-org with teams nlp, vision, recommender")
-        uvicorn.run(
-            "app.main:serve_app",
-            factory=True,
-            host=args.host,
-            port=args.port,
-            workers=args.workers,
-            proxy_headers=True,
-            log_config=log_config,
-            # SIGTERM: stop accepting, finish open requests (at most this long), then the
-            # app's shutdown hands the worker's leases back (see app.main's lifespan).
-            timeout_graceful_shutdown=20,
-        )
+
+def serve(settings: Settings, args: argparse.Namespace, log_config: dict[str, Any]) -> None:
+    """Migrate, seed if asked, then serve until stopped."""
+    import uvicorn
+
+    migrate(settings)
+    # The metrics port listens where the portal is told to (the workers read it).
+    os.environ.setdefault("PORTAL_METRICS_HOST", args.host)
+    if args.seed and seed(settings):
+        log.info("seeded the example org ml-org with teams nlp, vision, recommender")
+    uvicorn.run(
+        "app.main:serve_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        proxy_headers=True,
+        log_config=log_config,
+        # SIGTERM: stop accepting, finish open requests (at most this long), then the
+        # app's shutdown hands the worker's leases back (see app.main's lifespan).
+        timeout_graceful_shutdown=20,
+    )
 
 
 if __name__ == "__main__":

@@ -269,7 +269,8 @@ class Settings(BaseSettings):
         default="service",
         description=(
             "How the portal reaches a vCluster's API to issue kubeconfigs: `service`, "
-            "`exposed` or `secret` (see [Personal kubeconfigs](#personal-kubeconfigs))."
+            "`exposed` or `secret` (see "
+            "[Personal kubeconfigs](docs/cluster.md#personal-kubeconfigs))."
         ),
     )
     kubeconfig_mode: Literal["token", "oidc"] = Field(

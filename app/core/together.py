@@ -119,7 +119,7 @@ class _Entity:
         # every column set, all that function changes is the identity key (it also
         # resets history there is none of, and expires what is not loaded: only the
         # relationships, which expiring leaves as they are). It cost 13 us an entity,
-        # 0.45 ms of a team page's 34; ``tests/test_together.py`` compares the two.
+        # 0.45 ms of a team page's 34; ``tests/core/test_together.py`` compares the two.
         instance_state(instance).key = self.mapper.identity_key_from_primary_key(
             tuple(values[i] for i in self.identity)
         )

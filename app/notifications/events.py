@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from sqlalchemy.orm import Session
 
 from app.audit import service as audit
-from app.core.events import HEARD, Audience, Event
+from app.core.events import HEARD, Audience, Event, Heard
 from app.core.models import AuditEvent, User, utcnow
 from app.notifications import messages, service
 from app.notifications import repository as repo
@@ -73,30 +73,8 @@ def record(
         repo.mark_read_for_team(session, team.id, ASKING, utcnow())
     if heard is None:
         return row
-    try:
-        words = messages.render(
-            event,
-            {
-                **details,
-                "team": team.name if team is not None else "",
-                "actor": (actor.display_name or actor.email) if actor is not None else "the portal",
-            },
-        )
-    except Exception:
-        # A broken template must not refuse the change it describes (an approval, a
-        # cluster ready): people are told in the audit line's words, and the log says why.
-        log.exception("the message of %s could not be written; using its audit line", event)
-        words = messages.Words(title=summary, email=summary, chat=summary)
-    people: list[int | None] = []
-    for audience in heard.audience:
-        if audience is Audience.REQUESTER:
-            people.append(requester_id)
-        elif audience is Audience.PERSON:
-            people.append(person_id)
-        elif audience is Audience.ADMINS:
-            people += repo.admin_ids(session)
-        elif team is not None:
-            people += repo.lead_ids(session, team.id)
+    words = _words(event, details, summary, team, actor)
+    people = _audience(session, heard, team, requester_id, person_id)
     service.notify(
         session,
         event=heard.topic,
@@ -109,3 +87,48 @@ def record(
         actor=actor,
     )
     return row
+
+
+def _words(
+    event: Event,
+    details: Mapping[str, Any],
+    summary: str,
+    team: TeamLike | None,
+    actor: User | None,
+) -> messages.Words:
+    """The notice's words from the event's template; the audit line's if it breaks."""
+    try:
+        return messages.render(
+            event,
+            {
+                **details,
+                "team": team.name if team is not None else "",
+                "actor": (actor.display_name or actor.email) if actor is not None else "the portal",
+            },
+        )
+    except Exception:
+        # A broken template must not refuse the change it describes (an approval, a
+        # cluster ready): people are told in the audit line's words, and the log says why.
+        log.exception("the message of %s could not be written; using its audit line", event)
+        return messages.Words(title=summary, email=summary, chat=summary)
+
+
+def _audience(
+    session: Session,
+    heard: Heard,
+    team: TeamLike | None,
+    requester_id: int | None,
+    person_id: int | None,
+) -> list[int | None]:
+    """Who hears of it (the caller's own id is left out where they are notified)."""
+    people: list[int | None] = []
+    for audience in heard.audience:
+        if audience is Audience.REQUESTER:
+            people.append(requester_id)
+        elif audience is Audience.PERSON:
+            people.append(person_id)
+        elif audience is Audience.ADMINS:
+            people += repo.admin_ids(session)
+        elif team is not None:
+            people += repo.lead_ids(session, team.id)
+    return people

@@ -150,21 +150,7 @@ def decide(result: PassResult, team: TeamNow, timing: Timing) -> Verdict:
     if result.error is not None:
         return _failed(result, team, steps, timing)
     if result.status == TeamStatus.DECOMMISSIONING:
-        if _all_done(result):
-            return Verdict(
-                steps,
-                status=TeamStatus.DECOMMISSIONED,
-                clear_error=True,
-                idle=True,
-                audits=[
-                    Audit(
-                        Event.DECOMMISSIONED,
-                        f"{team.name} decommissioned: vCluster, namespace, policy and queue "
-                        "deleted; the guarantee returned to the pool",
-                    )
-                ],
-            )
-        return Verdict(steps, next_attempt_in=POLL_SECONDS)
+        return _decommissioning(result, team, steps)
     audits = []
     if result.repaired:
         audits.append(
@@ -185,18 +171,7 @@ def decide(result: PassResult, team: TeamNow, timing: Timing) -> Verdict:
     caught_up = team.desired_generation == result.generation
     became_ready = team.status != TeamStatus.READY
     if became_ready:
-        audits.append(
-            Audit(
-                Event.TEAM_READY if team.status != TeamStatus.FAILED else Event.TEAM_RECOVERED,
-                f"{team.name} is ready: queue {team.queue_name}, namespace "
-                f"{team.namespace}, vCluster {team.vcluster_name}",
-                {
-                    "queue": team.queue_name,
-                    "namespace": team.namespace,
-                    "vcluster": team.vcluster_name,
-                },
-            )
-        )
+        audits.append(_ready(team))
     return Verdict(
         steps,
         status=TeamStatus.READY,
@@ -208,6 +183,35 @@ def decide(result: PassResult, team: TeamNow, timing: Timing) -> Verdict:
         observed_generation=result.generation if caught_up else None,
         became_ready=became_ready,
         audits=audits,
+    )
+
+
+def _decommissioning(
+    result: PassResult, team: TeamNow, steps: dict[Step, tuple[StepStatus, str]]
+) -> Verdict:
+    if not _all_done(result):
+        return Verdict(steps, next_attempt_in=POLL_SECONDS)
+    return Verdict(
+        steps,
+        status=TeamStatus.DECOMMISSIONED,
+        clear_error=True,
+        idle=True,
+        audits=[
+            Audit(
+                Event.DECOMMISSIONED,
+                f"{team.name} decommissioned: vCluster, namespace, policy and queue "
+                "deleted; the guarantee returned to the pool",
+            )
+        ],
+    )
+
+
+def _ready(team: TeamNow) -> Audit:
+    return Audit(
+        Event.TEAM_READY if team.status != TeamStatus.FAILED else Event.TEAM_RECOVERED,
+        f"{team.name} is ready: queue {team.queue_name}, namespace "
+        f"{team.namespace}, vCluster {team.vcluster_name}",
+        {"queue": team.queue_name, "namespace": team.namespace, "vcluster": team.vcluster_name},
     )
 
 

@@ -86,6 +86,17 @@ def _quota_fields(*, answer: bool) -> dict[str, Any]:
     return fields
 
 
+class QuotaLineOut(BaseModel):
+    """One resource's quota in one pool, as the forms write amounts (null: none asked,
+    or no limit)."""
+
+    guarantee: str | None
+    limit: str | None
+    weight: str
+
+
+PoolQuotas = dict[str, dict[str, QuotaLineOut]]
+
 if TYPE_CHECKING:  # built from the declaration below; a plain model to the type checker
     QuotaFields = BaseModel
     QuotaOut = BaseModel
@@ -93,7 +104,18 @@ else:
     QuotaFields = create_model(
         "QuotaFields", __config__=ConfigDict(extra="forbid"), **_quota_fields(answer=False)
     )
-    QuotaOut = create_model("QuotaOut", **_quota_fields(answer=True))
+    QuotaOut = create_model(
+        "QuotaOut",
+        **_quota_fields(answer=True),
+        pools=(
+            PoolQuotas,
+            Field(
+                default_factory=dict,
+                description="Every line by node pool and resource (KAI's names: gpu, cpu, "
+                "memory); the fields above are the default pool's.",
+            ),
+        ),
+    )
 
 
 class QuotaIn(QuotaFields):

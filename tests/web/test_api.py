@@ -59,6 +59,10 @@ def test_whole_loop_through_the_api(app: FastAPI, admin: Client) -> None:
     decision = approved.json()["decision"]
     assert decision["changes"] == {"gpu_quota": ["0.5", "0.01"]}
     assert decision["approved"]["gpu_quota"] == "0.01"
+    # The same quota keyed by node pool and resource (the fields above: the default pool).
+    assert decision["approved"]["pools"] == {
+        "default": {"gpu": {"guarantee": "0.01", "limit": "1", "weight": "1"}}
+    }
 
     assert lead.api("POST", f"/api/v1/teams/{team_id}/kubeconfig").status_code == 409
     portal_of(app).reconciler.run_once()
@@ -180,11 +184,20 @@ def test_the_api_passes_its_validated_body_straight_to_the_service(lead: Client)
         {"name": "t", "gpu_quota": "0.25", "gpu_limit": 1, "cpu_quota": 1.5, "memory_quota": 2},
     )
     assert made.status_code == 201, made.text
-    assert made.json()["requested"] == {
+    requested = made.json()["requested"]
+    assert requested == {
         "gpu_quota": "0.25",
         "gpu_limit": "1",
         "over_quota_weight": "1",
         "priority": 100,
         "cpu_quota": "1.5",
         "memory_quota": "2",
+        "pools": requested["pools"],
+    }
+    assert requested["pools"] == {
+        "default": {
+            "gpu": {"guarantee": "0.25", "limit": "1", "weight": "1"},
+            "cpu": {"guarantee": "1.5", "limit": None, "weight": "1"},
+            "memory": {"guarantee": "2", "limit": None, "weight": "1"},
+        }
     }

@@ -173,7 +173,7 @@ def test_the_served_portal_freezes_its_start_up_heap(
 ) -> None:
     """A full garbage collection then skips the tens of thousands of objects made at start
     (a 159 ms pause of every request at 100 teams, measured), and the C heap keeps what
-    requests free (``tests/test_heap.py``); tests' apps do neither."""
+    requests free (``tests/core/test_heap.py``); tests' apps do neither."""
     kept: list[bool] = []
 
     def keep() -> bool:

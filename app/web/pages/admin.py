@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from app.audit import service as audit
+from app.auth.principal import Principal
 from app.catalog import service as catalog
 from app.catalog.service import Chosen
 from app.core import labels
@@ -36,7 +37,7 @@ from app.core.text import is_number
 from app.core.together import Read
 from app.provisioning import repository as provisioning
 from app.reads.org import org_view
-from app.reads.overview import overview_figures_read
+from app.reads.overview import OverviewFigures, overview_figures_read
 from app.runtime import Portal
 from app.teams import repository as repo
 from app.teams import service
@@ -156,6 +157,55 @@ async def overview(
     )
 
 
+def _statuses_of(status: str) -> list[str] | None:
+    """The statuses a filter shows (None: every team)."""
+    if status in ("live", "borrowing", "waiting"):
+        return [s.value for s in LIVE_STATUSES]
+    if status in {s.value for s in TeamStatus}:
+        return [status]
+    return None
+
+
+@dataclass(frozen=True)
+class _Query:
+    statuses: list[str] | None
+    q: str
+    sort: str
+    counted_apart: list[str]
+
+
+def _sql_page(
+    session: Session,
+    query: _Query,
+    found: tuple[int, list[repo.TeamRow]] | None,
+    page: int,
+    view_counted: int,
+) -> tuple[int, int, list[repo.TeamRow]]:
+    """A page ordered by the database: (how many teams match, the page, its rows).
+    ``found``: the page read with the caller (None: none on this page, counted on its
+    own); past the end (the list shrank), the last page."""
+
+    def page_of(number: int) -> tuple[int, list[repo.TeamRow]]:
+        return repo.get_team_page(
+            session,
+            statuses=query.statuses,
+            name_contains=query.q,
+            sort=query.sort,
+            offset=(number - 1) * PAGE_SIZE,
+            limit=PAGE_SIZE,
+            counted_apart=query.counted_apart,
+        )
+
+    counted, rows = found or page_of(page)
+    total = counted + view_counted
+    pages = max(1, -(-total // PAGE_SIZE))
+    if page > pages:
+        page = pages
+        counted, rows = page_of(page)
+        total = counted + view_counted
+    return total, page, rows
+
+
 def _overview(
     request: Request,
     session: Session,
@@ -167,13 +217,7 @@ def _overview(
     page: int,
 ) -> Response:
     usage, settings = portal.usage_cache, portal.settings
-    statuses: list[str] | None
-    if status in ("live", "borrowing", "waiting"):
-        statuses = [s.value for s in LIVE_STATUSES]
-    elif status in {s.value for s in TeamStatus}:
-        statuses = [status]
-    else:
-        statuses = None
+    statuses = _statuses_of(status)
     page = page_number(page)
     by_usage = status in ("borrowing", "waiting") or sort == "usage"
     # The caller, the org-wide figures and (ordered by the database) the page's teams:
@@ -194,27 +238,26 @@ def _overview(
         total, page, rows = _page_by_usage(session, view, statuses, q, status, sort, page)
         pages = max(1, -(-total // PAGE_SIZE))
     else:
-        view_counted = len(view.rows) if apart else 0
-
-        def page_of(number: int) -> tuple[int, list[repo.TeamRow]]:
-            return repo.get_team_page(
-                session,
-                statuses=statuses,
-                name_contains=q,
-                sort=sort,
-                offset=(number - 1) * PAGE_SIZE,
-                limit=PAGE_SIZE,
-                counted_apart=apart,
-            )
-
-        counted, rows = found[0] or page_of(page)  # none on this page: counted on its own
-        total = counted + view_counted
+        query = _Query(statuses, q, sort, apart)
+        total, page, rows = _sql_page(
+            session, query, found[0], page, len(view.rows) if apart else 0
+        )
         pages = max(1, -(-total // PAGE_SIZE))
-        if page > pages:  # past the end (the list shrank): the last page
-            page = pages
-            counted, rows = page_of(page)
-            total = counted + view_counted
-    shown = cards_from(session, rows, view, org)
+    listing = {"cards": cards_from(session, rows, view, org), "total": total, "page": page}
+    listing |= {"pages": pages, "filter_status": status, "sort": sort, "q": q}
+    return _render_overview(request, session, portal, principal, figures, view, listing)
+
+
+def _render_overview(
+    request: Request,
+    session: Session,
+    portal: Portal,
+    principal: Principal,
+    figures: OverviewFigures,
+    view: OrgView,
+    listing: dict[str, Any],
+) -> Response:
+    usage, org = portal.usage_cache, figures.org
     # Org-wide figures from the ready view (a decision refreshes it at once): no scan of
     # every team per view.
     summary = PoolSummary(
@@ -230,13 +273,7 @@ def _overview(
         {
             "principal": principal,
             "summary": summary,
-            "cards": shown,
-            "total": total,
-            "page": page,
-            "pages": pages,
-            "filter_status": status,
-            "sort": sort,
-            "q": q,
+            **listing,
             "statuses": [s.value for s in TeamStatus],
             "pending_count": figures.pending_count,
             "usage_error": usage.error,

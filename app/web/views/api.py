@@ -15,6 +15,7 @@ from app.core.models import (
     TemplateVersion,
     User,
 )
+from app.core.quantities import format_hundredths
 from app.usage.impact import Impact
 from app.usage.service import GpuShare
 from app.web.schemas import (
@@ -23,6 +24,8 @@ from app.web.schemas import (
     GpuShareOut,
     ImpactOut,
     MemberOut,
+    PoolQuotas,
+    QuotaLineOut,
     QuotaOut,
     RequestOut,
     StepOut,
@@ -45,7 +48,16 @@ def quota_out(obj: Team | ClusterRequest | Decision) -> QuotaOut:
     if isinstance(obj, Decision) and not obj.quota_lines:
         answer[quota.WEIGHT_FIELD] = "0"
         answer[quota.PRIORITY_FIELD] = 0
-    return QuotaOut.model_validate(answer)
+    pools: PoolQuotas = {}
+    for line in obj.quota_lines:
+        res = quota.resource(line.resource)
+        limit = res.text(line.quota_limit) if res.limited else ""
+        pools.setdefault(line.pool.name, {})[res.key] = QuotaLineOut(
+            guarantee=res.text(line.guarantee) or None,
+            limit=limit or None,
+            weight=format_hundredths(line.weight),
+        )
+    return QuotaOut.model_validate({**answer, "pools": pools})
 
 
 def team_out(

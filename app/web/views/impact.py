@@ -4,7 +4,7 @@ what-if page show it."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from sqlalchemy.orm import Session
@@ -191,34 +191,43 @@ def review(
         impact=None,
     )
     base = replace(base, asked_fits=base.fits)
-    if typed is not None:
-        shown = {key: str(typed.get(key, "")).strip() for key in asked.display()}
-        try:
-            values = parse_quota(shown, pool=org)
-        except InvalidInput as exc:
-            return replace(base, shown=shown, after_centi=others, errors=exc.errors, typed=True)
-        return replace(
-            base,
-            shown=values.display(),
-            after_centi=others + (values.gpu.guarantee or 0),
-            typed=True,
-            impact=request_impact(
-                session, usage, org, request, values, trace=trace, busy_trace=busy_trace
-            ),
+
+    def impact_of(values: Quota) -> Impact:
+        return request_impact(
+            session, usage, org, request, values, trace=trace, busy_trace=busy_trace
         )
+
+    if typed is not None:
+        return _typed_review(base, org, typed, others, impact_of)
     trimmed = not base.asked_fits
     values = (
         asked.replace("gpu", guarantee=free, limit=max(asked.gpu.limit or 0, free))
         if trimmed
         else asked
     )
+    return replace(base, shown=values.display(), trimmed=trimmed, impact=impact_of(values))
+
+
+def _typed_review(
+    base: Review,
+    org: Org,
+    typed: Mapping[str, str],
+    others: int,
+    impact_of: Callable[[Quota], Impact],
+) -> Review:
+    """The card as the admin types "approve with changes": the values checked against
+    the pool, or what is wrong with them (and no preview)."""
+    shown = {key: str(typed.get(key, "")).strip() for key in base.asked}
+    try:
+        values = parse_quota(shown, pool=org)
+    except InvalidInput as exc:
+        return replace(base, shown=shown, after_centi=others, errors=exc.errors, typed=True)
     return replace(
         base,
         shown=values.display(),
-        trimmed=trimmed,
-        impact=request_impact(
-            session, usage, org, request, values, trace=trace, busy_trace=busy_trace
-        ),
+        after_centi=others + (values.gpu.guarantee or 0),
+        typed=True,
+        impact=impact_of(values),
     )
 
 
