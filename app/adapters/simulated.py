@@ -494,8 +494,7 @@ def _share(
         usage=np.zeros(len(asked)),
     )
     fair = fairshare.divide_columns(fairshare.divide(total, [org])[org.name], level)
-    cap = np.where(limit == fairshare.UNLIMITED, asked, np.minimum(limit, asked))
-    used: npt.NDArray[np.float64] = np.maximum(0.0, np.minimum(fair, cap))
+    used = np.maximum(0.0, np.minimum(fair, fairshare.can_use_columns(limit, asked)))
     return used
 
 

@@ -25,6 +25,7 @@ from app.usage.fairshare import (
     Columns,
     QueueInput,
     Trace,
+    can_use_columns,
     divide,
     divide_columns,
     fair_shares,
@@ -264,8 +265,7 @@ def _past(inputs: OrgInputs, usage: Mapping[str, float]) -> Floats:
 
 def _usable(fair: Floats, limit: Floats, demand: Floats) -> Floats:
     """What a queue can use of its fair share: never above its limit or its demand."""
-    cap = np.where(limit == UNLIMITED, demand, np.minimum(limit, demand))
-    return np.maximum(0.0, np.minimum(fair, cap))
+    return np.maximum(0.0, np.minimum(fair, can_use_columns(limit, demand)))
 
 
 class _Level:

@@ -101,9 +101,21 @@ def request_of(queue: QueueInput) -> float:
     return sum(request_of(child) for child in queue.children)
 
 
+def can_use(limit: float, demand: float) -> float:
+    """What a queue can use at most: its demand, never above its limit (unless it has
+    none). The one rule; ``can_use_columns`` is the same over columns."""
+    return demand if limit == UNLIMITED else min(limit, demand)
+
+
+def can_use_columns(
+    limit: npt.NDArray[np.float64], demand: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """``can_use`` of each queue (tests/usage/test_fairshare_columns.py holds them equal)."""
+    return np.where(limit == UNLIMITED, demand, np.minimum(limit, demand))
+
+
 def requestable(queue: QueueInput) -> float:
-    request = request_of(queue)
-    return request if queue.limit == UNLIMITED else min(queue.limit, request)
+    return can_use(queue.limit, request_of(queue))
 
 
 def divide(
@@ -278,8 +290,7 @@ def fair_shares(
 
 def usable(queue: QueueInput, fair: float) -> float:
     """What a queue can actually use of its fair share: never above its limit or demand."""
-    cap = queue.demand if queue.limit == UNLIMITED else min(queue.limit, queue.demand)
-    return max(0.0, min(fair, cap))
+    return max(0.0, min(fair, can_use(queue.limit, queue.demand)))
 
 
 # --- The same division over columns -------------------------------------------------
@@ -306,7 +317,7 @@ class Columns:
 
     @property
     def requestable(self) -> npt.NDArray[np.float64]:
-        return np.where(self.limit == UNLIMITED, self.request, np.minimum(self.limit, self.request))
+        return can_use_columns(self.limit, self.request)
 
 
 def _sequential_sum(values: npt.NDArray[np.float64]) -> float:

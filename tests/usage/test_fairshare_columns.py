@@ -8,9 +8,18 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
-from app.usage.fairshare import QueueInput, columns_of, divide, divide_columns
+from app.usage.fairshare import (
+    UNLIMITED,
+    QueueInput,
+    can_use,
+    can_use_columns,
+    columns_of,
+    divide,
+    divide_columns,
+)
 from tests.usage import test_golden, test_golden_time_based
 
 
@@ -133,3 +142,16 @@ def test_a_round_that_runs_out_exactly_stops_where_the_loop_does() -> None:
             "late": 0.0,
         }
     )
+
+
+def test_what_a_queue_can_use_is_one_rule_in_both_forms() -> None:
+    """Its demand, never above its limit unless it has none: the loop's ``can_use`` and
+    the columns' ``can_use_columns`` agree on every pairing, unlimited included."""
+    rng = np.random.default_rng(7)
+    limits = np.concatenate(([UNLIMITED, 0.0, 0.5, 1.0], rng.uniform(0, 4, 200).round(2)))
+    demands = np.concatenate(([0.0, 0.25, 1.0, 3.0], rng.uniform(0, 4, 200).round(2)))
+    columns = can_use_columns(limits, demands)
+    pairs = zip(limits, demands, strict=True)
+    assert [can_use(float(limit), float(demand)) for limit, demand in pairs] == list(columns)
+    assert can_use(UNLIMITED, 3.0) == 3.0
+    assert can_use(1.0, 3.0) == 1.0
