@@ -26,6 +26,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    event,
     select,
     text,
 )
@@ -311,7 +312,7 @@ class Pool(Base):
 
     org: Mapped[Org] = relationship(lazy="raise", back_populates="pools")
     capacities: Mapped[list[PoolCapacity]] = relationship(
-        lazy="selectin", cascade="all, delete-orphan", back_populates="pool"
+        lazy="select", cascade="all, delete-orphan", back_populates="pool"
     )
 
     @property
@@ -354,8 +355,8 @@ class QuotaLine:
 
     @declared_attr
     def pool(cls) -> Mapped[Pool]:
-        # By its key, from the session's identity map once the org's pools are read.
-        return relationship(Pool, lazy="select")
+        # Read with the line (a pool is a short row): which pool a line is in.
+        return relationship(Pool, lazy="joined")
 
 
 def _line_checks() -> tuple[CheckConstraint, ...]:
@@ -1006,3 +1007,23 @@ class UsageSample(Base):
     # GPU-seconds within the guarantee and above it (borrowed), summed on roll-up.
     guaranteed_gpu_s: Mapped[float] = mapped_column(Float)
     borrowed_gpu_s: Mapped[float] = mapped_column(Float)
+
+
+@event.listens_for(Org, "refresh")
+@event.listens_for(Org, "expire")
+def _forget_capacity(target: Org | None, *_: Any) -> None:
+    """An org read again forgets the amounts it was told (``known_capacity``); one no
+    longer referenced has nothing to forget."""
+    if target is not None:
+        target.__dict__.pop("_known_capacity", None)
+
+
+def _forget_quota(target: QuotaOwner | None, *_: Any) -> None:
+    """An owner read again forgets the quota it was told (``known_quota``)."""
+    if target is not None:
+        target.__dict__.pop("_known_quota", None)
+
+
+for _owner in (Team, ClusterRequest, Decision):
+    event.listen(_owner, "refresh", _forget_quota)
+    event.listen(_owner, "expire", _forget_quota)

@@ -62,8 +62,7 @@ def format_figure(value: float | None, digits: int = 2) -> str:
 def format_hundredths(value: int | None) -> str:
     """33 -> "0.33", 100 -> "1", 150 -> "1.5", -5 -> "-0.05".
 
-    In integers: a page formats two per team row, and through ``Decimal`` the
-    overview's 100 took some 0.2 ms of its rendering."""
+    In integers: a page formats two per team row, and ``Decimal`` is slow at it."""
     if value is None:
         return ""
     whole, cents = divmod(abs(value), 100)

@@ -12,9 +12,9 @@ detached from the session: for showing, not for changing. Their relationships ar
 loaded, and reaching one raises ``DetachedInstanceError`` on every database alike (so a
 page that needs one reads it, and a test on either database shows it).
 
-What this saves, measured at 1,000 teams (one thread, the team page's four lists):
-0.43 ms of CPU instead of 0.95 ms, and three round trips fewer (each one a wait for the
-interpreter lock under load)."""
+What this saves: about half the CPU of the team page's four lists, and three round
+trips (each one a wait for the interpreter lock under load); bench/README.md has the
+figures."""
 
 from __future__ import annotations
 
@@ -118,8 +118,8 @@ class _Entity:
         # Detached, as ``make_transient_to_detached`` leaves it: on a new instance with
         # every column set, all that function changes is the identity key (it also
         # resets history there is none of, and expires what is not loaded: only the
-        # relationships, which expiring leaves as they are). It cost 13 us an entity,
-        # 0.45 ms of a team page's 34; ``tests/core/test_together.py`` compares the two.
+        # relationships, which expiring leaves as they are), and it cost a noticeable
+        # share of a team page; ``tests/core/test_together.py`` compares the two.
         instance_state(instance).key = self.mapper.identity_key_from_primary_key(
             tuple(values[i] for i in self.identity)
         )

@@ -56,10 +56,8 @@ NO_ORG = "no GPU pool is configured yet: run `gpu-portal seed` or create one"
 
 
 def get_org(session: Session) -> Org:
-    org = session.scalars(select(Org).order_by(Org.id).limit(1)).first()
-    if org is None:
-        raise NotFound(NO_ORG)
-    return org
+    """The org, with its default pool's amounts read in the same statement."""
+    return read(session, org_with(()))[0]
 
 
 def _capacity_columns() -> tuple[ScalarSelect[int], ...]:
@@ -71,6 +69,34 @@ def _capacity_columns() -> tuple[ScalarSelect[int], ...]:
         .scalar_subquery()
         for res in quota.RESOURCES
     )
+
+
+def _with_lines(
+    query: AnySelect, line_class: type[QuotaLine], key: str, owner: InstrumentedAttribute[int]
+) -> AnySelect:
+    """``query`` with the owner's lines in the default pool joined, one per resource of
+    the declaration, their values as columns (read by ``_quota_of``)."""
+    for i, res in enumerate(quota.RESOURCES):
+        line: Any = aliased(line_class, name=f"line_{i}")
+        on = (
+            (getattr(line, key) == owner)
+            & (line.resource == res.key)
+            & line.pool_id.in_(default_pool_ids())
+        )
+        query = query.outerjoin_from(owner.class_, line, on).add_columns(
+            line.guarantee, line.quota_limit, line.weight
+        )
+    return query
+
+
+def _quota_of(values: Sequence[Any], priority: int | None) -> Quota:
+    """A quota from the columns ``_with_lines`` adds (three a resource)."""
+    lines = [
+        StoredValues(res.key, values[3 * i], values[3 * i + 1], values[3 * i + 2])
+        for i, res in enumerate(quota.RESOURCES)
+        if values[3 * i + 2] is not None  # a line's weight is never null
+    ]
+    return Quota.from_lines(lines, priority or PRIORITY_DEFAULT)
 
 
 @functools.lru_cache(maxsize=8)
@@ -89,11 +115,16 @@ def _org_and_figures(rows: Rows) -> tuple[Org, Sequence[Any]]:
     if not rows:
         raise NotFound(NO_ORG)
     org, values = rows[0][0], rows[0][1:]
+    return org, _knowing_capacity(org, values)
+
+
+def _knowing_capacity(org: Org, values: Sequence[Any]) -> tuple[Any, ...]:
+    """The org told its amounts from the columns ``_capacity_columns`` adds first; the
+    values after them."""
     count = len(quota.RESOURCES)
-    org.known_capacity(
-        {res.key: int(amount or 0) for res, amount in zip(quota.RESOURCES, values, strict=False)}
-    )
-    return org, tuple(values[count:])
+    amounts = zip(quota.RESOURCES, values[:count], strict=True)
+    org.known_capacity({res.key: int(amount or 0) for res, amount in amounts})
+    return tuple(values[count:])
 
 
 def get_team_org(session: Session, team: Team) -> Org:
@@ -114,6 +145,14 @@ def lock_org(session: Session, org_id: int) -> Org:
     org = session.get(Org, org_id, populate_existing=True)
     if org is None:
         raise NotFound("the GPU pool no longer exists")
+    # Its amounts as they are now the lock is held (another admin may just have changed
+    # them).
+    amounts = session.execute(
+        select(PoolCapacity.resource, PoolCapacity.amount)
+        .join(Pool, Pool.id == PoolCapacity.pool_id)
+        .where(Pool.org_id == org_id, Pool.is_default)
+    ).all()
+    org.known_capacity({resource: amount for resource, amount in amounts})
     return org
 
 
@@ -141,13 +180,17 @@ def get_team(session: Session, team_id: int) -> Team:
 # The team and what its pages show with it, as reads a page can run together with its
 # other reads (one statement on PostgreSQL): the team with its pool and suggestion, and
 # its steps in order.
-_TEAM_ORG_SUGGESTION = (
-    select(Team, Org, RightsizingSuggestion, TeamSchedule)
+# (The org's amounts and the team's quota in the default pool come as columns of it.)
+_TEAM_ORG_SUGGESTION = _with_lines(
+    select(Team, Org, RightsizingSuggestion, TeamSchedule, *_capacity_columns())
     .join(Org, Org.id == Team.org_id)
     .outerjoin(RightsizingSuggestion, RightsizingSuggestion.team_id == Team.id)
     .outerjoin(TeamSchedule, TeamSchedule.team_id == Team.id)
     .where(Team.id == bindparam("team_id"))
-    .options(lazyload(Team.schedule))  # it is in the row already
+    .options(lazyload(Team.schedule)),  # it is in the row already
+    TeamQuotaLine,
+    "team_id",
+    Team.id,
 )
 _TEAM_STEPS = (
     select(ProvisioningStep)
@@ -167,7 +210,11 @@ def team_for_pages(team_id: int) -> tuple[Read[TeamForPages], Read[list[Provisio
 
 
 def _first(rows: Rows) -> TeamForPages:
-    return (rows[0][0], rows[0][1], rows[0][2], rows[0][3]) if rows else None
+    if not rows:
+        return None
+    team, org, suggestion, schedule, *values = rows[0]
+    team.known_quota(_quota_of(_knowing_capacity(org, values), team.priority))
+    return team, org, suggestion, schedule
 
 
 def _firsts(rows: Rows) -> list[Any]:
@@ -312,34 +359,6 @@ def _requests_where(
 
 # The team page's statements are built once (building one costs about as much CPU as
 # running it); each takes the team's id as a parameter.
-def _with_lines(
-    query: AnySelect, line_class: type[QuotaLine], key: str, owner: InstrumentedAttribute[int]
-) -> AnySelect:
-    """``query`` with the owner's lines in the default pool joined, one per resource of
-    the declaration, their values as columns (read by ``_quota_of``)."""
-    for i, res in enumerate(quota.RESOURCES):
-        line: Any = aliased(line_class, name=f"line_{i}")
-        on = (
-            (getattr(line, key) == owner)
-            & (line.resource == res.key)
-            & line.pool_id.in_(default_pool_ids())
-        )
-        query = query.outerjoin_from(owner.class_, line, on).add_columns(
-            line.guarantee, line.quota_limit, line.weight
-        )
-    return query
-
-
-def _quota_of(values: Sequence[Any], priority: int | None) -> Quota:
-    """A quota from the columns ``_with_lines`` adds (three a resource)."""
-    lines = [
-        StoredValues(res.key, values[3 * i], values[3 * i + 1], values[3 * i + 2])
-        for i, res in enumerate(quota.RESOURCES)
-        if values[3 * i + 2] is not None  # a line's weight is never null
-    ]
-    return Quota.from_lines(lines, priority or PRIORITY_DEFAULT)
-
-
 _TEAM_REQUESTS_DECIDED = _with_lines(
     select(ClusterRequest, Decision)
     .outerjoin(Decision, Decision.request_id == ClusterRequest.id)
@@ -615,11 +634,11 @@ def _page_query(
     if order is SQL_SORTS["name"] and statuses is not None and set(statuses) <= set(LIVE_STATUSES):
         # Live names are unique (uq_teams_live_name): the name alone orders them, read
         # straight from that index (with the id too, the database ran an incremental
-        # sort over every row it skipped: 0.5 ms of a later page at 10,000 teams).
+        # sort over every row it skipped).
         order = (Team.name,)
     # The page's ids first, from the teams alone (a later page skips its offset along the
     # name index), then only those rows joined: joined first, the database built and
-    # sorted every matching team's row to skip them (18 ms for page 100 of 10,000).
+    # sorted every matching team's row to skip them.
     ids = select(Team.id)
     if sort == "guarantee":
         ids = ids.outerjoin_from(Team, GPU_LINE, gpu_line_of_team())

@@ -38,11 +38,9 @@ Flags = npt.NDArray[np.bool_]
 
 NO_USAGE = QueueUsage(0, 0)
 # One division over columns at a time in a process. Each of its array operations hands
-# the interpreter's lock over (numpy releases it over 10,000 teams): four what-if
-# keystrokes dividing at once passed it back and forth some 200 times each, every
-# handover a wait. Serialised, a keystroke at 10,000 teams under four clients cost 14
-# instead of 17 ms of CPU (medians of six rounds each, interleaved); a division takes
-# 1-2 ms at that size, 0.1 ms at 100 teams.
+# the interpreter's lock over (numpy releases it over large arrays): what-if keystrokes
+# dividing at once passed it back and forth hundreds of times each, every handover a
+# wait. Serialised they cost less CPU, and one division is short (bench/README.md).
 DIVIDING = threading.Lock()
 
 

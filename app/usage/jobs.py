@@ -21,12 +21,10 @@ from app.usage.service import UsageCache
 DIGEST_CHECK_SECONDS = 60.0
 
 # The org view's refresher takes at most a twentieth of a core: after a pass that took
-# ``t`` seconds of its thread's CPU it waits at least 19 t. Up to about 1,000 teams a
-# pass is a few tens of milliseconds and this changes nothing (every ttl / 2); at 10,000
-# a pass with a usage read is 100-150 ms (it was some 400 ms before the quota rows were
-# kept while their digest stays the same and the shares built on demand), and the view
-# is rebuilt every 2 to 3 s instead of every 2.5 s: figures up to a few seconds older,
-# the rebuilds' hold on the interpreter lock bounded.
+# ``t`` seconds of its thread's CPU it waits at least 19 t. In a small org a pass is
+# short and this changes nothing (every ttl / 2); in a large one the view is rebuilt a
+# little less often: figures up to a few seconds older, the rebuilds' hold on the
+# interpreter lock bounded (bench/README.md has the figures).
 REFRESH_CPU_SHARE = 0.05
 
 # While the refresher rebuilds the view, the interpreter hands its lock to another thread

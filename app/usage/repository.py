@@ -70,8 +70,8 @@ def get_quota_rows(session: Session, org_id: int) -> list[TeamQuota]:
     """The quotas of every team holding a queue: what fair share is computed over. Read
     as plain values (the creation time as whole seconds and readiness as a boolean, both
     computed by the database), not through the ORM: the view refresher reads every team's
-    row every few seconds (at 10,000 teams about 90 ms of the portal's CPU through the
-    ORM and its datetime and enum conversions, about 45 ms so)."""
+    row every few seconds, and the ORM's datetime and enum conversions about doubled
+    what that costs the portal."""
     statement = (
         select(*_quota_columns(session))
         .select_from(_with_gpu_line(Team))
@@ -106,10 +106,9 @@ def quota_rows_since(session: Session, org_id: int, kept: QuotaRows | None) -> Q
     """``kept`` itself while nothing ``get_quota_rows`` reads moved, else the rows read
     again. On PostgreSQL one statement reads a digest of every value (md5 over each one
     quoted, in id order) and, only when it differs from ``kept``'s, the rows too: one
-    short row back when nothing moved (at 10,000 teams about 17 ms of the database's
-    time, where reading the rows costs some 45 ms of the portal's CPU), and the rows and
-    their digest always from one snapshot. On SQLite, the development database, the
-    rows are read every time."""
+    short row back when nothing moved (the database's time, where reading the rows
+    costs the portal's), and the rows and their digest always from one snapshot. On
+    SQLite, the development database, the rows are read every time."""
     if session.get_bind().dialect.name != "postgresql":
         return QuotaRows(org_id, None, get_quota_rows(session, org_id))
     columns = _quota_columns(session)

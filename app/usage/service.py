@@ -132,8 +132,8 @@ class OrgView:
     def of(cls, rows: list[TeamQuota], shares: Shares) -> OrgView:
         """The view of ``rows`` (the rows ``shares`` were divided over), read from the
         division's columns: the figures are those of each team's ``GpuShare`` (its
-        ``allocated``, ``borrowed`` and ``pending``), without building one per team (at
-        10,000 teams building and reading them took some 100 ms of every refresh)."""
+        ``allocated``, ``borrowed`` and ``pending``), without building one per team (in a
+        large org that was most of every refresh)."""
         division = shares.division
         inputs = division.inputs
         shown, quota = inputs.shown, inputs.quota
@@ -175,7 +175,7 @@ class OrgView:
 class Shares(Mapping[int, GpuShare]):
     """Every team's share from one division, as the gauges draw it, by team id: each
     built when it is asked for. A page shows a few; the refresher no longer builds all of
-    them at every refresh (at 10,000 teams some 60 ms of the interpreter's lock each
+    them at every refresh (in a large org a long hold of the interpreter's lock each
     time, and megabytes held per view)."""
 
     __slots__ = ("_built", "_index", "division")
@@ -184,8 +184,8 @@ class Shares(Mapping[int, GpuShare]):
         self.division = division
         self._index = division.inputs.index
         # The shares built so far, kept as long as the division: the pages ask for the
-        # same few again and again (the overview's first page, 50 of them, about 5 us
-        # each to build). Two threads building the same share store equal values.
+        # same few again and again (the overview's first page, 50 of them). Two threads
+        # building the same share store equal values.
         self._built: dict[int, GpuShare] = {}
 
     def __getitem__(self, team_id: int) -> GpuShare:

@@ -206,7 +206,7 @@ def who_is_asking(request: Request, session: Session, settings: Settings) -> Pri
     """Who is asking, resolved once per request and kept on it: a dependency that needs
     the database on a thread anyway (the team in the path) resolves the caller on the same
     thread, and the handler's own ``principal`` then costs no thread hop of its own (each
-    hop is some 0.3 ms of CPU and a wait for the interpreter lock under load)."""
+    hop costs CPU and a wait for the interpreter lock under load)."""
     resolved = request.scope.get(_PRINCIPAL, _UNRESOLVED)
     if resolved is _UNRESOLVED:
         resolved = request.scope[_PRINCIPAL] = _resolve(request, session, settings)

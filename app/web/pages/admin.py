@@ -226,7 +226,7 @@ def _overview(
     # Every live team (the default list): the teams holding a guarantee are counted from
     # the ready view, as the summary's live teams are, and only the others (a few
     # submitted ones, along the status index) by the statement; counting every live team
-    # per view was a scan of the teams table (2.5 ms of PostgreSQL at 10,000 teams).
+    # per view was a scan of the teams table.
     apart = [s.value for s in COMMITTED_STATUSES] if status == "live" and not q else []
     if not by_usage:
         offset = (page - 1) * PAGE_SIZE
