@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -15,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.core import heap, logs
+from app.core import logs
 from app.core.config import PROJECT_ROOT, Settings, get_settings
 from app.core.errors import DomainError, InvalidInput
 from app.runtime import Portal, serve_roles
@@ -127,34 +126,12 @@ ROUTERS = tuple(
 
 
 def serve_app() -> FastAPI:
-    """What ``gpu-portal serve`` runs: the portal with its start-up heap frozen."""
-    return create_app(freeze_heap=True)
+    """What ``gpu-portal serve`` runs."""
+    return create_app()
 
 
-# A collection of the youngest generation once this many more objects are alive than at
-# the last one (Python's default: 700). A team page keeps some thousands alive while it
-# is built, so with 700 it started 0.42 collections a view, 0.1 to 0.15 ms of CPU each
-# view with the middle generation's; with 2,000, 0.03 (0.015 to 0.026 ms a view).
-YOUNG_COLLECTION_AFTER = 2_000
-# A full garbage collection after this many collections of the middle generation
-# (Python's default: 10). At 10,000 teams the views the refreshers rebuild every few
-# seconds hold some 40,000 objects, enough to start a full collection (19 to 36 ms,
-# every request waiting) every 3 s or so; one every 50 with the youngest generation
-# collected after 700 objects made them rare enough. Refcounting frees everything but
-# cycles, which wait longer: with 100 the benchmark's peak memory at 10,000 teams rose to
-# 253 MB, with 50 it stayed at 240 MB and every p99 under 4x p50. With the youngest
-# generation collected after 2,000, 17 keeps full collections as far apart in objects
-# made (2,000 x 10 x 17 = 340,000, against 700 x 10 x 50 = 350,000).
-FULL_COLLECTION_EVERY = 17
-
-
-def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -> FastAPI:
-    """The portal. ``freeze_heap`` (the served process, not tests that start many apps in
-    one process): once started, move every object made so far out of the collector's
-    sight, so a full collection pauses requests for milliseconds, not a tenth of a
-    second (measured: 159 ms → 3.6 ms at 100 teams), make collections rarer
-    (``YOUNG_COLLECTION_AFTER``, ``FULL_COLLECTION_EVERY``) and keep the memory requests
-    free for the next ones (``app.core.heap``)."""
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The portal: its parts made from ``settings``, its routes, middleware and error pages."""
     settings = settings or get_settings()
     # Outside development the templates do not change: no file check per include (a
     # team page includes some twenty partials).
@@ -168,7 +145,7 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
             "Self-service isolated clusters (vCluster) on a shared GPU pool scheduled by "
             "KAI Scheduler. Unsafe methods need the session's CSRF token in `X-CSRF-Token`."
         ),
-        lifespan=_lifespan(portal, settings, freeze_heap=freeze_heap),
+        lifespan=_lifespan(portal, settings),
         docs_url=None,  # served by app.web.pages.docs from the portal's own assets
         redoc_url=None,
         dependencies=[Depends(csrf_protect)],
@@ -185,7 +162,7 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
 
 
 def _lifespan(
-    portal: Portal, settings: Settings, *, freeze_heap: bool
+    portal: Portal, settings: Settings
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -199,12 +176,6 @@ def _lifespan(
             metrics_server, _ = start_http_server(
                 settings.metrics_port, addr=settings.metrics_host, registry=portal.metrics_registry
             )
-        if freeze_heap:
-            heap.keep_freed_memory()
-            gc.collect()
-            gc.freeze()
-            _, threshold1, _ = gc.get_threshold()
-            gc.set_threshold(YOUNG_COLLECTION_AFTER, threshold1, FULL_COLLECTION_EVERY)
         try:
             yield
         finally:

@@ -3,7 +3,6 @@ effects that wake them, and readiness read from the running loops."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from pathlib import Path
@@ -16,8 +15,6 @@ from app.core.jobs import Loop, Role
 from app.runtime import JOBS, WEB_PARTS, Portal, serve_roles
 from app.usage.jobs import (
     REFRESH_CPU_SHARE,
-    REFRESH_SWITCH_SECONDS,
-    quick_switches,
     refresh_wait,
 )
 from tests.conftest import settings_for
@@ -171,13 +168,3 @@ def test_the_view_refresher_keeps_within_its_share_of_a_core() -> None:
     assert 0.3 / (0.3 + costly) == pytest.approx(REFRESH_CPU_SHARE)
     assert refresh_wait(5.0, period=period, ttl=ttl) == 2 * ttl < 3 * ttl + 1
     assert refresh_wait(0.0, period=0.2, ttl=0.0) == 0.2, "tests' ttl of 0: its period"
-
-
-def test_a_view_rebuild_hands_the_interpreter_over_sooner() -> None:
-    before = sys.getswitchinterval()
-    with quick_switches():
-        assert sys.getswitchinterval() == REFRESH_SWITCH_SECONDS < before
-    assert sys.getswitchinterval() == before
-    with pytest.raises(RuntimeError), quick_switches():
-        raise RuntimeError("the database went away")
-    assert sys.getswitchinterval() == before, "restored after a failed pass too"

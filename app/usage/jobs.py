@@ -3,10 +3,7 @@ pass over its history, the org view kept ready for the pages, and the weekly dig
 
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Protocol
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -26,25 +23,6 @@ DIGEST_CHECK_SECONDS = 60.0
 # little less often: figures up to a few seconds older, the rebuilds' hold on the
 # interpreter lock bounded (bench/README.md has the figures).
 REFRESH_CPU_SHARE = 0.05
-
-# While the refresher rebuilds the view, the interpreter hands its lock to another thread
-# after this many seconds instead of its default 5 ms. A request thread that gave the
-# lock up for I/O (a statement, the socket: a dozen times per page) otherwise waits up to
-# the whole 5 ms each time to take it back from a rebuild of 10,000 teams, and the
-# requests that overlap one (every few seconds) are the slowest of every page.
-REFRESH_SWITCH_SECONDS = 0.0005
-
-
-@contextmanager
-def quick_switches(interval: float = REFRESH_SWITCH_SECONDS) -> Iterator[None]:
-    """The interpreter's switch interval at most ``interval`` while the block runs (only
-    the refresher sets it: nothing else changes it meanwhile)."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(min(before, interval))
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
 
 
 class Parts(Protocol):
@@ -96,8 +74,7 @@ def view_refresher_loop(parts: Parts) -> Loop:
 
     def run() -> float:
         started = time.thread_time()
-        with quick_switches():
-            refresher.refresh_once()
+        refresher.refresh_once()
         return refresh_wait(time.thread_time() - started, period=period, ttl=cache.ttl)
 
     return Loop(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import re
 from pathlib import Path
 
@@ -12,8 +11,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from app.cli import migrate
-from app.core import heap
-from app.main import FULL_COLLECTION_EVERY, YOUNG_COLLECTION_AFTER, create_app
+from app.main import create_app
 from app.runtime import portal_of
 from tests.conftest import settings_for
 from tests.servers import free_port
@@ -166,42 +164,3 @@ def test_request_metrics_can_be_switched_off(db_url: str) -> None:
     # The counters are the process's: other apps of this test run may have added to them.
     assert _sample_or_zero(text, route="/login", status="200") == before
     assert "portal_teams" in text, "the database's figures stay"
-
-
-def test_the_served_portal_freezes_its_start_up_heap(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A full garbage collection then skips the tens of thousands of objects made at start
-    (a 159 ms pause of every request at 100 teams, measured), and the C heap keeps what
-    requests free (``tests/core/test_heap.py``); tests' apps do neither."""
-    kept: list[bool] = []
-
-    def keep() -> bool:
-        kept.append(True)
-        return True
-
-    monkeypatch.setattr(heap, "keep_freed_memory", keep)
-    settings = settings_for(f"sqlite:///{tmp_path / 'frozen.db'}")
-    migrate(settings)
-    gc.unfreeze()
-    thresholds = gc.get_threshold()
-    try:
-        with TestClient(create_app(settings)):
-            assert gc.get_freeze_count() == 0
-            assert gc.get_threshold() == thresholds
-            assert kept == []
-        with TestClient(create_app(settings, freeze_heap=True)) as client:
-            assert gc.get_freeze_count() > 10_000
-            # The youngest and the full collections rarer, the middle one as it was.
-            assert gc.get_threshold() == (
-                YOUNG_COLLECTION_AFTER,
-                thresholds[1],
-                FULL_COLLECTION_EVERY,
-            )
-            assert thresholds[0] < YOUNG_COLLECTION_AFTER
-            assert thresholds[2] < FULL_COLLECTION_EVERY
-            assert kept == [True]
-            assert client.get("/healthz").status_code == 200
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)
