@@ -1,6 +1,6 @@
-"""Several reads in one round trip: a page that shows a few short lists about one thing
-(a team's requests, members, grants and events) asks PostgreSQL for all of them in one
-statement instead of one statement each.
+"""Several reads in one round trip, the one way a page reads its lists: a page that shows
+a few short lists about one thing (a team's requests, members, grants and events) asks
+PostgreSQL for all of them in one statement instead of one statement each.
 
 Each read is an ordinary select of whole entities and columns (``Read``), written in its
 domain's repository; ``read`` runs one on its own, as before. ``read_together`` runs
