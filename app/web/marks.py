@@ -1,6 +1,8 @@
 """Marks drawn in Python, not in templates, where a page draws one per row: a status as a
 pill, the admins' overview row (a team's name, status, guarantee, limit and gauge), and
-the team page's activity timeline and provisioning steps.
+the team page's activity timeline and provisioning steps. Each of the last three is the
+fast path of a readable template beside it (``templates/marks/``), which
+``tests/web/test_marks.py`` holds equal to it: change both.
 
 The overview draws 50 rows: the template's eight outputs a row, each escaped on its own,
 with the conditions around them, were about half of that page's rendering; the team

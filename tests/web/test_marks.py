@@ -154,3 +154,69 @@ def test_the_steps_show_their_icon_name_condition_age_and_message() -> None:
         "○ Kubeconfig pending",  # no time while nothing has happened yet
     ]
     assert str(steps([])) == ""
+
+
+def _same(html: str) -> str:
+    """Markup as a browser lays it out: whitespace between tags and runs of it are one."""
+    return re.sub(r">\s+<", "><", " ".join(str(html).split())).strip()
+
+
+def _twin(name: str, **context: object) -> str:
+    """The readable template of a mark (``templates/marks/``), rendered with the page's
+    environment."""
+    from app.teams.repository import NOT_LIVE
+    from app.web.marks import ERROR_SHOWN, STEP_ICONS, STEP_LABELS
+    from app.web.templating import templates
+
+    template = templates.env.get_template(f"marks/{name}.html")
+    return template.render(
+        now=datetime.now(UTC),
+        icons=STEP_ICONS,
+        labels=STEP_LABELS,
+        error_shown=ERROR_SHOWN,
+        not_live=NOT_LIVE,
+        **context,
+    )
+
+
+def test_each_mark_equals_its_readable_template() -> None:
+    """The marks are the fast path of three templates kept beside them (what a newcomer
+    reads and changes first): the same markup for every kind of row, event and step."""
+    rows = [
+        (_row(), SHARE),
+        (_row(status="provisioning", template_label="kubeflow <v2>"), SHARE),
+        (_row(last_error="x" * 200 + "<b>"), SHARE),
+        (_row(status="submitted"), SHARE),
+        (
+            _row(suggestion=RowSuggestion("lower", 150, 50)),
+            GpuShare(guaranteed=1.5, limit=3, allocated=2.5, requested=3.2, pool=8),
+        ),
+        (
+            _row(suggestion=RowSuggestion("raise", 150, 250), name="a&b"),
+            GpuShare(guaranteed=1.5, limit=3, allocated=1.0, requested=2.0, pool=8),
+        ),
+    ]
+    for team, share in rows:
+        assert _same(overview_row(team, share)) == _same(
+            _twin("overview_row", team=team, share=share)
+        )
+    now = datetime.now(UTC)
+    events = [
+        AuditEvent(at=now - timedelta(minutes=3, seconds=20), action="team.ready",
+                   summary="Cluster ready", actor="worker"),
+        AuditEvent(at=now - timedelta(hours=2, minutes=1), action="request.approved",
+                   summary="Approved <b>2</b> & more", actor="<script>x</script>"),
+    ]  # fmt: skip
+    for listed in (events, []):
+        assert _same(timeline(listed)) == _same(_twin("timeline", events=listed))
+    conditions = [
+        ProvisioningStep(step=Step.QUEUE, status=StepStatus.DONE, message="",
+                         updated_at=now - timedelta(hours=1)),
+        ProvisioningStep(step=Step.VCLUSTER, status=StepStatus.FAILED,
+                         message='chart refused: <b>"rbac"</b>',
+                         updated_at=now - timedelta(minutes=5, seconds=3)),
+        ProvisioningStep(step=Step.KUBECONFIG, status=StepStatus.PENDING, message="",
+                         updated_at=now),
+    ]  # fmt: skip
+    for listed_steps in (conditions, []):
+        assert _same(steps(listed_steps)) == _same(_twin("steps", conditions=listed_steps))
