@@ -59,6 +59,11 @@ def test_whole_loop_through_the_api(app: FastAPI, admin: Client) -> None:
     decision = approved.json()["decision"]
     assert decision["changes"] == {"gpu_quota": ["0.5", "0.01"]}
     assert decision["approved"]["gpu_quota"] == "0.01"
+    # The lead's Requests card says it in the forms' words, not the fields' names.
+    card = lead.get(f"/teams/{team_id}").text.split('id="team-requests"', 1)[1]
+    card = card.split("</section>", 1)[0]
+    assert "approved with changes: GPU guarantee 0.5 → 0.01" in card
+    assert "gpu_quota" not in card
     # The same quota keyed by node pool and resource (the fields above: the default pool).
     assert decision["approved"]["pools"] == {
         "default": {"gpu": {"guarantee": "0.01", "limit": "1", "weight": "1"}}
