@@ -40,6 +40,9 @@ class Resource:
     limited: bool  # a limit is asked (otherwise KAI's limit is unlimited)
     pool_field: str  # the pool form's and API's field of the pool's amount: "gpus"
     pool_label: str  # what the pool's amount is called: "GPUs", "CPU cores"
+    # Each team's share of it is shown (a gauge per pool), from its own division. KAI
+    # divides every resource; the portal shows the ones teams share and wait for (GPUs).
+    divided: bool = False
 
     @property
     def guarantee_field(self) -> str:
@@ -91,6 +94,7 @@ GPU = Resource(
     limited=True,
     pool_field="gpus",
     pool_label="GPUs",
+    divided=True,
 )
 CPU = Resource(
     key="cpu",
@@ -221,11 +225,11 @@ class Quota:
     @property
     def weight(self) -> int:
         """The over-quota weight (one for every resource, as the forms ask it)."""
-        return self.lines[0].weight
+        return self._by_key[GPU.key].weight
 
     @property
     def gpu(self) -> Line:
-        return self.lines[0]
+        return self._by_key[GPU.key]
 
     def replace(self, key: str, **changes: int | None) -> Quota:
         """This quota with one line changed: ``q.replace("gpu", guarantee=50)``."""

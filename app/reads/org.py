@@ -3,13 +3,16 @@ usage cache (kept ready by the view refresher), for one org."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlalchemy.orm import Session
 
 from app.core.models import (
     Org,
 )
 from app.usage import repository as usage_repo
-from app.usage.service import OrgView, UsageCache
+from app.usage.model import ShareKey
+from app.usage.service import GpuShare, OrgView, UsageCache
 
 
 def org_view(session: Session, usage: UsageCache, org: Org) -> OrgView:
@@ -18,3 +21,28 @@ def org_view(session: Session, usage: UsageCache, org: Org) -> OrgView:
         pool_centi=org.gpus_centi,
         parent=org.parent_queue,
     )
+
+
+@dataclass(frozen=True)
+class KeyShare:
+    """A team's share in one more key than the default pool's GPUs: its own gauge."""
+
+    key: ShareKey
+    share: GpuShare | None  # None: the team holds no queue in that division yet
+
+
+def other_shares(session: Session, usage: UsageCache, org: Org, team_id: int) -> list[KeyShare]:
+    """The team's share in every other pool and divided resource it holds a line of,
+    each from its own division over every team holding that key (KAI's algorithm, as for
+    the default pool's GPUs). A single-pool org's teams have none: one query, no more."""
+    found: list[KeyShare] = []
+    for key in usage_repo.other_keys(session, team_id):
+        rows = usage_repo.get_quota_rows(session, org.id, key)
+        shares = usage.key_shares(
+            rows,
+            key,
+            capacity_centi=usage_repo.pool_capacity(session, key, org.id),
+            parent=org.parent_queue,
+        )
+        found.append(KeyShare(key, shares.get(team_id)))
+    return found

@@ -459,11 +459,16 @@ GPU_LINE = aliased(TeamQuotaLine, name="gpu_line")
 
 
 def gpu_line_of_team() -> ColumnElement[bool]:
-    return (
-        (GPU_LINE.team_id == Team.id)
-        & (GPU_LINE.resource == GPU_RESOURCE)
-        & GPU_LINE.pool_id.in_(default_pool_ids())
-    )
+    return line_of_team(GPU_LINE, GPU_RESOURCE, None)
+
+
+def line_of_team(
+    line: type[TeamQuotaLine], resource: str, pool_id: int | None
+) -> ColumnElement[bool]:
+    """The join of a team and its line (``line``: an alias) of ``resource`` in the pool
+    ``pool_id`` (None: the org's default pool)."""
+    pool = line.pool_id.in_(default_pool_ids()) if pool_id is None else line.pool_id == pool_id
+    return (line.team_id == Team.id) & (line.resource == resource) & pool
 
 
 @dataclass(frozen=True)
@@ -473,8 +478,8 @@ class TeamRow:
     id: int
     name: str
     status: str
-    gpu_quota_centi: int
-    gpu_limit_centi: int
+    quota_centi: int
+    limit_centi: int
     last_error: str | None
     suggestion: RowSuggestion | None = None
     template_label: str = ""  # "kubeflow-training v2" (empty: a plain vCluster)

@@ -50,7 +50,7 @@ def seed_history(session: Session, now: datetime | None = None) -> int:
     org = teams.get_org(session)
     rows: list[dict[str, object]] = []
     for quota in repo.get_quota_rows(session, org.id):
-        guarantee = gpus(quota.gpu_quota_centi)
+        guarantee = gpus(quota.quota_centi)
         for hour in range(DAYS * 24, 0, -1):
             at = end - timedelta(hours=hour)
             used, asked = _figures(quota.name, at, guarantee)

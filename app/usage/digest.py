@@ -49,11 +49,11 @@ def write_weekly(session: Session, settings: Settings, now: datetime | None = No
     for quota in quotas:
         used = use.get(quota.id)
         s = suggestions.get(quota.id)
-        current = s is not None and s.guarantee_centi == quota.gpu_quota_centi
+        current = s is not None and s.guarantee_centi == quota.quota_centi
         facts = {
             "week": week,
             "used": None if used is None else f"{used:.2f}",
-            "guaranteed": format_hundredths(quota.gpu_quota_centi),
+            "guaranteed": format_hundredths(quota.quota_centi),
             "suggested": format_hundredths(s.suggested_centi) if s is not None and current else "",
             "direction": ("lower" if s.direction == "lower" else "raise") if s and current else "",
         }

@@ -12,6 +12,7 @@ read): ``tests/usage/test_fairshare_columns.py`` and ``test_division.py`` hold t
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import threading
 from collections.abc import Mapping, Sequence
@@ -67,7 +68,12 @@ class OrgInputs:
     keys: list[tuple[int, str, str]]
 
     @classmethod
-    def of(cls, rows: Sequence[TeamQuota], usage: Mapping[str, QueueUsage]) -> OrgInputs:
+    def of(
+        cls, rows: Sequence[TeamQuota], usage: Mapping[str, QueueUsage], resource: str = "gpu"
+    ) -> OrgInputs:
+        """The inputs of ``rows`` (one key's) with the readings of ``resource``."""
+        if resource != "gpu":  # each reading as the GPU's fields carry it
+            usage = {name: _as_gpu(u, resource) for name, u in usage.items()}
         names = [row.queue_name for row in rows]
         found = [usage.get(name) for name in names]
         raws = [u if row.ready else None for row, u in zip(rows, found, strict=True)]
@@ -79,8 +85,8 @@ class OrgInputs:
             ids=[row.id for row in rows],
             names=names,
             teams=[row.name for row in rows],
-            quota=np.array([row.gpu_quota_centi for row in rows], dtype=np.float64) / 100,
-            limit=np.array([row.gpu_limit_centi for row in rows], dtype=np.float64) / 100,
+            quota=np.array([row.quota_centi for row in rows], dtype=np.float64) / 100,
+            limit=np.array([row.limit_centi for row in rows], dtype=np.float64) / 100,
             weight=np.array([row.weight_centi for row in rows], dtype=np.float64) / 100,
             priority=np.array([row.priority for row in rows], dtype=np.int64),
             ready=np.array([row.ready for row in rows], dtype=np.bool_),
@@ -131,7 +137,7 @@ class OrgInputs:
             if i is None:
                 new.append(row)
                 continue
-            quota[i], limit[i] = row.gpu_quota_centi / 100, row.gpu_limit_centi / 100
+            quota[i], limit[i] = row.quota_centi / 100, row.limit_centi / 100
             weight[i], priority[i] = row.weight_centi / 100, row.priority
             touched.append(i)
         if not new:
@@ -153,8 +159,8 @@ class OrgInputs:
                 ids=self.ids + [row.id for row in new],
                 names=self.names + [row.queue_name for row in new],
                 teams=self.teams + [row.name for row in new],
-                quota=np.concatenate((quota, [row.gpu_quota_centi / 100 for row in new])),
-                limit=np.concatenate((limit, [row.gpu_limit_centi / 100 for row in new])),
+                quota=np.concatenate((quota, [row.quota_centi / 100 for row in new])),
+                limit=np.concatenate((limit, [row.limit_centi / 100 for row in new])),
                 weight=np.concatenate((weight, [row.weight_centi / 100 for row in new])),
                 priority=np.concatenate(
                     (priority, np.array([row.priority for row in new], dtype=np.int64))
@@ -170,6 +176,13 @@ class OrgInputs:
             ),
             touched,
         )
+
+
+def _as_gpu(found: QueueUsage, resource: str) -> QueueUsage:
+    allocated, requested = found.amounts(resource)
+    return dataclasses.replace(
+        found, allocated_gpu=allocated, requested_gpu=requested, smallest_waiting=None
+    )
 
 
 def _key(row: TeamQuota, name: str, found: QueueUsage | None) -> tuple[int, str, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from app.core.quota import GPU, Resource
 from app.usage.sources import ClusterTop
 
 TEAM_QUEUE_PREFIX = "team-"
@@ -36,14 +37,55 @@ class Model:
 NO_MODEL = Model()
 
 
+def team_queue(team: str, pool: str = "") -> str:
+    """A team's queue: ``team-<name>`` in the default pool, ``team-<name>-<pool>`` in
+    another (a Queue serves one shard, so a team has one per pool)."""
+    return f"{TEAM_QUEUE_PREFIX}{team}-{pool}" if pool else f"{TEAM_QUEUE_PREFIX}{team}"
+
+
+@dataclass(frozen=True)
+class ShareKey:
+    """What one division divides: one resource in one node pool. KAI divides every
+    resource of every pool on its own (a shard per pool, each resource in turn), with the
+    same algorithm: the portal computes one division per key, each team's share of it
+    and its gauge. ``pool_id`` None: the org's default pool (KAI's default shard)."""
+
+    resource: Resource = GPU
+    pool_id: int | None = None
+    pool_name: str = ""
+
+    @property
+    def is_default(self) -> bool:
+        return self.pool_id is None and self.resource is GPU
+
+    def queue_name(self, team: str) -> str:
+        """The team's queue for this key's pool: its own queue in the default pool, one
+        queue per other pool (a Queue serves one shard)."""
+        return team_queue(team, "" if self.pool_id is None else self.pool_name)
+
+    def parent_queue(self, org_queue: str) -> str:
+        """The org's queue in this key's pool: the org's own in the default pool."""
+        return org_queue if self.pool_id is None else f"{org_queue}-{self.pool_name}"
+
+    def describe(self) -> str:
+        """The key in people's words: "GPU", "GPU in pool l40s"."""
+        name = self.resource.name
+        return name if self.pool_id is None else f"{name} in pool {self.pool_name}"
+
+
+DEFAULT_KEY = ShareKey()
+
+
 @dataclass(frozen=True, slots=True)
 class TeamQuota:
-    """The part of a team that fair share depends on."""
+    """The part of a team that fair share depends on, for one key (``ShareKey``): the
+    amounts in hundredths of the resource's unit as people read it (GPUs, cores, GB;
+    -100: unlimited), the weight in hundredths."""
 
     id: int
     name: str
-    gpu_quota_centi: int
-    gpu_limit_centi: int
+    quota_centi: int
+    limit_centi: int
     weight_centi: int
     priority: int
     # When the team was created, in whole seconds: KAI breaks ties by its queue's creation
@@ -51,7 +93,9 @@ class TeamQuota:
     created: int = 0
     # Only a ready team runs work: the others show their quota, not usage.
     ready: bool = True
+    # The pool's name where the key is another pool than the default (its own queue).
+    pool: str = ""
 
     @property
     def queue_name(self) -> str:
-        return f"{TEAM_QUEUE_PREFIX}{self.name}"
+        return team_queue(self.name, self.pool)

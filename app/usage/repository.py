@@ -20,19 +20,26 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import InstrumentedAttribute, Session, outerjoin
+from sqlalchemy.orm import InstrumentedAttribute, Session, aliased, join, outerjoin
 
 from app.core.models import (
     COMMITTED_STATUSES,
     DigestRun,
+    Pool,
+    PoolCapacity,
     RightsizingSuggestion,
     Team,
+    TeamQuotaLine,
     TeamStatus,
     UsageSample,
 )
-from app.core.quota import WEIGHT_DEFAULT
-from app.teams.repository import GPU_LINE, gpu_line_of_team
+from app.core.quota import RESOURCES, WEIGHT_DEFAULT
+from app.teams.repository import GPU_LINE, line_of_team
+from app.usage.model import DEFAULT_KEY, ShareKey
 from app.usage.service import TeamQuota
+
+# Any other key's line, as statements join it (the default key's is ``GPU_LINE``).
+KEY_LINE = aliased(TeamQuotaLine, name="key_line")
 
 
 def _created_seconds(session: Session) -> ColumnElement[int]:
@@ -47,47 +54,93 @@ def _holding_a_queue(org_id: int) -> ColumnElement[bool]:
     return (Team.org_id == org_id) & Team.status.in_(COMMITTED_STATUSES)
 
 
-def _quota_columns(session: Session) -> tuple[ColumnElement[Any] | InstrumentedAttribute[Any], ...]:
-    """What fair share is computed over, per team (``TeamQuota``'s fields in order)."""
+def _line_of(key: ShareKey) -> type[TeamQuotaLine]:
+    return GPU_LINE if key.is_default else KEY_LINE
+
+
+def _quota_columns(
+    session: Session, key: ShareKey = DEFAULT_KEY
+) -> tuple[ColumnElement[Any] | InstrumentedAttribute[Any], ...]:
+    """What fair share is computed over, per team (``TeamQuota``'s fields in order): the
+    amounts of ``key``'s line in hundredths of what people read (a GPU's are stored so;
+    a core's and a GB's are ``scale`` storage units each)."""
+    line, scale = _line_of(key), key.resource.scale
+    guarantee: Any = line.guarantee if scale == 1 else line.guarantee // scale
+    limit: Any = line.quota_limit if scale == 1 else line.quota_limit // scale
+    # No limit: KAI's unlimited (-1), where the resource takes none.
+    unlimited = 0 if key.resource.limited else -100
     return (
         Team.id,
         Team.name,
-        func.coalesce(GPU_LINE.guarantee, 0),
-        func.coalesce(GPU_LINE.quota_limit, 0),
-        func.coalesce(GPU_LINE.weight, WEIGHT_DEFAULT),
+        func.coalesce(guarantee, 0),
+        func.coalesce(limit, unlimited),
+        func.coalesce(line.weight, WEIGHT_DEFAULT),
         Team.priority,
         _created_seconds(session),
         Team.status == TeamStatus.READY,
     )
 
 
-def _with_gpu_line(joined: Any) -> Any:
-    """``joined`` (the teams) with each team's GPU line in the default pool."""
-    return outerjoin(joined, GPU_LINE, gpu_line_of_team())
+def _with_line(joined: Any, key: ShareKey = DEFAULT_KEY) -> Any:
+    """``joined`` (the teams) with each team's line of ``key``. In the default pool every
+    team holds a queue (no line: none of the resource); in another only the teams with a
+    line there do."""
+    line = _line_of(key)
+    on = line_of_team(line, key.resource.key, key.pool_id)
+    return outerjoin(joined, line, on) if key.pool_id is None else join(joined, line, on)
 
 
-def get_quota_rows(session: Session, org_id: int) -> list[TeamQuota]:
-    """The quotas of every team holding a queue: what fair share is computed over. Read
-    as plain values (the creation time as whole seconds and readiness as a boolean, both
-    computed by the database), not through the ORM: the view refresher reads every team's
-    row every few seconds, and the ORM's datetime and enum conversions about doubled
-    what that costs the portal."""
+def other_keys(session: Session, team_id: int) -> list[ShareKey]:
+    """The keys beyond the default one where the team holds a line of a divided resource
+    (another pool's GPUs, another divided resource): one gauge each, in pool order."""
+    divided = {res.key: res for res in RESOURCES if res.divided}
+    rows = session.execute(
+        select(Pool.id, Pool.name, Pool.is_default, TeamQuotaLine.resource)
+        .join(TeamQuotaLine, TeamQuotaLine.pool_id == Pool.id)
+        .where(TeamQuotaLine.team_id == team_id, TeamQuotaLine.resource.in_(divided))
+        .order_by(Pool.is_default.desc(), Pool.name, TeamQuotaLine.resource)
+    ).all()
+    keys = [
+        ShareKey(divided[resource], None if is_default else pool_id, name)
+        for pool_id, name, is_default, resource in rows
+    ]
+    return [key for key in keys if not key.is_default]
+
+
+def pool_capacity(session: Session, key: ShareKey, org_id: int) -> int:
+    """``key``'s pool's amount of its resource, in hundredths of what people read."""
+    pool = Pool.is_default if key.pool_id is None else Pool.id == key.pool_id
+    amount = session.scalar(
+        select(PoolCapacity.amount)
+        .join(Pool, Pool.id == PoolCapacity.pool_id)
+        .where(Pool.org_id == org_id, pool, PoolCapacity.resource == key.resource.key)
+    )
+    return (amount or 0) // key.resource.scale
+
+
+def get_quota_rows(session: Session, org_id: int, key: ShareKey = DEFAULT_KEY) -> list[TeamQuota]:
+    """The quotas of every team holding a queue, in ``key``'s resource and pool: what
+    fair share is computed over. Read as plain values (the creation time as whole
+    seconds and readiness as a boolean, both computed by the database), not through the
+    ORM: the view refresher reads every team's row every few seconds, and the ORM's
+    datetime and enum conversions about doubled what that costs the portal."""
     statement = (
-        select(*_quota_columns(session))
-        .select_from(_with_gpu_line(Team))
+        select(*_quota_columns(session, key))
+        .select_from(_with_line(Team, key))
         .where(_holding_a_queue(org_id))
         .order_by(Team.id)
     )
     if session.autoflush:  # as the ORM's own execute would: pending teams count
         session.flush()
-    return _team_quotas(session.connection().execute(statement))
+    pool = "" if key.pool_id is None else key.pool_name
+    return _team_quotas(session.connection().execute(statement), pool)
 
 
-def _team_quotas(rows: Iterable[Sequence[Any]]) -> list[TeamQuota]:
+def _team_quotas(rows: Iterable[Sequence[Any]], pool: str = "") -> list[TeamQuota]:
     """``TeamQuota`` values from rows of ``_quota_columns`` (a row without a team's id,
     as an outer join gives, is skipped)."""
     return [
-        TeamQuota(team_id, name, quota, limit, weight, priority, int(at), bool(ready))
+        TeamQuota(team_id, name, quota, limit, weight, priority, int(at), bool(ready), pool)
         for team_id, name, quota, limit, weight, priority, at, ready in rows
         if team_id is not None
     ]
@@ -119,7 +172,7 @@ def quota_rows_since(session: Session, org_id: int, kept: QuotaRows | None) -> Q
     )
     digest = (
         select(func.md5(func.coalesce(func.string_agg(line, in_order), "")).label("value"))
-        .select_from(_with_gpu_line(Team))
+        .select_from(_with_line(Team))
         .where(_holding_a_queue(org_id))
         .subquery()
     )
@@ -127,7 +180,7 @@ def quota_rows_since(session: Session, org_id: int, kept: QuotaRows | None) -> Q
     moved = _holding_a_queue(org_id) & digest.c.value.is_distinct_from(last)
     statement = (
         select(digest.c.value, *columns)
-        .select_from(_with_gpu_line(digest.outerjoin(Team, moved)))
+        .select_from(_with_line(digest.outerjoin(Team, moved)))
         .order_by(Team.id)
     )
     if session.autoflush:

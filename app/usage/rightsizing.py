@@ -128,7 +128,7 @@ def recompute(session: Session, settings: Settings, now: datetime | None = None)
             continue
         verdict = judge(
             samples,
-            guarantee_centi=quota.gpu_quota_centi,
+            guarantee_centi=quota.quota_centi,
             pool_centi=org.gpus_centi,
             settings=settings,
         )
@@ -138,7 +138,7 @@ def recompute(session: Session, settings: Settings, now: datetime | None = None)
             RightsizingSuggestion(
                 team_id=team_id,
                 direction=verdict.direction,
-                guarantee_centi=quota.gpu_quota_centi,
+                guarantee_centi=quota.quota_centi,
                 average_centi=round(verdict.average * 100),
                 p95_centi=round(verdict.p95 * 100),
                 demand_p95_centi=round(verdict.demand_p95 * 100),

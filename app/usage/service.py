@@ -22,6 +22,7 @@ from app.usage.fairshare import Trace
 from app.usage.model import NO_MODEL as NO_MODEL
 from app.usage.model import TEAM_QUEUE_PREFIX as TEAM_QUEUE_PREFIX
 from app.usage.model import Model as Model
+from app.usage.model import ShareKey
 from app.usage.model import TeamQuota as TeamQuota
 from app.usage.sources import (
     ClusterTop,
@@ -53,6 +54,7 @@ class GpuShare:
     unreported: bool = False
     # Not approved yet: guarantee and limit are what the team asked for.
     asked: bool = False
+    unit: str = "GPU"  # what the figures count (a share of another resource: "cores")
 
     @property
     def above_fair_share(self) -> bool:
@@ -99,10 +101,10 @@ def display_name_of(queue: str) -> str:
 
 class TeamRowLike(Protocol):
     @property
-    def gpu_quota_centi(self) -> int: ...
+    def quota_centi(self) -> int: ...
 
     @property
-    def gpu_limit_centi(self) -> int: ...
+    def limit_centi(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ class OrgView:
             names,
             borrowers,
             round(sum(used), 2) if used else None,
-            sum(row.gpu_quota_centi for row in rows),
+            sum(row.quota_centi for row in rows),
             division,
             tuple(ids[by_usage].tolist()),
             frozenset(ids[is_borrowing].tolist()),
@@ -178,10 +180,11 @@ class Shares(Mapping[int, GpuShare]):
     them at every refresh (in a large org a long hold of the interpreter's lock each
     time, and megabytes held per view)."""
 
-    __slots__ = ("_built", "_index", "division")
+    __slots__ = ("_built", "_index", "division", "unit")
 
-    def __init__(self, division: Division) -> None:
+    def __init__(self, division: Division, unit: str = "GPU") -> None:
         self.division = division
+        self.unit = unit
         self._index = division.inputs.index
         # The shares built so far, kept as long as the division: the pages ask for the
         # same few again and again (the overview's first page, 50 of them). Two threads
@@ -212,6 +215,7 @@ class Shares(Mapping[int, GpuShare]):
             if_all_busy=round(float(division.if_all_busy[i]), 2),
             fair_without_history=None if math.isnan(without) else round(without, 2),
             smallest_waiting=inputs.smallest_waiting[i] if seen else None,
+            unit=self.unit,
         )
 
     def __iter__(self) -> Iterator[int]:
@@ -449,6 +453,24 @@ class UsageCache:
             self._division = division
         return computed
 
+    def key_shares(
+        self, rows: list[TeamQuota], key: ShareKey, *, capacity_centi: int, parent: str
+    ) -> Shares:
+        """The shares of ``rows`` (``key``'s rows) in the division of ``key``, with the
+        latest readings: the default key's as ``shares`` computes them; another key's
+        over its pool alone (the portal reads the top level of KAI's default shard's
+        GPUs only), with time-based fairshare's kValue and no past usage."""
+        if key.is_default:
+            return self.shares(rows, pool_centi=capacity_centi, parent=parent)
+        usage = self.get([row.queue_name for row in rows], latest=True)
+        division = divide_org(
+            OrgInputs.of(rows, usage, key.resource.key),
+            pool_centi=capacity_centi,
+            parent=key.parent_queue(parent),
+            model=Model(k_value=self.model.k_value),
+        )
+        return Shares(division, key.resource.unit)
+
     def division(self) -> Division | None:
         """The division behind the last shares (the ready view's)."""
         with self._lock:
@@ -547,8 +569,8 @@ class GpuLine:
     """A team's or request's GPU guarantee and limit in the default pool, as a share
     reads them."""
 
-    gpu_quota_centi: int
-    gpu_limit_centi: int
+    quota_centi: int
+    limit_centi: int
 
     @classmethod
     def of(cls, owner: QuotaOwner) -> GpuLine:
@@ -559,8 +581,8 @@ class GpuLine:
 def share_of(team: TeamQuota | TeamRowLike, usage: QueueUsage | None, pool_centi: int) -> GpuShare:
     reported = usage is not None and usage.reported
     return GpuShare(
-        guaranteed=gpus(team.gpu_quota_centi),
-        limit=gpus(team.gpu_limit_centi),
+        guaranteed=gpus(team.quota_centi),
+        limit=gpus(team.limit_centi),
         allocated=usage.allocated_gpu if usage is not None and reported else None,
         requested=usage.requested_gpu if usage is not None and reported else None,
         pool=gpus(pool_centi),

@@ -23,6 +23,19 @@ class QueueUsage:
     # reclaims for a pod only while the queue stays within its fair share: a whole-GPU
     # pod of a team whose fair share is 0.5 waits for an idle GPU).
     smallest_waiting: float | None = None
+    # Every other resource's (key, allocated, requested), in the units people read
+    # (cores, GB), where the backend reads them: a division per resource reads its own.
+    others: tuple[tuple[str, float, float], ...] = ()
+
+    def amounts(self, resource: str) -> tuple[float, float]:
+        """(allocated, requested) of ``resource`` (GPUs, cores, GB); 0 where the queue
+        reports none of it (KAI writes only what is non-zero)."""
+        if resource == "gpu":
+            return self.allocated_gpu, self.requested_gpu
+        for key, allocated, requested in self.others:
+            if key == resource:
+                return allocated, requested
+        return 0.0, 0.0
 
 
 @dataclass(frozen=True)

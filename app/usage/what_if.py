@@ -25,8 +25,8 @@ def changed_rows(
     return {
         team_id: replace(
             row,
-            gpu_quota_centi=values.gpu.guarantee or 0,
-            gpu_limit_centi=values.gpu.limit or 0,
+            quota_centi=values.gpu.guarantee or 0,
+            limit_centi=values.gpu.limit or 0,
             weight_centi=values.weight,
             priority=values.priority,
         )

@@ -1,5 +1,5 @@
-"""The GPU gauge: guarantee, use, demand, fair share and limit against the pool, drawn as
-one SVG bar with its legend.
+"""The share gauge (GPUs, or another divided resource): guarantee, use, demand, fair
+share and limit against the pool, drawn as one SVG bar with its legend.
 
 Built in Python, not as a Jinja macro: the admin overview draws one per row, and a macro
 call with its dozen filters cost about half of that page's rendering.
@@ -39,12 +39,13 @@ def gauge(share: GpuShare, compact: bool = False) -> Markup:
         num(a),
         num(share.requested),
         num(share.fair_now),
-        num(share.limit),
+        num(share.limit) if share.limit >= 0 else "none",  # KAI's unlimited
     )
     pool = num(share.pool)
+    unit = share.unit
     label = escape(
-        f"Guaranteed {g_} GPU, in use {a_}, requested {requested}, "
-        f"fair share now {fair}, limit {limit} of a {pool} GPU pool"
+        f"Guaranteed {g_} {unit}, in use {a_}, requested {requested}, "
+        f"fair share now {fair}, limit {limit} of a {pool} {unit} pool"
     )
     bars = [
         f'<rect class="g-track" x="0" y="10" width="{WIDTH}" height="16" rx="3"></rect>',
@@ -63,7 +64,8 @@ def gauge(share: GpuShare, compact: bool = False) -> Markup:
         bars.append(f'<path class="g-fair" d="M{_x(share.fair_now, s)} 27 l-4 6 h8 z"></path>')
     if share.requested is not None and share.requested > 0:
         bars.append(f'<path class="g-demand" d="M{_x(share.requested, s)} 9 l-4 -7 h8 z"></path>')
-    limit_x = round(min(share.limit / s * WIDTH, WIDTH - 1), 1)
+    at = share.limit if share.limit >= 0 else s  # unlimited: at the bar's end
+    limit_x = round(min(at / s * WIDTH, WIDTH - 1), 1)
     bars.append(f'<line class="g-limit" x1="{limit_x}" x2="{limit_x}" y1="4" y2="32"></line>')
 
     legend = [
@@ -104,7 +106,7 @@ def gauge(share: GpuShare, compact: bool = False) -> Markup:
         f'<b data-gauge="limit">{limit}</b></span>'
     )
     if not compact:
-        legend.append(f'<span class="muted">of {pool} GPU pool</span>')
+        legend.append(f'<span class="muted">of {pool} {escape(unit)} pool</span>')
 
     svg_lines = "\n    ".join(bars)
     legend_lines = "\n    ".join(legend)

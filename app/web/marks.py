@@ -71,7 +71,7 @@ def overview_row(team: TeamRow, share: GpuShare) -> Markup:
         f'<div class="small tag-pending">{num(waiting)} waiting</div>' if waiting > 0.005 else ""
     )
     suggestion = team.suggestion
-    if suggestion and suggestion.guarantee_centi == team.gpu_quota_centi:
+    if suggestion and suggestion.guarantee_centi == team.quota_centi:
         kind = "idle" if suggestion.direction == "lower" else "starved"
         notes += (
             f'<div class="small tag-{kind}">{kind}: suggest {gpu(suggestion.suggested_centi)}</div>'
@@ -91,8 +91,8 @@ def overview_row(team: TeamRow, share: GpuShare) -> Markup:
         f"          {lending}\n"
         f"          {notes}</td>\n"
         f"        <td>{status_pill(team.status)}</td>\n"
-        f'        <td class="num">{gpu(team.gpu_quota_centi)}</td>\n'
-        f'        <td class="num">{gpu(team.gpu_limit_centi)}</td>\n'
+        f'        <td class="num">{gpu(team.quota_centi)}</td>\n'
+        f'        <td class="num">{gpu(team.limit_centi)}</td>\n'
         f'        <td class="gauge-col">{drawn}</td>\n'
         "      </tr>"
     )

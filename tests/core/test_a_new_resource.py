@@ -1,8 +1,10 @@
 """A resource added to the quota's declaration, and nothing else changed, reaches the
-request form, the API, the review card, the team's quota card, the messages and the
-queue the portal writes; its amounts are stored as lines of the team's pool (no
-migration). The declaration is read when the portal's modules load, so the portal runs
-in a process of its own whose declaration holds one more resource."""
+request form, the API, the review card, the team's quota card, the messages, the
+queue the portal writes, its own division and the team's gauge of it; its amounts are
+stored as lines of the team's pool (no migration). A pool added to the data, with
+teams' lines in it, is divided on its own and gauged the same way. The declaration is
+read when the portal's modules load, so the portal runs in a process of its own whose
+declaration holds one more resource."""
 
 from __future__ import annotations
 
@@ -14,20 +16,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 PORTAL_WITH_DISK = """
-import json, sys
+import json, re, sys
 from dataclasses import asdict
 from app.core import quota
 
 DISK = quota.Resource(
     key="disk", name="Disk", unit="GB", scale=10, kai_scale=1.0, required=False,
-    limited=True, pool_field="disk_gb", pool_label="disk (GB)",
+    limited=True, pool_field="disk_gb", pool_label="disk (GB)", divided=True,
 )
 quota.RESOURCES = (*quota.RESOURCES, DISK)
 
 from fastapi.testclient import TestClient
 from app.cli import migrate
 from app.core.db import unit_of_work
-from app.core.models import AuditEvent, Team
+from app.core.models import AuditEvent, Pool, Team
+from app.core.quota import Quota
+from app.reads.org import other_shares
 from app.main import create_app
 from app.provisioning.backend import spec_for
 from app.runtime import portal_of
@@ -73,7 +77,30 @@ with TestClient(app):
         seen["queue"] = asdict(dict(spec.resources)["disk"])
         seen["lines"] = sorted(line.resource for line in team.quota_lines)
         summaries = [e.summary for e in session.query(AuditEvent).all()]
+        org = repo.get_org(session)
+        org.set_capacity({**org.capacity, "disk": 100_000})  # a 100 GB pool of disk
+        # A second pool, of 2 GPUs, where the new team and the NLP team hold a line each.
+        l40s = Pool(name="l40s")
+        l40s.set_capacity({"gpu": 200})
+        org.pools.append(l40s)
+        session.flush()
+        team.set_quota(l40s, Quota.of_gpu(50, 200))
+        nlp = session.query(Team).filter_by(name="nlp").one()
+        nlp.set_quota(l40s, Quota.of_gpu(150, 200, weight=300))
     seen["message"] = [s for s in summaries if "speech" in s and "disk" in s]
+    page = lead.get(f"/teams/{body['team_id']}").text
+    seen["gauges"] = {
+        key: re.findall(r'data-gauge="(guaranteed|limit)">([^<]*)<', part.split("</figure>")[0])
+        + re.findall(r"of ([0-9.]+ [A-Za-z]+) pool", part.split("</figure>")[0])
+        for key, part in re.findall(r'data-key="([^"]+)"(.*?)(?=data-key=|$)', page, re.S)
+    }
+    with unit_of_work(factory) as session:
+        org = repo.get_org(session)
+        seen["divisions"] = {
+            k.key.describe(): [k.share.guaranteed, k.share.limit, k.share.if_all_busy, k.share.pool]
+            for k in other_shares(session, portal_of(app).usage_cache, org, body["team_id"])
+            if k.share is not None
+        }
 print(json.dumps(seen))
 """
 
@@ -105,3 +132,14 @@ def test_a_resource_added_to_the_declaration_is_asked_shown_stored_and_written(
     assert seen["queue"] == {"quota": 20000.0, "limit": 50000.0, "over_quota_weight": 1.0}
     assert seen["lines"] == ["disk", "gpu"], "stored as a line of the team's pool"
     assert any("20 GB disk" in line for line in seen["message"]), seen["message"]
+    assert seen["gauges"] == {
+        "Disk": [["guaranteed", "20"], ["limit", "50"], "100 GB"],
+        "GPU in pool l40s": [["guaranteed", "0.5"], ["limit", "2"], "2 GPU"],
+    }, "a gauge per key the team holds, each against its own pool"
+    # Each key its own division, KAI's algorithm over every team holding it: in the
+    # 2-GPU pool, if both teams were busy, the new team keeps its 0.5 and the NLP team
+    # its 1.5 (nothing is left over); alone in the disk pool the team may use its limit.
+    assert seen["divisions"] == {
+        "Disk": [20.0, 50.0, 50.0, 100.0],
+        "GPU in pool l40s": [0.5, 2.0, 0.5, 2.0],
+    }

@@ -125,7 +125,7 @@ def test_changes_patched_into_the_columns_divide_as_rows_rebuilt(seed: int) -> N
     rng = random.Random(seed)
     rows, usage, model, _ = _org(rng, rng.choice([5, 40, 400]))
     changed = {
-        row.id: replace(row, gpu_quota_centi=rng.choice([0, 50, 300]), priority=150)
+        row.id: replace(row, quota_centi=rng.choice([0, 50, 300]), priority=150)
         for row in rng.sample(rows, min(3, len(rows)))
     }
     new = TeamQuota(10_000, "new-team", 100, 200, 100, 100, created=rng.randint(0, 50))

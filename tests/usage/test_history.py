@@ -283,9 +283,7 @@ class SlowUsage(FixedUsage):
 
 def one_row() -> list[TeamQuota]:
     return [
-        TeamQuota(
-            id=1, name="a", gpu_quota_centi=50, gpu_limit_centi=100, weight_centi=100, priority=100
-        )
+        TeamQuota(id=1, name="a", quota_centi=50, limit_centi=100, weight_centi=100, priority=100)
     ]
 
 
@@ -389,9 +387,7 @@ def test_one_computation_however_many_viewers_wait() -> None:
     cache = UsageCache(FixedUsage({"team-a": (0.5, 0.5)}), ttl=60)
     loads = 0
     rows = [
-        TeamQuota(
-            id=1, name="a", gpu_quota_centi=50, gpu_limit_centi=100, weight_centi=100, priority=100
-        )
+        TeamQuota(id=1, name="a", quota_centi=50, limit_centi=100, weight_centi=100, priority=100)
     ]
 
     def load() -> list[TeamQuota]:
@@ -442,8 +438,8 @@ def test_the_view_is_computed_again_only_when_what_it_shows_moved(
             TeamQuota(
                 id=n,
                 name=name,
-                gpu_quota_centi=quota[name],
-                gpu_limit_centi=100,
+                quota_centi=quota[name],
+                limit_centi=100,
                 weight_centi=100,
                 priority=100,
             )
@@ -587,9 +583,9 @@ def test_the_refresher_reads_the_rows_again_only_when_they_moved(
     refresher.refresh_once()
     assert refresher.rows_read == (2 if postgres else 4)
     view = cache.org_view(lambda: [], pool_centi=100, parent="ml-org")
-    assert view.by_id[1].gpu_quota_centi == 77
+    assert view.by_id[1].quota_centi == 77
     assert view.shares[1].guaranteed == 0.77
-    assert first.by_id[1].gpu_quota_centi != 77
+    assert first.by_id[1].quota_centi != 77
 
 
 def test_the_digest_and_the_rows_are_read_in_one_statement(

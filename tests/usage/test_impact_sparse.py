@@ -28,7 +28,7 @@ def test_the_moved_teams_are_those_of_the_full_impact(seed: int) -> None:
     kind = seed % 4
     if kind == 0:
         row = rng.choice(rows)
-        changes[row.id] = replace(row, gpu_quota_centi=row.gpu_quota_centi + rng.randint(1, 300))
+        changes[row.id] = replace(row, quota_centi=row.quota_centi + rng.randint(1, 300))
     elif kind == 1:
         changes[99_999] = TeamQuota(99_999, "newcomer", 150, 400, 100, 100, created=10**9)
     after_model: Model | None = None
@@ -80,8 +80,8 @@ def test_decisions_over_one_ready_division_are_each_their_full_impact(seed: int)
     reference: tuple[npt.NDArray[np.float64] | npt.NDArray[np.bool_], ...] | None = None
     for _ in range(6):
         row = rng.choice(rows)
-        quota = max(0, row.gpu_quota_centi + rng.choice([-400, -100, 50, 300, 2000]))
-        changes = {row.id: replace(row, gpu_quota_centi=quota)}
+        quota = max(0, row.quota_centi + rng.choice([-400, -100, 50, 300, 2000]))
+        changes = {row.id: replace(row, quota_centi=quota)}
 
         def run(every_team: bool, changes: dict[int, TeamQuota] = changes) -> Impact:
             return impact(

@@ -60,7 +60,7 @@ def view_from_every_share(
             key=lambda b: -b[1],
         ),
         "allocated": round(sum(used), 2) if used else None,
-        "committed_centi": sum(row.gpu_quota_centi for row in rows),
+        "committed_centi": sum(row.quota_centi for row in rows),
         "by_usage": tuple(by_usage),
         "borrowing": borrowing,
         "waiting": waiting,
@@ -84,7 +84,7 @@ def _near_thresholds(
         queue: replace(
             reading,
             allocated_gpu=(
-                allocated := max(0.0, by_queue[queue].gpu_quota_centi / 100 + rng.choice(near))
+                allocated := max(0.0, by_queue[queue].quota_centi / 100 + rng.choice(near))
             ),
             requested_gpu=allocated + rng.choice(near[:4]),
         )

@@ -9,7 +9,7 @@ from app.usage.sources import QueueUsage
 from app.usage.what_if import changed_rows, what_if
 
 ROWS = [
-    TeamQuota(id=i, name=name, gpu_quota_centi=33, gpu_limit_centi=100, weight_centi=100,
+    TeamQuota(id=i, name=name, quota_centi=33, limit_centi=100, weight_centi=100,
               priority=100, created=i)
     for i, name in enumerate(("nlp", "vision", "recommender"), start=1)
 ]  # fmt: skip
@@ -23,7 +23,7 @@ def values(quota: int, limit: int = 100) -> Quota:
 def test_only_the_changed_teams_get_new_rows() -> None:
     rows = changed_rows(ROWS, {2: values(50)})
     assert list(rows) == [2]
-    assert rows[2].gpu_quota_centi == 50
+    assert rows[2].quota_centi == 50
     assert rows[2].name == "vision", "the rest of the row is the team's own"
 
 

@@ -1,7 +1,7 @@
-"""Marks drawn in Python: the admins' overview row (what a person reads in each cell, the
-row's highlight), the team page's activity timeline and its provisioning steps; every
-text a person or a cluster wrote escaped (team names, template labels, errors, summaries,
-actors, messages)."""
+"""Marks drawn in Python: the share gauge, the admins' overview row (what a person reads in
+each cell, the row's highlight), the team page's activity timeline and its provisioning
+steps; every text a person or a cluster wrote escaped (team names, template labels,
+errors, summaries, actors, messages)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from app.core.models import AuditEvent, ProvisioningStep, Step, StepStatus
 from app.teams.repository import RowSuggestion, TeamRow
 from app.usage.service import GpuShare
+from app.web.gauge import gauge
 from app.web.marks import overview_row, steps, timeline
 
 SHARE = GpuShare(guaranteed=1.5, limit=3, allocated=1.5, requested=1.5, pool=8, fair_now=1.5)
@@ -21,8 +22,8 @@ def _row(**changes: object) -> TeamRow:
         "id": 7,
         "name": "nlp",
         "status": "ready",
-        "gpu_quota_centi": 150,
-        "gpu_limit_centi": 300,
+        "quota_centi": 150,
+        "limit_centi": 300,
         "last_error": None,
     }
     fields.update(changes)
@@ -220,3 +221,22 @@ def test_each_mark_equals_its_readable_template() -> None:
     ]  # fmt: skip
     for listed_steps in (conditions, []):
         assert _same(steps(listed_steps)) == _same(_twin("steps", conditions=listed_steps))
+
+
+def test_the_gauge_equals_its_readable_template() -> None:
+    """Every kind of gauge (within the guarantee, borrowing, waiting for an admin, not
+    reported, no reading, above the pool, another resource without a limit), full and
+    compact: the same markup from the fast path and from ``templates/marks/gauge.html``."""
+    shares = [
+        SHARE,
+        GpuShare(guaranteed=1.5, limit=3, allocated=2.25, requested=2.5, pool=8, fair_now=2),
+        GpuShare(guaranteed=0.5, limit=1, allocated=None, requested=None, pool=2, asked=True),
+        GpuShare(guaranteed=1, limit=2, allocated=None, requested=None, pool=4, unreported=True),
+        GpuShare(guaranteed=0.33, limit=1, allocated=None, requested=None, pool=1),
+        GpuShare(guaranteed=2, limit=12, allocated=9.5, requested=14, pool=8, fair_now=7.25),
+        GpuShare(guaranteed=20, limit=-1, allocated=5, requested=5, pool=100, unit="cores"),
+    ]
+    for share in shares:
+        for compact in (False, True):
+            fast = gauge.__wrapped__(share, compact)
+            assert _same(fast) == _same(_twin("gauge", share=share, compact=compact)), share

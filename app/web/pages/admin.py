@@ -67,7 +67,7 @@ router = APIRouter(prefix="/admin", include_in_schema=False)
 PAGE_SIZE = 50
 SORTS: dict[str, Callable[[repo.TeamRow], tuple[Any, ...]]] = {
     "status": lambda r: (r.status, r.name),
-    "guarantee": lambda r: (-r.gpu_quota_centi, r.name),
+    "guarantee": lambda r: (-r.quota_centi, r.name),
 }
 
 

@@ -280,9 +280,8 @@ def share_context(
 ) -> dict[str, Any]:
     """Live polling that stops itself once the numbers stop changing."""
     share = detail.share
-    signature = hashlib.sha256(
-        repr((share.allocated, share.requested, share.fair_now, share.limit)).encode()
-    ).hexdigest()[:12]
+    figures = [(s.allocated, s.requested, s.fair_now, s.limit) for s in detail.all_shares]
+    signature = hashlib.sha256(repr(figures).encode()).hexdigest()[:12]
     same = same + 1 if signature == last else 0
     recent: history.RecentHistory = portal.recent_history
     points = recent.get(session, detail.team.id)

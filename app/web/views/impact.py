@@ -37,8 +37,8 @@ def quota_row(team: Team, values: Quota) -> TeamQuota:
     return TeamQuota(
         id=team.id,
         name=team.name,
-        gpu_quota_centi=values.gpu.guarantee or 0,
-        gpu_limit_centi=values.gpu.limit or 0,
+        quota_centi=values.gpu.guarantee or 0,
+        limit_centi=values.gpu.limit or 0,
         weight_centi=values.weight,
         priority=values.priority,
         created=int(team.created_at.timestamp()),
@@ -172,7 +172,7 @@ def review(
     # it at once; the approval itself checks the database under its lock).
     view = org_view(session, usage, org)
     held = view.by_id.get(request.team_id)
-    others = view.committed_centi - (held.gpu_quota_centi if held is not None else 0)
+    others = view.committed_centi - (held.quota_centi if held is not None else 0)
     free = max(0, org.gpus_centi - others)
     asked = team_service.values_of(request)
     current = (
@@ -324,8 +324,8 @@ _FIELD = re.compile(r"^([qlwpu])_([0-9]{1,12})$")
 
 def _shown(row: TeamQuota) -> dict[str, str]:
     return {
-        "q": format_hundredths(row.gpu_quota_centi),
-        "l": format_hundredths(row.gpu_limit_centi),
+        "q": format_hundredths(row.quota_centi),
+        "l": format_hundredths(row.limit_centi),
         "w": format_hundredths(row.weight_centi),
         "p": str(row.priority),
     }
@@ -376,7 +376,7 @@ class _Judge:
         use_input = str(self.form.get(f"u_{row.id}", today_use)).strip()
         use_error = self._use(row, use_input) if use_input != today_use else None
         use_changed = row.id in self.tried_ids
-        if inputs == shown and self.pool_centi >= row.gpu_limit_centi:
+        if inputs == shown and self.pool_centi >= row.limit_centi:
             return WhatIfRow(
                 row, inputs, {}, None, False, use_input, use_error, use_changed, shown, today_use
             )
@@ -482,7 +482,7 @@ def what_if(
     named = {int(m[2]) for k in form if (m := _FIELD.match(k)) is not None}
     # A smaller pool may leave a team's limit above it: those rows are judged too.
     if pool_centi < org.gpus_centi:
-        named |= {row.id for row in view.rows if row.gpu_limit_centi > pool_centi}
+        named |= {row.id for row in view.rows if row.limit_centi > pool_centi}
     judge = _Judge(form, model, pool_centi)
     judged = [judge.row(by_id[i]) for i in sorted(named) if i in by_id]
     first = [r for r in judged if r.changed or r.errors or r.usage_error or r.usage_changed]

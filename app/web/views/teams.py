@@ -35,7 +35,7 @@ from app.core.models import (
     User,
 )
 from app.core.together import Read, read_together
-from app.reads.org import org_view
+from app.reads.org import KeyShare, org_view, other_shares
 from app.teams import repository as repo
 from app.teams.repository import TeamRow
 from app.usage import rightsizing
@@ -171,8 +171,19 @@ def team_template(
     )
 
 
+class _Gauges:
+    """A page's gauges: the default pool's GPUs, then the team's other keys."""
+
+    share: GpuShare
+    others: list[KeyShare]
+
+    @property
+    def all_shares(self) -> list[GpuShare]:
+        return [self.share, *(k.share for k in self.others if k.share is not None)]
+
+
 @dataclass(frozen=True)
-class ShareDetail:
+class ShareDetail(_Gauges):
     """What the team's live share gauge shows: its poll reads nothing else (no lists, no
     template), every 10 s while the numbers move."""
 
@@ -181,6 +192,8 @@ class ShareDetail:
     share: GpuShare
     borrowers: list[tuple[str, float]]
     usage_error: str | None
+    # The team's share in its other pools and divided resources (one gauge each).
+    others: list[KeyShare] = field(default_factory=list)
 
 
 def share_detail(session: Session, team: Team, usage: UsageCache) -> ShareDetail:
@@ -195,11 +208,12 @@ def share_detail(session: Session, team: Team, usage: UsageCache) -> ShareDetail
         or share_of(GpuLine.of(team), None, org.gpus_centi),
         borrowers=view.borrowers,
         usage_error=usage.error or usage.model.history_error,
+        others=other_shares(session, usage, org, team.id),
     )
 
 
 @dataclass
-class TeamDetail:
+class TeamDetail(_Gauges):
     team: Team
     org: Org
     share: GpuShare
@@ -215,6 +229,7 @@ class TeamDetail:
     pending: list[access.Pending] = field(default_factory=list)
     suggestion: RightsizingSuggestion | None = None
     template: TeamTemplate | None = None
+    others: list[KeyShare] = field(default_factory=list)
 
     @property
     def progress(self) -> int:
@@ -302,6 +317,7 @@ def team_detail(
         decisions=decisions,
         events=events,
         usage_error=gauge.usage_error,
+        others=gauge.others,
         holders=holders,
         pending=pending,
         suggestion=rightsizing.current(team.suggestion, team.quota.gpu.guarantee or 0)
