@@ -14,8 +14,8 @@ from sqlalchemy import delete, select, update
 
 from app.access.credentials import Person
 from app.access.sweeper import GRACE
-from app.adapters.k8s.manifests import vcluster_values
 from app.adapters.k8s.vcluster import control_plane_of
+from app.adapters.k8s.vcluster_values import vcluster_values
 from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
 from app.core.models import KubeconfigGrant, Step, Team, TeamMember, TemplateVersion, utcnow

@@ -11,6 +11,7 @@ import yaml
 
 from app.adapters.k8s import coredns
 from app.adapters.k8s import manifests as m
+from app.adapters.k8s import vcluster_values as vv
 from app.core.models import Org, Team
 from app.core.quota import Line, Quota
 from app.provisioning.backend import TeamSpec, spec_for
@@ -146,7 +147,7 @@ def test_vcluster_values_per_exposure() -> None:
         "telemetry": {"enabled": False},
     }
     svc = ["nlp.vcluster-nlp.svc"]  # how the portal reaches it from inside the cluster
-    assert m.vcluster_values(spec, expose="LoadBalancer", ingress_host=None, extra_sans=[]) == {
+    assert vv.vcluster_values(spec, expose="LoadBalancer", ingress_host=None, extra_sans=[]) == {
         **base,
         "controlPlane": {
             **plane,
@@ -154,7 +155,7 @@ def test_vcluster_values_per_exposure() -> None:
             "proxy": {"extraSANs": svc},
         },
     }
-    assert m.vcluster_values(
+    assert vv.vcluster_values(
         spec, expose="NodePort", ingress_host=None, extra_sans=["10.0.0.5", ""]
     ) == {
         **base,
@@ -164,7 +165,7 @@ def test_vcluster_values_per_exposure() -> None:
             "proxy": {"extraSANs": [*svc, "10.0.0.5"]},
         },
     }
-    assert m.vcluster_values(
+    assert vv.vcluster_values(
         spec, expose="Ingress", ingress_host="nlp.vc.example.org", extra_sans=[]
     ) == {
         **base,
@@ -177,12 +178,12 @@ def test_vcluster_values_per_exposure() -> None:
 
 
 def test_vcluster_values_for_a_mirrored_cluster() -> None:
-    values = m.vcluster_values(
+    values = vv.vcluster_values(
         design_source_spec(),
         expose="LoadBalancer",
         ingress_host=None,
         extra_sans=[],
-        plane=m.ControlPlane(
+        plane=vv.ControlPlane(
             image_registry="registry.internal:5000",
             telemetry=True,
             cpu_request="1",
@@ -213,12 +214,12 @@ def test_the_vclusters_own_coredns_is_pinned_like_any_team_pod() -> None:
         ORG,
         queue_label="runai/queue",
     )
-    values = m.vcluster_values(
+    values = vv.vcluster_values(
         spec,
         expose="LoadBalancer",
         ingress_host=None,
         extra_sans=[],
-        plane=m.ControlPlane(image_registry="registry.internal:5000/"),
+        plane=vv.ControlPlane(image_registry="registry.internal:5000/"),
     )
     docs = list(yaml.safe_load_all(values["controlPlane"]["coredns"]["overwriteManifests"]))
     assert [d["kind"] for d in docs] == [
@@ -236,7 +237,7 @@ def test_the_vclusters_own_coredns_is_pinned_like_any_team_pod() -> None:
     validations = m.make_policy(spec)["spec"]["validations"]
     assert validations[0]["expression"] == "object.spec.schedulerName == 'kai-scheduler'"
     assert "'runai/queue'" in validations[1]["expression"]
-    plain = m.vcluster_values(spec, expose="LoadBalancer", ingress_host=None, extra_sans=[])
+    plain = vv.vcluster_values(spec, expose="LoadBalancer", ingress_host=None, extra_sans=[])
     assert (
         "image: docker.io/coredns/coredns:1.14.2"
         in (plain["controlPlane"]["coredns"]["overwriteManifests"])

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from app.adapters.k8s.manifests import vcluster_values
+from app.adapters.k8s.vcluster_values import vcluster_values
 from app.catalog.rules import (
     chart_source_problem,
     deploy_values,

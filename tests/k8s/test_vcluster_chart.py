@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.adapters.k8s import manifests as m
+from app.adapters.k8s import vcluster_values as vv
 from tests.servers import tool
 from tests.shared import shared
 
@@ -65,7 +65,7 @@ def test_the_real_chart_takes_the_portals_values(
     tmp_path: Path, expose: str, host: str | None, sans: list[str]
 ) -> None:
     chart = shared("third_party/vcluster/vcluster-0.36.1.tgz")
-    values = m.vcluster_values(_Team(), expose=expose, ingress_host=host, extra_sans=sans)
+    values = vv.vcluster_values(_Team(), expose=expose, ingress_host=host, extra_sans=sans)
     (tmp_path / "values.yaml").write_text(yaml.safe_dump(values))
     rendered = subprocess.run(
         [

@@ -326,7 +326,7 @@ def test_a_template_that_waits_for_leads_moves_when_a_lead_accepts(app: FastAPI)
 
 
 def test_a_template_is_rendered_into_the_vclusters_values(app: FastAPI) -> None:
-    from app.adapters.k8s.manifests import ControlPlane, OidcSignIn, vcluster_values
+    from app.adapters.k8s.vcluster_values import ControlPlane, OidcSignIn, vcluster_values
     from app.provisioning.specs import spec_of
 
     with unit_of_work(portal_of(app).session_factory) as session:

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from app.adapters.k8s import manifests as m
+from app.adapters.k8s import vcluster_values
 from app.adapters.k8s.client import Part
 from app.core.config import Settings
 from app.provisioning.backend import (
@@ -146,7 +146,7 @@ class VClusterInstaller(Part):
         settings = self.settings
         host = settings.vcluster.ingress_host.replace("{team}", spec.team)
         expose = settings.vcluster.expose
-        values = m.vcluster_values(
+        values = vcluster_values.vcluster_values(
             spec,
             expose=expose,
             ingress_host=host if expose == "Ingress" else None,
@@ -247,10 +247,10 @@ class VClusterInstaller(Part):
             )
 
 
-def control_plane_of(settings: Settings, team: str = "") -> m.ControlPlane:
+def control_plane_of(settings: Settings, team: str = "") -> vcluster_values.ControlPlane:
     oidc = None
     if settings.kubeconfigs.mode == "oidc" and settings.oidc_issuer:
-        oidc = m.OidcSignIn(
+        oidc = vcluster_values.OidcSignIn(
             issuer=settings.oidc_issuer,
             client_id=settings.kubeconfigs.oidc_client_id or settings.oidc_client_id,
             groups_claim=settings.oidc_groups_claim,
@@ -259,7 +259,7 @@ def control_plane_of(settings: Settings, team: str = "") -> m.ControlPlane:
             admin_role=settings.kubeconfigs.admin_role,
             lead_role=settings.kubeconfigs.lead_role,
         )
-    return m.ControlPlane(
+    return vcluster_values.ControlPlane(
         oidc=oidc,
         image_registry=settings.vcluster.image_registry,
         telemetry=settings.vcluster.telemetry,
