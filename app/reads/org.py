@@ -31,10 +31,17 @@ class KeyShare:
     share: GpuShare | None  # None: the team holds no queue in that division yet
 
 
-def other_shares(session: Session, usage: UsageCache, org: Org, team_id: int) -> list[KeyShare]:
+def other_shares(
+    session: Session, usage: UsageCache, org: Org, team_id: int, view: OrgView | None = None
+) -> list[KeyShare]:
     """The team's share in every other pool and divided resource it holds a line of,
     each from its own division over every team holding that key (KAI's algorithm, as for
-    the default pool's GPUs). A single-pool org's teams have none: one query, no more."""
+    the default pool's GPUs). Whether any team holds such a line is read once per ready
+    org ``view``: a single-pool org's team page reads nothing more."""
+    if view is not None and not usage.remembered(
+        view, ("other keys", org.id), lambda: usage_repo.holds_other_keys(session, org.id)
+    ):
+        return []
     found: list[KeyShare] = []
     for key in usage_repo.other_keys(session, team_id):
         rows = usage_repo.get_quota_rows(session, org.id, key)

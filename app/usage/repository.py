@@ -107,6 +107,20 @@ def other_keys(session: Session, team_id: int) -> list[ShareKey]:
     return [key for key in keys if not key.is_default]
 
 
+def holds_other_keys(session: Session, org_id: int) -> bool:
+    """Whether any team of the org holds a line beyond the default key's (another pool's,
+    or another divided resource's): without one, no team has a gauge more."""
+    divided = [res.key for res in RESOURCES if res.divided]
+    other = ~(Pool.is_default & (TeamQuotaLine.resource == DEFAULT_KEY.resource.key))
+    found = session.scalar(
+        select(TeamQuotaLine.team_id)
+        .join(Pool, Pool.id == TeamQuotaLine.pool_id)
+        .where(Pool.org_id == org_id, TeamQuotaLine.resource.in_(divided), other)
+        .limit(1)
+    )
+    return found is not None
+
+
 def pool_capacity(session: Session, key: ShareKey, org_id: int) -> int:
     """``key``'s pool's amount of its resource, in hundredths of what people read."""
     pool = Pool.is_default if key.pool_id is None else Pool.id == key.pool_id

@@ -208,7 +208,7 @@ def share_detail(session: Session, team: Team, usage: UsageCache) -> ShareDetail
         or share_of(GpuLine.of(team), None, org.gpus_centi),
         borrowers=view.borrowers,
         usage_error=usage.error or usage.model.history_error,
-        others=other_shares(session, usage, org, team.id),
+        others=other_shares(session, usage, org, team.id, view),
     )
 
 
