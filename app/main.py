@@ -36,6 +36,7 @@ from app.web.pages import auth as auth_pages
 from app.web.pages import catalog as catalog_pages
 from app.web.pages import docs as docs_pages
 from app.web.pages import notifications as notification_pages
+from app.web.pages import pools as pool_pages
 from app.web.pages import teams as team_pages
 from app.web.pages import tokens as token_pages
 from app.web.templating import is_htmx, render, templates
@@ -109,6 +110,7 @@ ROUTERS = tuple(
         notification_pages,
         teams_api,
         admin_pages,
+        pool_pages,
         usage_api,
         requests_api,
         pool_api,

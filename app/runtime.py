@@ -47,6 +47,7 @@ from app.provisioning.reconciler import Reconciler
 from app.provisioning.restore import restore_from_database
 from app.provisioning.workloads import RefusedPods
 from app.teams import repository as teams_repo
+from app.teams.pools import NodePools
 from app.usage import jobs as usage_jobs
 from app.usage.history import Collector, RecentHistory
 from app.usage.service import UsageCache
@@ -151,6 +152,10 @@ class Portal:
                 if restored:
                     log.info("simulated cluster: restored %d teams from the database", restored)
         return backend
+
+    @cached_property
+    def node_pools(self) -> NodePools:
+        return NodePools(self.backend, self.settings.node_pool_label_key)
 
     @cached_property
     def usage_cache(self) -> UsageCache:

@@ -8,13 +8,17 @@ from app.access.credentials import CredentialIssuer
 from app.adapters.simulated import SimulatedBackend
 from app.core.config import ClusterBackendKind, Settings
 from app.provisioning.backend import ClusterBackend, WorkloadReader
+from app.teams.pools import NodePoolReader
 from app.usage.sources import UsageReader
 
 
-class Cluster(ClusterBackend, WorkloadReader, CredentialIssuer, UsageReader, Protocol):
+class Cluster(
+    ClusterBackend, WorkloadReader, CredentialIssuer, UsageReader, NodePoolReader, Protocol
+):
     """A backend provisions teams and reports the pods the host refused (the provisioning
-    domain's protocols), hands out and revokes personal credentials (the access domain's)
-    and reads the queues' usage (the usage domain's)."""
+    domain's protocols), hands out and revokes personal credentials (the access domain's),
+    reads the queues' usage (the usage domain's) and the cluster's node pools (the teams
+    domain's)."""
 
 
 def make_backend(settings: Settings) -> Cluster:
@@ -23,6 +27,7 @@ def make_backend(settings: Settings) -> Cluster:
             step_seconds=settings.simulated_step_seconds,
             call_seconds=settings.simulated_call_seconds,
             cluster_gpus=settings.simulated_cluster_gpus,
+            node_pools=settings.simulated_pools,
             chart_version=settings.chart_version,
         )
     from app.adapters.k8s.backend import KubernetesBackend

@@ -12,7 +12,7 @@ import math
 import secrets
 import threading
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -34,6 +34,7 @@ from app.provisioning.backend import (
     TemplateCheck,
     template_objects,
 )
+from app.teams.pools import NodePool
 from app.usage import fairshare
 from app.usage.sources import ClusterTop, QueueUsage, TopQueue
 
@@ -74,6 +75,7 @@ class SimulatedBackend:
         call_seconds: float = 0.0,
         cluster_gpus: float | None = None,
         chart_version: str | None = None,
+        node_pools: Sequence[tuple[str, str, float]] = (),
     ) -> None:
         self.step_seconds = step_seconds
         # The chart a vCluster is installed with; one at another version is outdated (and
@@ -83,6 +85,8 @@ class SimulatedBackend:
         # The simulated cluster's GPUs (None: as many as the org's pool). KAI divides
         # these among the top-level queues; the org's pool is its queue's guarantee.
         self.cluster_gpus = cluster_gpus
+        # The node pools beside the default one: (label value, GPU type, GPUs), a node each.
+        self.node_pool_specs = tuple(node_pools)
         self._objects: dict[tuple[Step, str], _Object] = {}
         # Each queue's spec by name, made again after any object changed (the usage read
         # and the cluster's top level ask for it every few seconds: at 10,000 teams a walk
@@ -398,6 +402,21 @@ class SimulatedBackend:
 
     def _total(self, columns: _QueueColumns) -> float:
         return columns.pool if self.cluster_gpus is None else self.cluster_gpus
+
+    def node_pools(self, label_key: str) -> list[NodePool]:
+        """The default pool (the simulated cluster's GPUs, on one node) and the pools the
+        backend was given, one node each, every one served by a scheduler shard."""
+        with self._lock:
+            columns = self._columns_locked()
+        default = self.cluster_gpus if self.cluster_gpus is not None else None
+        if default is None:
+            default = columns.pool if columns is not None else 0.0
+        found = [NodePool("", "NVIDIA-H100-80GB-HBM3", default, 1, shard=True)]
+        found += [
+            NodePool(value, product, gpus, 1, shard=True)
+            for value, product, gpus in self.node_pool_specs
+        ]
+        return found
 
     def cluster_top(self) -> ClusterTop | None:
         """The simulated cluster: its GPUs and the org's queue, the only top-level one."""

@@ -27,6 +27,11 @@ DEFAULT_SECRET_KEY = "development-secret-key-change-me"  # noqa: S105 - refused 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
+LABEL_KEY = re.compile(
+    r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+)
+
+
 class ClusterBackendKind(StrEnum):
     SIMULATED = "simulated"
     KUBERNETES = "kubernetes"
@@ -362,6 +367,14 @@ class Settings(BaseSettings):
             "pool. `make run` simulates 8."
         ),
     )
+    simulated_node_pools: str = Field(
+        default="l40s=NVIDIA-L40S:4",
+        description=(
+            "Simulated backend: the node pools beside the default one, as "
+            "`<label value>=<GPU type>:<GPUs>` separated by commas; empty: the default "
+            "pool alone."
+        ),
+    )
     org_queue_gpu_limit: Literal["unlimited", "pool"] = Field(
         default="unlimited",
         description=(
@@ -526,6 +539,14 @@ class Settings(BaseSettings):
             "in the pod specs and the queue-pinning policy."
         ),
     )
+    node_pool_label_key: str = Field(
+        default="kai.scheduler/node-pool",
+        description=(
+            "The node label that puts a node in a pool (KAI's "
+            "`spec.global.nodePoolLabelKey`): each pool's queues and the pods a team sends "
+            "there carry it too; the default pool's nodes carry none."
+        ),
+    )
     kai_metrics_prefix: str = Field(
         default="kai",
         description="Namespace of KAI's metrics (`runai` up to KAI v0.4.x).",
@@ -653,14 +674,16 @@ class Settings(BaseSettings):
         """PORTAL_TEMPLATE_CHART_SOURCES as a list."""
         return tuple(s.strip() for s in self.template_chart_sources.split(",") if s.strip())
 
-    @field_validator("kai_queue_label")
+    @field_validator("kai_queue_label", "node_pool_label_key")
     @classmethod
-    def _queue_label(cls, value: str) -> str:
-        if not re.fullmatch(
-            r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", value
-        ):
+    def _label_key(cls, value: str, info: ValidationInfo) -> str:
+        if not LABEL_KEY.fullmatch(value):
+            example = {"kai_queue_label": "kai.scheduler/queue"}.get(
+                str(info.field_name), "kai.scheduler/node-pool"
+            )
             raise ValueError(
-                "PORTAL_KAI_QUEUE_LABEL must be a Kubernetes label key such as kai.scheduler/queue"
+                f"PORTAL_{str(info.field_name).upper()} must be a Kubernetes label key such "
+                f"as {example}"
             )
         return value
 
@@ -670,6 +693,27 @@ class Settings(BaseSettings):
         if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", value):
             raise ValueError("PORTAL_KAI_METRICS_PREFIX must be a metric namespace such as kai")
         return value
+
+    @field_validator("simulated_node_pools")
+    @classmethod
+    def _simulated_node_pools(cls, value: str) -> str:
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            if not re.fullmatch(r"[A-Za-z0-9][-A-Za-z0-9_.]*=[^:,]*:[0-9]+(\.[0-9]+)?", part):
+                raise ValueError(
+                    "PORTAL_SIMULATED_NODE_POOLS: write each pool as "
+                    f"<label value>=<GPU type>:<GPUs>, such as l40s=NVIDIA-L40S:4 (not {part!r})"
+                )
+        return value
+
+    @property
+    def simulated_pools(self) -> tuple[tuple[str, str, float], ...]:
+        """PORTAL_SIMULATED_NODE_POOLS as (label value, GPU type, GPUs)."""
+        pools = []
+        for part in filter(None, (p.strip() for p in self.simulated_node_pools.split(","))):
+            value, rest = part.split("=", 1)
+            product, gpus = rest.rsplit(":", 1)
+            pools.append((value, product, float(gpus)))
+        return tuple(pools)
 
     @field_validator("database_url")
     @classmethod

@@ -23,6 +23,7 @@ class Event(StrEnum):
     # The pool
     POOL_CREATED = "pool.created"
     POOL_UPDATED = "pool.updated"
+    POOL_REMOVED = "pool.removed"
     # Requests and their decisions
     REQUEST_SUBMITTED = "request.submitted"
     REQUEST_APPROVED = "request.approved"

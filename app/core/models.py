@@ -294,6 +294,8 @@ class Pool(Base):
     __tablename__ = "pools"
     __table_args__ = (
         UniqueConstraint("org_id", "name", name="uq_pools_org_id_name"),
+        Index("uq_pools_org_id_label_value", "org_id", "label_value", unique=True),
+        CheckConstraint("price_centi >= 0", name="price_not_negative"),
         # One default pool an org (KAI's default shard: nodes without the label).
         Index(
             "uq_pools_default",
@@ -306,8 +308,14 @@ class Pool(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id"))
-    name: Mapped[str] = mapped_column(String(63))
+    name: Mapped[str] = mapped_column(String(63))  # in queue names: a DNS label
     is_default: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The value of the node-pool label (PORTAL_NODE_POOL_LABEL_KEY) on the pool's nodes
+    # and on its queues and pods; the default pool's: none, its nodes carry no label.
+    label_value: Mapped[str] = mapped_column(String(63), default="", server_default="")
+    gpu_type: Mapped[str] = mapped_column(String(100), default="", server_default="")
+    # Price per GPU-hour, hundredths of the org's currency (None: no price set).
+    price_centi: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     org: Mapped[Org] = relationship(lazy="raise", back_populates="pools")

@@ -681,3 +681,76 @@ def get_team_names(session: Session, team_ids: Sequence[int]) -> dict[int, str]:
         select(Team.id, Team.name).where(Team.id.in_(team_ids), Team.status.in_(LIVE_STATUSES))
     )
     return {team_id: name for team_id, name in rows}
+
+
+def get_pools(session: Session, org_id: int) -> list[Pool]:
+    """The org's pools, the default first, then by name, with their amounts."""
+    return list(
+        session.scalars(
+            select(Pool)
+            .where(Pool.org_id == org_id)
+            .options(selectinload(Pool.capacities))
+            .order_by(Pool.is_default.desc(), Pool.name)
+        )
+    )
+
+
+def get_pool(session: Session, org_id: int, pool_id: int) -> Pool:
+    pool = session.scalar(
+        select(Pool)
+        .where(Pool.org_id == org_id, Pool.id == pool_id)
+        .options(selectinload(Pool.capacities))
+    )
+    if pool is None:
+        raise NotFound(f"no pool with id {pool_id}: reload the pools page")
+    return pool
+
+
+def committed_by_pool(session: Session, org_id: int) -> dict[int, int]:
+    """Pool id -> hundredths of a GPU guaranteed there to teams holding a queue."""
+    rows = session.execute(
+        select(TeamQuotaLine.pool_id, func.coalesce(func.sum(TeamQuotaLine.guarantee), 0))
+        .join(Team, Team.id == TeamQuotaLine.team_id)
+        .where(
+            Team.org_id == org_id,
+            Team.status.in_(COMMITTED_STATUSES),
+            TeamQuotaLine.resource == GPU_RESOURCE,
+        )
+        .group_by(TeamQuotaLine.pool_id)
+    )
+    return {pool_id: int(total or 0) for pool_id, total in rows}
+
+
+def teams_in_pool(session: Session, pool_id: int) -> list[str]:
+    """The names of the teams (not decommissioned) holding a line in the pool."""
+    return list(
+        session.scalars(
+            select(Team.name)
+            .join(TeamQuotaLine, TeamQuotaLine.team_id == Team.id)
+            .where(TeamQuotaLine.pool_id == pool_id, Team.status != TeamStatus.DECOMMISSIONED)
+            .distinct()
+            .order_by(Team.name)
+        )
+    )
+
+
+def lines_in_pool_of_teams_gone(session: Session, pool_id: int) -> list[TeamQuotaLine]:
+    """The lines decommissioned teams still hold in the pool (removed with the pool)."""
+    return list(
+        session.scalars(
+            select(TeamQuotaLine)
+            .join(Team, Team.id == TeamQuotaLine.team_id)
+            .where(TeamQuotaLine.pool_id == pool_id, Team.status == TeamStatus.DECOMMISSIONED)
+        )
+    )
+
+
+def teams_holding_pool(session: Session, pool_id: int) -> list[Team]:
+    """The ready teams with a line in the pool (their queues there hang from its queue)."""
+    return list(
+        session.scalars(
+            select(Team)
+            .join(TeamQuotaLine, TeamQuotaLine.team_id == Team.id)
+            .where(TeamQuotaLine.pool_id == pool_id, Team.status == TeamStatus.READY)
+        )
+    )

@@ -10,7 +10,7 @@ from app.auth import repository as users
 from app.catalog import service as catalog
 from app.catalog.schema import ValuesSchema
 from app.core.events import Event
-from app.core.models import Org, User
+from app.core.models import Org, Pool, User
 from app.core.quota import Quota
 from app.teams import repository as repo
 from app.teams import service
@@ -91,6 +91,12 @@ def seed_example(session: Session) -> bool:
     if repo.has_org(session):
         return False
     org = Org.with_pool("ml-org", {"gpu": 100, "cpu": 40_000, "memory": 160_000})
+    org.default_pool.gpu_type = "NVIDIA H100"
+    # A second GPU type in a pool of its own (the simulated cluster's "l40s" nodes): its
+    # budget, 2 of its 4 GPUs, is what teams may be guaranteed there.
+    l40s = Pool(name="l40s", label_value="l40s", gpu_type="NVIDIA L40S", price_centi=120)
+    l40s.set_capacity({"gpu": 200})
+    org.pools.append(l40s)
     admin = User(email="admin@example.org", display_name="Platform admin", is_admin=True)
     session.add_all([org, admin])
     session.flush()

@@ -435,17 +435,9 @@ def update_pool(
     org = repo.get_org(session)
     org = repo.lock_org(session, org.id)
     was = org.capacity
-    amounts, errors = _pool_amounts(data, was)
+    amounts, errors = pool_amounts(data, was)
     committed = repo.committed_gpu_centi(session, org.id)
-    short = GPU.pool_field not in errors and amounts[GPU.key] < committed
-    if short and not below_committed:
-        errors[GPU.pool_field] = (
-            f"{format_hundredths(committed)} GPU are already guaranteed to teams: enter at "
-            f"least {format_hundredths(committed)}, lower team quotas first, or confirm a pool "
-            "below the guarantees (KAI then cannot give every team its guarantee at once)"
-        )
-    if errors:
-        raise InvalidInput(errors)
+    short = below_guarantees(amounts, errors, committed, below_committed=below_committed)
     org.set_capacity(amounts)
     before, after = quota.pool_display(was), quota.pool_display(amounts)
     # The parent queue carries the pool: every live team's queue step re-checks it.
@@ -470,7 +462,32 @@ def update_pool(
     return org
 
 
-def _pool_amounts(
+def below_guarantees(
+    amounts: Mapping[str, int],
+    errors: dict[str, str],
+    committed: int,
+    *,
+    below_committed: bool,
+    pool: str = "",
+) -> bool:
+    """Whether the GPUs typed are below ``committed`` (the guarantees held in the pool,
+    ``pool`` named unless the org's); unless ``below_committed`` confirms it, that is an
+    error and every error found so far is raised."""
+    short = GPU.pool_field not in errors and amounts[GPU.key] < committed
+    if short and not below_committed:
+        held = format_hundredths(committed)
+        where = f" in pool {pool}" if pool else ""
+        errors[GPU.pool_field] = (
+            f"{held} GPU are already guaranteed to teams{where}: enter at least {held}, lower "
+            "team quotas first, or confirm a pool below the guarantees (KAI then cannot give "
+            "every team its guarantee at once)"
+        )
+    if errors:
+        raise InvalidInput(errors)
+    return short
+
+
+def pool_amounts(
     data: Mapping[str, Any], was: Mapping[str, int]
 ) -> tuple[dict[str, int], dict[str, str]]:
     """The pool's amounts as typed (storage units; a field left out keeps its value)."""

@@ -271,6 +271,60 @@ class PoolIn(BaseModel):
     )
 
 
+class NodePoolIn(BaseModel):
+    """A pool to add: the nodes labelled ``label_value`` (PORTAL_NODE_POOL_LABEL_KEY)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label_value: str = Field(max_length=63, description="the node label's value")
+    name: str | None = Field(
+        default=None, max_length=63, description="left out: the label value, lowercased"
+    )
+    gpus: Amount = Field(description="the budget: GPUs teams may be guaranteed in the pool")
+    cpu_cores: Amount | None = None
+    memory_gb: Amount | None = None
+    gpu_type: str | None = Field(default=None, max_length=100)
+    price: Amount | None = Field(default=None, description="price a GPU-hour")
+
+
+class NodePoolChangeIn(BaseModel):
+    """What to change of a pool; a field left out keeps its value, an empty price
+    removes it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpus: Amount | None = None
+    cpu_cores: Amount | None = None
+    memory_gb: Amount | None = None
+    gpu_type: str | None = Field(default=None, max_length=100)
+    price: Amount | Literal[""] | None = None
+    below_committed: bool = Field(
+        default=False,
+        description="confirm a budget below the GPUs already guaranteed there",
+    )
+
+
+class NodesOut(BaseModel):
+    nodes: int
+    gpus: float
+    gpu_product: str
+    shard: bool | None = Field(description="a KAI scheduler shard serves it (null: unknown)")
+
+
+class NodePoolOut(BaseModel):
+    id: int
+    name: str
+    default: bool
+    label_value: str = Field(description="empty for the default pool: nodes without the label")
+    gpu_type: str
+    price: str | None = Field(description="a GPU-hour; null: not set")
+    budget: dict[str, str] = Field(description="what teams may be guaranteed, per resource")
+    guaranteed_gpus: str
+    cluster: NodesOut | None = Field(description="what the nodes hold; null: none found")
+    no_nodes: bool
+    over_cluster: bool
+
+
 class GpuShareOut(BaseModel):
     guaranteed: float
     limit: float

@@ -36,6 +36,7 @@ from app.provisioning.backend import (
     TeamSpec,
     TemplateCheck,
 )
+from app.teams.pools import NodePool
 from app.usage.sources import ClusterTop, QueueUsage, TopQueue
 
 __all__ = ["KubernetesBackend"]
@@ -209,13 +210,14 @@ class KubernetesBackend:
         """KAI's top level: the allocatable GPUs of every ready node (as KAI's proportion
         plugin counts them) and every queue without a parent, with its request."""
         nodes: Any = self.kube.call("listing nodes", lambda: self.kube.core.list_node())
+        key = self.settings.node_pool_label_key
         total = 0.0
         for node in getattr(nodes, "items", None) or []:
-            conditions = (node.status.conditions if node.status else None) or []
-            ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
-            if not ready or (node.spec is not None and node.spec.unschedulable):
+            # KAI's default shard sees only the nodes without a pool label.
+            if key in ((node.metadata.labels if node.metadata else None) or {}):
                 continue
-            total += _gpus((node.status.allocatable if node.status else None) or {})
+            if _schedulable(node):
+                total += _gpus((node.status.allocatable if node.status else None) or {})
         # The queues usage() has just listed (the usage cache reads both at once), else
         # a list of its own: one listing of every queue per refresh, not two.
         read, self._queues_read = self._queues_read, None
@@ -224,7 +226,8 @@ class KubernetesBackend:
         queues = []
         for item in (listed or {}).get("items", []):
             spec = item.get("spec") or {}
-            if spec.get("parentQueue"):
+            # Another pool's queue belongs to that pool's shard, not to this top level.
+            if spec.get("parentQueue") or key in (item.get("metadata", {}).get("labels") or {}):
                 continue
             gpu = (spec.get("resources") or {}).get("gpu") or {}
             queues.append(
@@ -244,10 +247,37 @@ class KubernetesBackend:
         k_value, usage_db = self._fairness()
         return ClusterTop(gpus=total, queues=tuple(queues), k_value=k_value, usage_db=usage_db)
 
-    def _fairness(self) -> tuple[float | None, bool]:
-        """The default SchedulingShard's kValue and whether it sets a usage database
-        (KAI's operator renders these into the proportion plugin's arguments). A cluster
-        without KAI's operator (or without the right to read shards): unknown."""
+    def node_pools(self, label_key: str) -> list[NodePool]:
+        """Every value of ``label_key`` on the nodes ("" for nodes without it): their
+        count, their schedulable GPUs, their GPU type, and whether a SchedulingShard
+        serves the value (None where shards cannot be read)."""
+        nodes: Any = self.kube.call("listing nodes", lambda: self.kube.core.list_node())
+        found: dict[str, tuple[int, float, list[str]]] = {}
+        for node in getattr(nodes, "items", None) or []:
+            labels = (node.metadata.labels if node.metadata else None) or {}
+            value = labels.get(label_key, "")
+            count, gpus, products = found.get(value, (0, 0.0, []))
+            held = _gpus((node.status.allocatable if node.status else None) or {})
+            product = labels.get(GPU_PRODUCT_LABEL, "")
+            found[value] = (
+                count + 1,
+                gpus + (held if _schedulable(node) else 0.0),
+                [*products, product] if product else products,
+            )
+        served = self._shard_values()
+        return [
+            NodePool(
+                label_value=value,
+                gpu_product=max(set(products), key=products.count) if products else "",
+                gpus=round(gpus, 2),
+                nodes=count,
+                shard=None if served is None else value in served,
+            )
+            for value, (count, gpus, products) in sorted(found.items())
+        ]
+
+    def _shards(self) -> list[dict[str, Any]] | None:
+        """KAI's SchedulingShards (None: not readable, KAI's operator absent)."""
         try:
             listed: Any = self.kube.call(
                 "listing KAI's scheduling shards",
@@ -257,8 +287,22 @@ class KubernetesBackend:
                 missing_ok=True,
             )
         except BackendError:
-            return None, False
-        shards = (listed or {}).get("items", [])
+            return None
+        if listed is None:
+            return None
+        return list(listed.get("items", []))
+
+    def _shard_values(self) -> set[str] | None:
+        shards = self._shards()
+        if shards is None:
+            return None
+        return {str((s.get("spec") or {}).get("partitionLabelValue") or "") for s in shards}
+
+    def _fairness(self) -> tuple[float | None, bool]:
+        """The default SchedulingShard's kValue and whether it sets a usage database
+        (KAI's operator renders these into the proportion plugin's arguments). A cluster
+        without KAI's operator (or without the right to read shards): unknown."""
+        shards = self._shards()
         if not shards:
             return None, False
         chosen = next(
@@ -267,6 +311,16 @@ class KubernetesBackend:
         spec = chosen.get("spec") or {}
         k_value = spec.get("kValue")
         return (float(k_value) if k_value is not None else None), bool(spec.get("usageDBConfig"))
+
+
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # set by the GPU Operator's feature discovery
+
+
+def _schedulable(node: Any) -> bool:
+    """A ready node that takes pods (as KAI's proportion plugin counts nodes)."""
+    conditions = (node.status.conditions if node.status else None) or []
+    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+    return ready and not (node.spec is not None and node.spec.unschedulable)
 
 
 def pod_gpus(pod: Any) -> float:

@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from fastapi.responses import Response
+from sqlalchemy.orm import Session
 
 from app.core import quota
 from app.core.errors import InvalidInput
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.runtime import Portal
+from app.teams import pools, service
 from app.teams import repository as repo
-from app.teams import service
-from app.web.deps import AdminPrincipal, CurrentPrincipal, SessionDep, UsageDep
-from app.web.schemas import PROBLEMS, Amount, ImpactOut, PoolIn, PoolOut
+from app.web.deps import AdminPrincipal, CurrentPrincipal, Id, PortalDep, SessionDep, UsageDep
+from app.web.schemas import (
+    PROBLEMS,
+    Amount,
+    ImpactOut,
+    NodePoolChangeIn,
+    NodePoolIn,
+    NodePoolOut,
+    NodesOut,
+    PoolIn,
+    PoolOut,
+)
 from app.web.views.api import impact_out
 from app.web.views.impact import org_impact
 
@@ -56,3 +69,83 @@ def put_pool(body: PoolIn, session: SessionDep, principal: AdminPrincipal) -> Po
         below_committed=body.below_committed,
     )
     return get_pool(session, principal)
+
+
+def _pool_out(row: pools.PoolRow) -> NodePoolOut:
+    pool, found = row.pool, row.found
+    return NodePoolOut(
+        id=pool.id,
+        name=pool.name,
+        default=pool.is_default,
+        label_value=pool.label_value,
+        gpu_type=pool.gpu_type,
+        price=None if pool.price_centi is None else format_hundredths(pool.price_centi),
+        budget=quota.pool_display(pool.capacity),
+        guaranteed_gpus=format_hundredths(row.committed_centi),
+        cluster=None
+        if found is None
+        else NodesOut(
+            nodes=found.nodes, gpus=found.gpus, gpu_product=found.gpu_product, shard=found.shard
+        ),
+        no_nodes=row.no_nodes,
+        over_cluster=row.over_cluster,
+    )
+
+
+def _rows(session: Session, portal: Portal) -> list[pools.PoolRow]:
+    rows, _unclaimed = pools.pool_rows(
+        session, repo.get_org(session), portal.node_pools.get().found
+    )
+    return rows
+
+
+@router.get("/pools", response_model=list[NodePoolOut])
+def list_pools(
+    session: SessionDep, principal: CurrentPrincipal, portal: PortalDep
+) -> list[NodePoolOut]:
+    """The org's node pools: the default one first, each with its budget, what is
+    guaranteed there and what the cluster's nodes hold."""
+    return [_pool_out(row) for row in _rows(session, portal)]
+
+
+def _one(session: Session, portal: Portal, pool_id: int) -> NodePoolOut:
+    return next(_pool_out(row) for row in _rows(session, portal) if row.pool.id == pool_id)
+
+
+@router.post("/pools", response_model=NodePoolOut, status_code=201)
+def add_pool(
+    body: NodePoolIn, session: SessionDep, principal: AdminPrincipal, portal: PortalDep
+) -> NodePoolOut:
+    """Add a pool for the nodes labelled `label_value` (admin)."""
+    fields = body.model_dump(exclude_none=True)
+    pool = pools.add_pool(
+        session, actor=principal.user, data={k: str(v) for k, v in fields.items()}
+    )
+    return _one(session, portal, pool.id)
+
+
+@router.patch("/pools/{pool_id}", response_model=NodePoolOut)
+def change_pool(
+    pool_id: Id,
+    body: NodePoolChangeIn,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    portal: PortalDep,
+) -> NodePoolOut:
+    """Change a pool's budget, GPU type or price (admin); a field left out keeps its value."""
+    fields = body.model_dump(exclude={"below_committed"}, exclude_none=True)
+    pools.change_pool(
+        session,
+        actor=principal.user,
+        pool_id=pool_id,
+        data={k: str(v) for k, v in fields.items()},
+        below_committed=body.below_committed,
+    )
+    return _one(session, portal, pool_id)
+
+
+@router.delete("/pools/{pool_id}", status_code=204)
+def remove_pool(pool_id: Id, session: SessionDep, principal: AdminPrincipal) -> Response:
+    """Remove a pool no team holds quota in (admin)."""
+    pools.remove_pool(session, actor=principal.user, pool_id=pool_id)
+    return Response(status_code=204)

@@ -1,0 +1,142 @@
+"""Pages: the org's node pools (admin): what the cluster holds in each, the budget teams
+may be guaranteed there, the GPU type and price; add, change and remove."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+from sqlalchemy.orm import Session
+
+from app.auth.principal import Principal
+from app.core.db import discard_changes
+from app.core.errors import DomainError, InvalidInput
+from app.runtime import Portal
+from app.teams import pools
+from app.teams import repository as repo
+from app.web.deps import AdminPrincipal, FormDep, Id, PortalDep, SessionDep
+from app.web.templating import flash, redirect, render
+
+router = APIRouter(prefix="/admin/pools")
+
+
+def _page(
+    request: Request,
+    session: Session,
+    portal: Portal,
+    principal: Principal,
+    *,
+    errors: Mapping[str, str] | None = None,
+    typed: Mapping[str, str] | None = None,
+    editing: int | None = None,
+    status_code: int = 200,
+) -> Response:
+    discovery = portal.node_pools.get()
+    org = repo.get_org(session)
+    rows, unclaimed = pools.pool_rows(session, org, discovery.found)
+    return render(
+        request,
+        "admin/pools.html",
+        {
+            "principal": principal,
+            "rows": rows,
+            "unclaimed": unclaimed,
+            "discovery_error": discovery.error,
+            "label_key": portal.settings.node_pool_label_key,
+            "errors": errors or {},
+            "typed": typed or {},
+            "editing": editing,
+        },
+        status_code=status_code,
+    )
+
+
+@router.get("", response_class=HTMLResponse)
+def pools_page(
+    request: Request, session: SessionDep, principal: AdminPrincipal, portal: PortalDep
+) -> Response:
+    return _page(request, session, portal, principal)
+
+
+@router.post("")
+def add_pool(
+    request: Request,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    portal: PortalDep,
+    data: FormDep,
+) -> Response:
+    try:
+        pool = pools.add_pool(session, actor=principal.user, data=data)
+    except InvalidInput as exc:
+        discard_changes(session)
+        return _page(
+            request, session, portal, principal, errors=exc.errors, typed=data, status_code=422
+        )
+    except DomainError as exc:
+        discard_changes(session)
+        flash(request, f"Pool not added: {exc.message}", "error")
+        return redirect(request, "/admin/pools")
+    flash(request, f"Pool {pool.name} added.")
+    return redirect(request, "/admin/pools")
+
+
+@router.post("/{pool_id}")
+def change_pool(
+    request: Request,
+    pool_id: Id,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    portal: PortalDep,
+    data: FormDep,
+) -> Response:
+    try:
+        pool = pools.change_pool(
+            session,
+            actor=principal.user,
+            pool_id=pool_id,
+            data=_filled(data),
+            below_committed=data.get("below_committed") == "confirm",
+        )
+    except InvalidInput as exc:
+        discard_changes(session)
+        return _page(
+            request,
+            session,
+            portal,
+            principal,
+            errors=exc.errors,
+            typed=data,
+            editing=pool_id,
+            status_code=422,
+        )
+    except DomainError as exc:
+        discard_changes(session)
+        flash(request, f"Pool not changed: {exc.message}", "error")
+        return redirect(request, "/admin/pools")
+    flash(request, f"Pool {pool.name} changed.")
+    return redirect(request, "/admin/pools")
+
+
+def _filled(data: Mapping[str, str]) -> dict[str, Any]:
+    """The form's fields without the CSRF token and the confirmation."""
+    return {k: v for k, v in data.items() if k not in ("csrf_token", "below_committed")}
+
+
+@router.post("/{pool_id}/remove")
+def remove_pool(
+    request: Request,
+    pool_id: Id,
+    session: SessionDep,
+    principal: AdminPrincipal,
+) -> Response:
+    try:
+        name = pools.remove_pool(session, actor=principal.user, pool_id=pool_id)
+    except DomainError as exc:
+        discard_changes(session)
+        flash(request, f"Pool not removed: {exc.message}", "error")
+        return redirect(request, "/admin/pools")
+    flash(request, f"Pool {name} removed.")
+    return redirect(request, "/admin/pools")
