@@ -93,6 +93,8 @@ class SimulatedBackend:
         # over 50,000 objects each time).
         self._queue_specs: dict[str, TeamSpec] | None = None
         self._columns: _QueueColumns | None = None  # of the ``_queue_specs`` it names
+        # The other pools' columns, and the specs they were made of.
+        self._pool_columns: tuple[dict[str, TeamSpec], dict[str, _QueueColumns]] | None = None
         self._faults: list[_Fault] = []
         self._pinned: dict[str, tuple[float, float]] = {}
         self._smallest: dict[str, float] = {}
@@ -377,7 +379,56 @@ class SimulatedBackend:
                     allocated_gpu=math.floor(held * 100 + 1e-6) / 100,
                     requested_gpu=round(want, 2),
                 )
+        rest = [name for name in queue_names if name not in found]
+        if rest:
+            found.update(self._pool_usage(rest, now, smallest))
         return found
+
+    def _pool_usage(
+        self, names: list[str], now: float, smallest: Mapping[str, float]
+    ) -> dict[str, QueueUsage]:
+        """The teams' queues in the other pools: each pool divided on its own, its nodes'
+        GPUs among its org queue's teams (a pool lends nothing to another)."""
+        with self._lock:
+            pools = self._pool_columns_locked()
+        gpus_of = {value: gpus for value, _product, gpus in self.node_pool_specs}
+        found: dict[str, QueueUsage] = {}
+        for value, columns in pools.items():
+            wanted = [name for name in names if name in columns.at]
+            if not wanted:
+                continue
+            asked = columns.demand(now)
+            used = _share(columns, asked, gpus_of.get(value, columns.pool))
+            for name in wanted:
+                row = columns.at[name]
+                found[name] = QueueUsage(
+                    allocated_gpu=math.floor(float(used[row]) * 100 + 1e-6) / 100,
+                    requested_gpu=round(float(asked[row]), 2),
+                    sampled_at=now,
+                    smallest_waiting=smallest.get(name),
+                )
+        return found
+
+    def _pool_columns_locked(self) -> dict[str, _QueueColumns]:
+        """Per other pool (its label value), its teams' queues as columns (the caller
+        holds the lock)."""
+        specs = self._specs_locked()
+        if self._pool_columns is not None and self._pool_columns[0] is specs:
+            return self._pool_columns[1]
+        by_pool: dict[str, dict[str, TeamSpec]] = {}
+        for spec in specs.values():
+            for pool in spec.pools:
+                by_pool.setdefault(pool.label_value, {})[pool.queue_name] = replace(
+                    spec,
+                    queue_name=pool.queue_name,
+                    parent_queue=pool.parent_queue,
+                    resources=pool.resources,
+                    org_resources=pool.org_resources,
+                    pools=(),
+                )
+        built = {value: _QueueColumns.of(queues) for value, queues in by_pool.items()}
+        self._pool_columns = (specs, built)
+        return built
 
     def _specs_locked(self) -> dict[str, TeamSpec]:
         """Every queue's spec by name (the caller holds the lock; the dict is not to be

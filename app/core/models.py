@@ -283,6 +283,13 @@ def default_pool_ids() -> Any:
     return select(Pool.id).where(Pool.is_default)
 
 
+def in_pool(queue: str, pool: str) -> str:
+    """A queue's name in another pool than the default (the team's, the org's): the
+    default pool's name and the pool's ("team-nlp-l40s"), as queue names tell pools apart
+    (KAI's queue metrics carry no pool)."""
+    return f"{queue}-{pool}"
+
+
 GPU_RESOURCE = "gpu"  # ``core.quota.GPU.key``: the resource the share divides
 RESOURCE_MAX = 32  # a resource's key (KAI's name of it)
 
@@ -326,6 +333,10 @@ class Pool(Base):
     @property
     def capacity(self) -> dict[str, int]:
         return {line.resource: line.amount for line in self.capacities}
+
+    def queue_of_org(self, org_queue: str) -> str:
+        """The org's queue in this pool: the org's own in the default pool."""
+        return org_queue if self.is_default else in_pool(org_queue, self.name)
 
     def set_capacity(self, amounts: Mapping[str, int]) -> None:
         by_resource = {line.resource: line for line in self.capacities}
@@ -618,6 +629,16 @@ class Team(QuotaOwner, Base):
     @property
     def queue_name(self) -> str:
         return f"team-{self.name}"
+
+    def queue_in(self, pool: Pool) -> str:
+        """The team's queue in ``pool``: its queue in the default pool, one of its own in
+        each other (a Queue belongs to one scheduler shard)."""
+        return self.queue_name if pool.is_default else in_pool(self.queue_name, pool.name)
+
+    def pools_held(self) -> list[Pool]:
+        """The pools other than the default where the team holds a line, by name."""
+        found = {id(line.pool): line.pool for line in self.quota_lines if not line.pool.is_default}
+        return sorted(found.values(), key=lambda pool: pool.name)
 
 
 class TeamSchedule(Base):

@@ -6,6 +6,7 @@ team, applies it (idempotently) or removes it, hands out the kubeconfig and read
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -42,6 +43,23 @@ def each_resource(entry: ResourceQuota) -> Entries:
     return tuple((res.key, entry) for res in quota.RESOURCES)
 
 
+DEFAULT_POOL_LABEL = "kai.scheduler/node-pool"
+
+
+@dataclass(frozen=True)
+class PoolQueue:
+    """A team's queue in another pool than the default: its own queue under the org's
+    queue of that pool, both labelled ``<pool label key>: <label value>`` (KAI's shard
+    for the pool sees only what carries its value)."""
+
+    pool: str  # the pool's name
+    label_value: str
+    queue_name: str
+    parent_queue: str
+    resources: Entries
+    org_resources: Entries
+
+
 @dataclass(frozen=True)
 class TeamSpec:
     """Everything a backend needs to know about a team, in the cluster's terms."""
@@ -69,6 +87,9 @@ class TeamSpec:
     template_manifests: str = ""
     template_charts: tuple[tuple[str, str], ...] = ()
     template_repair: bool = False
+    # The team's queues in other pools than the default, and the label that names a pool.
+    pools: tuple[PoolQueue, ...] = ()
+    pool_label: str = DEFAULT_POOL_LABEL
 
     @property
     def gpu(self) -> ResourceQuota:
@@ -89,13 +110,49 @@ def spec_for(
     *,
     queue_label: str = DEFAULT_QUEUE_LABEL,
     org_limit_is_pool: bool = False,
+    pool_label: str = DEFAULT_POOL_LABEL,
 ) -> TeamSpec:
     """Translate stored values into KAI's units; every resource of the declaration gets
     all three fields (a resource without a limit: unlimited). The org queue's limits are
     unlimited (the org may borrow idle GPUs of the whole cluster) unless
     ``org_limit_is_pool``, which caps each limited resource at the pool."""
-    values = team.quota_in(org.default_pool)
-    capacity = org.capacity
+    resources, org_resources = _entries(
+        team.quota_in(org.default_pool), org.capacity, org_limit_is_pool=org_limit_is_pool
+    )
+    pools = []
+    for pool in team.pools_held():
+        held, budget = _entries(
+            team.quota_in(pool), pool.capacity, org_limit_is_pool=org_limit_is_pool
+        )
+        pools.append(
+            PoolQueue(
+                pool=pool.name,
+                label_value=pool.label_value,
+                queue_name=team.queue_in(pool),
+                parent_queue=pool.queue_of_org(org.parent_queue),
+                resources=held,
+                org_resources=budget,
+            )
+        )
+    return TeamSpec(
+        team=team.name,
+        namespace=team.namespace,
+        vcluster_name=team.vcluster_name,
+        queue_name=team.queue_name,
+        parent_queue=org.parent_queue,
+        priority=team.priority,
+        resources=resources,
+        org_resources=org_resources,
+        queue_label=queue_label,
+        pools=tuple(pools),
+        pool_label=pool_label,
+    )
+
+
+def _entries(
+    values: quota.Quota, capacity: Mapping[str, int], *, org_limit_is_pool: bool
+) -> tuple[Entries, Entries]:
+    """The team's queue's entries and its org queue's, in KAI's units."""
     resources = []
     org_resources = []
     for res, line in values:
@@ -106,17 +163,7 @@ def spec_for(
         pool = res.kai(capacity.get(res.key, 0))
         org_limit = pool if org_limit_is_pool and res.limited else UNLIMITED
         org_resources.append((res.key, ResourceQuota(pool, org_limit, 1.0)))
-    return TeamSpec(
-        team=team.name,
-        namespace=team.namespace,
-        vcluster_name=team.vcluster_name,
-        queue_name=team.queue_name,
-        parent_queue=org.parent_queue,
-        priority=team.priority,
-        resources=tuple(resources),
-        org_resources=tuple(org_resources),
-        queue_label=queue_label,
-    )
+    return tuple(resources), tuple(org_resources)
 
 
 @dataclass(frozen=True)

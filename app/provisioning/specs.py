@@ -27,6 +27,7 @@ def spec_of(session: Session, team: Team, settings: Settings, org: Org | None = 
         org if org is not None else teams.get_org(session),
         queue_label=settings.kai_queue_label,
         org_limit_is_pool=settings.org_queue_gpu_limit == "pool",
+        pool_label=settings.node_pool_label_key,
     )
     version = team.template_version
     if version is None:

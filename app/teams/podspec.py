@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.core.models import Team
+from app.core.models import Pool, Team
 from app.core.quantities import format_hundredths
 
 
@@ -16,8 +17,17 @@ class PodExample:
     yaml: str
 
 
-def example_pods(team: Team, *, queue_label: str) -> list[PodExample]:
-    """A whole-GPU pod, and for a fractional guarantee a GPU-share pod beside it."""
+def example_pods(
+    team: Team,
+    *,
+    queue_label: str,
+    pool_label: str = "",
+    pools: Sequence[tuple[Pool, int]] = (),
+) -> list[PodExample]:
+    """A whole-GPU pod, and for a fractional guarantee a GPU-share pod beside it; and for
+    each other pool the team holds quota in (``pools``: each with the team's GPU
+    guarantee there), a pod sent there: its queue in that pool and the pool's label, the
+    pair the host's policy admits."""
     quota = team.quota.gpu.guarantee or 0
     whole = max(1, quota // 100)
     examples = []
@@ -50,21 +60,55 @@ def example_pods(team: Team, *, queue_label: str) -> list[PodExample]:
             yaml=_pod(
                 team,
                 queue_label=queue_label,
-                limits=f"      resources:\n        limits:\n          nvidia.com/gpu: {whole}\n",
+                limits=_limits(whole),
             ),
         )
     )
+    for pool, held in pools:
+        count = max(1, held // 100)
+        kind = f" ({pool.gpu_type})" if pool.gpu_type else ""
+        examples.append(
+            PodExample(
+                key=f"pool-{pool.name}",
+                title=f"{count} whole GPU{'s' if count > 1 else ''} in pool {pool.name}{kind}",
+                note=f"Runs on the pool's nodes, in your queue there (guarantee "
+                f"{format_hundredths(held)} GPU): the queue and the pool label go together, "
+                "and the host refuses a pod with one but not the other.",
+                yaml=_pod(
+                    team,
+                    queue_label=queue_label,
+                    queue=team.queue_in(pool),
+                    extra_label=f"    {pool_label}: {pool.label_value}\n",
+                    name=f"{team.name}-{pool.name}-gpu-check",
+                    limits=_limits(count),
+                ),
+            )
+        )
     return examples
 
 
-def _pod(team: Team, *, queue_label: str, annotations: str = "", limits: str = "") -> str:
+def _limits(count: int) -> str:
+    return f"      resources:\n        limits:\n          nvidia.com/gpu: {count}\n"
+
+
+def _pod(
+    team: Team,
+    *,
+    queue_label: str,
+    annotations: str = "",
+    limits: str = "",
+    queue: str = "",
+    extra_label: str = "",
+    name: str = "",
+) -> str:
     return (
         "apiVersion: v1\n"
         "kind: Pod\n"
         "metadata:\n"
-        f"  name: {team.name}-gpu-check\n"
+        f"  name: {name or team.name + '-gpu-check'}\n"
         "  labels:\n"
-        f"    {queue_label}: {team.queue_name}\n"
+        f"    {queue_label}: {queue or team.queue_name}\n"
+        f"{extra_label}"
         f"{annotations}"
         "spec:\n"
         "  schedulerName: kai-scheduler\n"

@@ -195,10 +195,11 @@ def change_pool(
     pool_id: int,
     data: Mapping[str, Any],
     below_committed: bool = False,
-) -> Pool:
+) -> tuple[Pool, bool]:
     """Change a pool's budget, GPU type or price (a field left out keeps its value). The
     default pool's budget is the org's pool (``service.update_pool``, with its check
-    against what is guaranteed); another pool's is checked the same way."""
+    against what is guaranteed); another pool's is checked the same way. Returns the pool
+    and whether anything changed."""
     org = repo.lock_org(session, repo.get_org(session).id)
     pool = repo.get_pool(session, org.id, pool_id)
     errors: dict[str, str] = {}
@@ -206,9 +207,12 @@ def change_pool(
     if errors:
         raise InvalidInput(errors)
     parts: list[str] = []
+    default_changed = False
     if any(_text(data, res.pool_field) is not None for res in RESOURCES):
         if pool.is_default:  # the org's pool: its own check, its own audit entry
+            was = pool.capacity
             service.update_pool(session, actor=actor, data=data, below_committed=below_committed)
+            default_changed = repo.get_org(session).capacity != was
         else:
             parts += _change_budget(session, pool, data, below_committed=below_committed)
     for key, value in fields.items():
@@ -225,7 +229,7 @@ def change_pool(
             details={"pool": pool.name, "changes": parts},
         )
     session.flush()
-    return pool
+    return pool, bool(parts) or default_changed
 
 
 _WORDS = {"gpu_type": "GPU type", "price_centi": "price a GPU-hour"}

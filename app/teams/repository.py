@@ -754,3 +754,19 @@ def teams_holding_pool(session: Session, pool_id: int) -> list[Team]:
             .where(TeamQuotaLine.pool_id == pool_id, Team.status == TeamStatus.READY)
         )
     )
+
+
+def gpu_in_other_pools(session: Session, team_id: int) -> list[tuple[Pool, int]]:
+    """The pools other than the default where the team holds a GPU line, with its
+    guarantee there (hundredths), by pool name."""
+    rows = session.execute(
+        select(Pool, func.coalesce(TeamQuotaLine.guarantee, 0))
+        .join(TeamQuotaLine, TeamQuotaLine.pool_id == Pool.id)
+        .where(
+            TeamQuotaLine.team_id == team_id,
+            TeamQuotaLine.resource == GPU_RESOURCE,
+            ~Pool.is_default,
+        )
+        .order_by(Pool.name)
+    ).all()
+    return [(pool, int(held)) for pool, held in rows]

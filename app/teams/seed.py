@@ -10,7 +10,7 @@ from app.auth import repository as users
 from app.catalog import service as catalog
 from app.catalog.schema import ValuesSchema
 from app.core.events import Event
-from app.core.models import Org, Pool, User
+from app.core.models import Org, Pool, User, utcnow
 from app.core.quota import Quota
 from app.teams import repository as repo
 from app.teams import service
@@ -137,4 +137,24 @@ def seed_example(session: Session) -> bool:
             ),
         )
         service.approve(session, actor=admin, request_id=request.id)
+    return True
+
+
+def seed_pool_use(session: Session) -> bool:
+    """The demo's vision team also holds 1 GPU (limit 2) of the L40S pool, set as an
+    admin's approval would: its queue there is made by the reconciler."""
+    org = repo.get_org(session)
+    vision = repo.get_live_team_by_name(session, "vision")
+    l40s = next((p for p in repo.get_pools(session, org.id) if p.name == "l40s"), None)
+    if vision is None or l40s is None:
+        return False
+    vision.set_quota(l40s, Quota.of_gpu(100, 200))
+    vision.desired_generation += 1
+    vision.next_attempt_at = utcnow()
+    audit.record(
+        session,
+        actor=None,
+        event=Event.POOL_UPDATED,
+        summary="example: team vision holds 1 GPU (limit 2) in pool l40s",
+    )
     return True

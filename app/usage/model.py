@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from app.core.models import in_pool
 from app.core.quota import GPU, Resource
 from app.usage.sources import ClusterTop
 
@@ -40,7 +41,8 @@ NO_MODEL = Model()
 def team_queue(team: str, pool: str = "") -> str:
     """A team's queue: ``team-<name>`` in the default pool, ``team-<name>-<pool>`` in
     another (a Queue serves one shard, so a team has one per pool)."""
-    return f"{TEAM_QUEUE_PREFIX}{team}-{pool}" if pool else f"{TEAM_QUEUE_PREFIX}{team}"
+    queue = f"{TEAM_QUEUE_PREFIX}{team}"
+    return in_pool(queue, pool) if pool else queue
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class ShareKey:
 
     def parent_queue(self, org_queue: str) -> str:
         """The org's queue in this key's pool: the org's own in the default pool."""
-        return org_queue if self.pool_id is None else f"{org_queue}-{self.pool_name}"
+        return org_queue if self.pool_id is None else in_pool(org_queue, self.pool_name)
 
     def describe(self) -> str:
         """The key in people's words: "GPU", "GPU in pool l40s"."""

@@ -12,7 +12,7 @@ import yaml
 from app.adapters.k8s import coredns
 from app.adapters.k8s import manifests as m
 from app.adapters.k8s import vcluster_values as vv
-from app.core.models import Org, Team
+from app.core.models import Org, Pool, Team
 from app.core.quota import Line, Quota
 from app.provisioning.backend import TeamSpec, spec_for
 
@@ -309,3 +309,71 @@ def test_installer_arguments_for_each_chart_source() -> None:
     assert cli[cli.index("--local-chart-dir") + 1] == "/charts/vcluster-0.36.1.tgz"
     assert "--chart-repo" not in cli
     assert helm[3:5] == ["/charts/vcluster-0.36.1.tgz", "--namespace"]
+
+
+def _two_pool_spec() -> TeamSpec:
+    """The design source's team, also given 1.5 GPU (limit 2, weight 3) in an L40S pool
+    of 4 GPUs whose nodes carry kai.scheduler/node-pool: l40s."""
+    org = Org.with_pool("ml-org", {"gpu": 100})
+    l40s = Pool(name="l40s", label_value="l40s")
+    l40s.set_capacity({"gpu": 400})
+    org.pools.append(l40s)
+    team = _team(org, Quota.of_gpu(33, 100))
+    team.set_quota(l40s, Quota.of_gpu(150, 200, weight=300))
+    return spec_for(team, org)
+
+
+def test_a_team_in_a_second_pool_gets_a_queue_there_under_the_org_queue_of_that_pool() -> None:
+    """KAI's shard for a pool sees only the queues labelled with its value: the team's
+    queue there hangs from the org's queue of that pool, both labelled, both with every
+    resource's three fields; the default pool's queues stay exactly as they were."""
+    spec = _two_pool_spec()
+    assert m.make_queue(spec) == m.make_queue(design_source_spec())
+    (pool,) = spec.pools
+    queue = m.make_pool_queue(spec, pool)
+    assert queue["metadata"] == {
+        "name": "team-nlp-l40s",
+        "labels": {
+            "app.kubernetes.io/managed-by": "gpu-portal",
+            "gpu-portal.io/team": "nlp",
+            "kai.scheduler/node-pool": "l40s",
+        },
+    }
+    assert queue["spec"]["parentQueue"] == "ml-org-l40s"
+    assert queue["spec"]["resources"]["gpu"] == {"quota": 1.5, "limit": 2.0, "overQuotaWeight": 3.0}
+    assert queue["spec"]["resources"]["cpu"] == {
+        "quota": 0.0,
+        "limit": -1.0,
+        "overQuotaWeight": 3.0,
+    }
+    parent = m.make_pool_parent_queue(spec, pool)
+    assert parent["metadata"] == {
+        "name": "ml-org-l40s",
+        "labels": {"app.kubernetes.io/managed-by": "gpu-portal", "kai.scheduler/node-pool": "l40s"},
+    }
+    assert "parentQueue" not in parent["spec"]
+    assert parent["spec"]["resources"]["gpu"] == {
+        "quota": 4.0,
+        "limit": -1.0,
+        "overQuotaWeight": 1.0,
+    }
+
+
+def test_the_policy_admits_each_queue_only_with_its_own_pool_label() -> None:
+    """A pod naming the L40S queue without the pool label (or the default queue with
+    it) would wait forever unseen: the policy refuses both, and says which pairs hold."""
+    spec = _two_pool_spec()
+    rule = m.make_policy(spec)["spec"]["validations"][1]
+    labels = "object.metadata.labels"
+    assert rule["expression"] == (
+        f"has({labels}) && 'kai.scheduler/queue' in {labels} && "
+        f"(({labels}['kai.scheduler/queue'] == 'team-nlp' && "
+        f"!('kai.scheduler/node-pool' in {labels})) || "
+        f"({labels}['kai.scheduler/queue'] == 'team-nlp-l40s' && "
+        f"'kai.scheduler/node-pool' in {labels} && {labels}['kai.scheduler/node-pool'] == 'l40s'))"
+    )
+    assert rule["message"] == (
+        "pods of team nlp must carry one of: kai.scheduler/queue: team-nlp without "
+        "kai.scheduler/node-pool; or kai.scheduler/queue: team-nlp-l40s with "
+        "kai.scheduler/node-pool: l40s"
+    )

@@ -80,13 +80,13 @@ with TestClient(app):
         org = repo.get_org(session)
         org.set_capacity({**org.capacity, "disk": 100_000})  # a 100 GB pool of disk
         # A second pool, of 2 GPUs, where the new team and the NLP team hold a line each.
-        l40s = Pool(name="l40s")
-        l40s.set_capacity({"gpu": 200})
-        org.pools.append(l40s)
+        h200 = Pool(name="h200", label_value="h200")
+        h200.set_capacity({"gpu": 200})
+        org.pools.append(h200)
         session.flush()
-        team.set_quota(l40s, Quota.of_gpu(50, 200))
+        team.set_quota(h200, Quota.of_gpu(50, 200))
         nlp = session.query(Team).filter_by(name="nlp").one()
-        nlp.set_quota(l40s, Quota.of_gpu(150, 200, weight=300))
+        nlp.set_quota(h200, Quota.of_gpu(150, 200, weight=300))
     seen["message"] = [s for s in summaries if "speech" in s and "disk" in s]
     page = lead.get(f"/teams/{body['team_id']}").text
     seen["gauges"] = {
@@ -134,12 +134,12 @@ def test_a_resource_added_to_the_declaration_is_asked_shown_stored_and_written(
     assert any("20 GB disk" in line for line in seen["message"]), seen["message"]
     assert seen["gauges"] == {
         "Disk": [["guaranteed", "20"], ["limit", "50"], "100 GB"],
-        "GPU in pool l40s": [["guaranteed", "0.5"], ["limit", "2"], "2 GPU"],
+        "GPU in pool h200": [["guaranteed", "0.5"], ["limit", "2"], "2 GPU"],
     }, "a gauge per key the team holds, each against its own pool"
     # Each key its own division, KAI's algorithm over every team holding it: in the
     # 2-GPU pool, if both teams were busy, the new team keeps its 0.5 and the NLP team
     # its 1.5 (nothing is left over); alone in the disk pool the team may use its limit.
     assert seen["divisions"] == {
         "Disk": [20.0, 50.0, 50.0, 100.0],
-        "GPU in pool l40s": [0.5, 2.0, 0.5, 2.0],
+        "GPU in pool h200": [0.5, 2.0, 0.5, 2.0],
     }

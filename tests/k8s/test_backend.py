@@ -521,3 +521,68 @@ def test_hand_edits_to_the_queue_pinning_policy_are_restored(
     assert "spec.validationActions" in text
     assert "spec.failurePolicy differs" in text
     assert "spec.matchConditions added" in text
+
+
+def test_a_team_in_a_second_pool_gets_a_labelled_queue_there_and_pods_must_match_it(
+    kube_app: FastAPI, admin_api: Any
+) -> None:
+    """The team's queue in the L40S pool and the org's queue there, both labelled for that
+    pool's shard; the policy admits a pod only with a queue and the pool label that goes
+    with it; leaving the pool deletes the team's queue there, and the org's with its last
+    team."""
+    from app.core.db import unit_of_work
+    from app.core.models import Team, utcnow
+    from app.core.quota import Quota
+
+    reconcile_until(kube_app, lambda: all_ready(kube_app))
+    factory = portal_of(kube_app).session_factory
+
+    def hold_in_l40s(value: Quota | None) -> None:
+        with unit_of_work(factory) as session:
+            org = repo.get_org(session)
+            l40s = next(p for p in repo.get_pools(session, org.id) if p.name == "l40s")
+            team = session.get_one(Team, 1)
+            if value is None:
+                for line in [ln for ln in team.quota_lines if ln.pool_id == l40s.id]:
+                    team.quota_lines.remove(line)
+            else:
+                team.set_quota(l40s, value)
+            team.desired_generation += 1
+            team.next_attempt_at = utcnow()
+
+    hold_in_l40s(Quota.of_gpu(150, 200, weight=300))
+    reconcile_until(kube_app, lambda: _queue_exists(admin_api, "team-nlp-l40s"))
+    reconcile_until(kube_app, lambda: all_ready(kube_app))
+    leaf, parent = queue(admin_api, "team-nlp-l40s"), queue(admin_api, "ml-org-l40s")
+    assert leaf["metadata"]["labels"]["kai.scheduler/node-pool"] == "l40s"
+    assert parent["metadata"]["labels"]["kai.scheduler/node-pool"] == "l40s"
+    assert leaf["spec"]["parentQueue"] == "ml-org-l40s"
+    assert leaf["spec"]["resources"]["gpu"] == {"quota": 1.5, "limit": 2, "overQuotaWeight": 3}
+    assert parent["spec"]["resources"]["gpu"] == {"quota": 2, "limit": -1, "overQuotaWeight": 1}
+    assert "kai.scheduler/node-pool" not in queue(admin_api, "team-nlp")["metadata"]["labels"]
+
+    core = client.CoreV1Api(admin_api)
+    wrong = synced_pod("l40s-unlabelled", "team-nlp-l40s", "kai-scheduler")
+    refused = refused_once_in_force(core, "vcluster-nlp", wrong)
+    assert refused.status == 403
+    assert "kai.scheduler/queue: team-nlp-l40s with kai.scheduler/node-pool: l40s" in refused.body
+    crossed = synced_pod("default-labelled", "team-nlp", "kai-scheduler")
+    crossed["metadata"]["labels"]["kai.scheduler/node-pool"] = "l40s"
+    assert refused_once_in_force(core, "vcluster-nlp", crossed).status == 403
+    right = synced_pod("l40s-right", "team-nlp-l40s", "kai-scheduler")
+    right["metadata"]["labels"]["kai.scheduler/node-pool"] = "l40s"
+    assert core.create_namespaced_pod("vcluster-nlp", right).metadata.name == "l40s-right"
+    assert (
+        core.create_namespaced_pod(
+            "vcluster-nlp", synced_pod("default-right", "team-nlp", "kai-scheduler")
+        ).metadata.name
+        == "default-right"
+    )
+
+    hold_in_l40s(None)
+    reconcile_until(kube_app, lambda: not _queue_exists(admin_api, "team-nlp-l40s"))
+    assert not _queue_exists(admin_api, "ml-org-l40s"), (
+        "the pool's org queue goes with its last team"
+    )
+    assert _queue_exists(admin_api, "team-nlp")
+    assert _queue_exists(admin_api, "ml-org")

@@ -69,6 +69,10 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "POST /admin/pool/impact": ({"gpus": "2"}, (303, 403, 403, 403, 200)),
     "GET /admin/what-if": (None, (303, 403, 403, 403, 200)),
     "GET /admin/rightsizing": (None, (303, 403, 403, 403, 200)),
+    "GET /admin/pools": (None, (303, 403, 403, 403, 200)),
+    "POST /admin/pools": ({}, (303, 403, 403, 403, 422)),
+    "POST /admin/pools/{pool_id}": ({"price": "1"}, (303, 403, 403, 403, 303)),
+    "POST /admin/pools/{pool_id}/remove": ({}, (303, 403, 403, 403, 303)),
     "GET /admin/templates": (None, (303, 403, 403, 403, 200)),
     "POST /admin/templates": ({}, (303, 403, 403, 403, 422)),
     "POST /admin/templates/required": ({}, (303, 403, 403, 403, 303)),
@@ -102,6 +106,10 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "GET /audit": (None, (303, 200, 200, 200, 200)),
     "GET /api/v1/me": (None, (401, 200, 200, 200, 200)),
     "GET /api/v1/pool": (None, (401, 200, 200, 200, 200)),
+    "GET /api/v1/pools": (None, (401, 200, 200, 200, 200)),
+    "POST /api/v1/pools": ({"label_value": "a100", "gpus": "1"}, (401, 403, 403, 403, 201)),
+    "PATCH /api/v1/pools/{pool_id}": ({"price": "1"}, (401, 403, 403, 403, 200)),
+    "DELETE /api/v1/pools/{pool_id}": (None, (401, 403, 403, 403, 204)),
     "PUT /api/v1/pool": ({"gpus": "2"}, (401, 403, 403, 403, 200)),
     "GET /api/v1/pool/impact": (None, (401, 403, 403, 403, 422)),
     "GET /api/v1/teams": (None, (401, 200, 200, 200, 200)),
@@ -180,6 +188,7 @@ def call(client: Client, rule: str, body: Any, *, csrf: str | None) -> int:
         .replace("{delivery_id}", "999")
         .replace("{kind}", "slack")
         .replace("{template_id}", "999")
+        .replace("{pool_id}", "2")  # the example org's L40S pool
     )
     headers = {} if csrf is None else {"X-CSRF-Token": csrf}
     if path.startswith("/api/"):

@@ -20,6 +20,7 @@ LISTS = (
     "/api/v1/tokens",
     "/api/v1/showback",
     "/api/v1/templates",
+    "/api/v1/pools",
 )
 
 

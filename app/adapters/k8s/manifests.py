@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.provisioning.backend import ResourceQuota, TeamSpec
+from app.provisioning.backend import PoolQueue, ResourceQuota, TeamSpec
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 PORTAL = "gpu-portal"
@@ -61,6 +61,32 @@ def make_queue(spec: TeamSpec) -> dict[str, Any]:
     }
 
 
+def make_pool_parent_queue(spec: TeamSpec, pool: PoolQueue) -> dict[str, Any]:
+    """The org's queue in another pool: the pool's budget as its guarantee, labelled for
+    the pool's scheduler shard."""
+    body = make_parent_queue(spec)
+    body["metadata"] = {
+        "name": pool.parent_queue,
+        "labels": {**owned_labels(), spec.pool_label: pool.label_value},
+    }
+    body["spec"]["displayName"] = pool.parent_queue
+    body["spec"]["resources"] = {name: _resource(entry) for name, entry in pool.org_resources}
+    return body
+
+
+def make_pool_queue(spec: TeamSpec, pool: PoolQueue) -> dict[str, Any]:
+    """The team's queue in another pool, under the org's queue there, labelled for the
+    pool's scheduler shard."""
+    body = make_queue(spec)
+    body["metadata"] = {
+        "name": pool.queue_name,
+        "labels": {**owned_labels(spec.team), spec.pool_label: pool.label_value},
+    }
+    body["spec"]["parentQueue"] = pool.parent_queue
+    body["spec"]["resources"] = {name: _resource(entry) for name, entry in pool.resources}
+    return body
+
+
 def make_namespace(spec: TeamSpec) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -99,7 +125,9 @@ def make_policy(spec: TeamSpec) -> dict[str, Any]:
                     "message": f"pods of team {spec.team} must set spec.schedulerName: {SCHEDULER}",
                     "reason": "Forbidden",
                 },
-                {
+                _queue_rule(spec)
+                if spec.pools
+                else {
                     "expression": (
                         "has(object.metadata.labels) && "
                         f"'{label}' in object.metadata.labels && "
@@ -110,6 +138,30 @@ def make_policy(spec: TeamSpec) -> dict[str, Any]:
                 },
             ],
         },
+    }
+
+
+def _queue_rule(spec: TeamSpec) -> dict[str, Any]:
+    """A team with queues in several pools: a pod names one of them, and the pool label
+    that queue's shard reads (none for the default pool's queue). A pod whose queue and
+    pool disagree would be seen by no scheduler that knows both, and wait forever
+    without an event: it is refused here, saying which pairs are allowed."""
+    label, key = spec.queue_label, spec.pool_label
+    labels = "object.metadata.labels"
+    pairs = [f"({labels}['{label}'] == '{spec.queue_name}' && !('{key}' in {labels}))"]
+    allowed = [f"{label}: {spec.queue_name} without {key}"]
+    for pool in spec.pools:
+        pairs.append(
+            f"({labels}['{label}'] == '{pool.queue_name}' && '{key}' in {labels} && "
+            f"{labels}['{key}'] == '{pool.label_value}')"
+        )
+        allowed.append(f"{label}: {pool.queue_name} with {key}: {pool.label_value}")
+    return {
+        "expression": (
+            f"has(object.metadata.labels) && '{label}' in {labels} && ({' || '.join(pairs)})"
+        ),
+        "message": f"pods of team {spec.team} must carry one of: " + "; or ".join(allowed),
+        "reason": "Forbidden",
     }
 
 

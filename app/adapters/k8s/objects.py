@@ -73,47 +73,106 @@ class ClusterObjects(Part):
     # --- queues ---
 
     def observe_queue(self, spec: TeamSpec) -> Observation:
-        parent = self._get_queue(spec.parent_queue)
-        if parent is None:
-            return Observation(MISSING, f"parent queue {spec.parent_queue} does not exist")
-        if owned(parent) and parent.get("spec") != m.make_parent_queue(spec)["spec"]:
-            return Observation(MISSING, f"parent queue {spec.parent_queue} differs from the pool")
-        queue = self._get_queue(spec.queue_name)
-        if queue is None:
-            return Observation(MISSING, f"queue {spec.queue_name} does not exist")
-        if not owned(queue):
-            raise BackendError(foreign("queue", spec.queue_name))
-        if queue.get("spec") != m.make_queue(spec)["spec"]:
-            return Observation(MISSING, f"queue {spec.queue_name} differs from the approved quota")
-        return Observation(DONE, f"queue {spec.queue_name} under {spec.parent_queue}")
+        """The team's queue in each pool it holds quota in, each under the org's queue of
+        that pool, as approved; no queue of a pool the team has left."""
+        for parent_body, queue_body in _wanted(spec):
+            parent_name, name = parent_body["metadata"]["name"], queue_body["metadata"]["name"]
+            parent = self._get_queue(parent_name)
+            if parent is None:
+                return Observation(MISSING, f"parent queue {parent_name} does not exist")
+            if owned(parent) and _differs(parent, parent_body):
+                return Observation(MISSING, f"parent queue {parent_name} differs from the pool")
+            queue = self._get_queue(name)
+            if queue is None:
+                return Observation(MISSING, f"queue {name} does not exist")
+            if not owned(queue):
+                raise BackendError(foreign("queue", name))
+            if _differs(queue, queue_body):
+                return Observation(MISSING, f"queue {name} differs from the approved quota")
+        gone = self._left_pools(spec)
+        if gone:
+            return Observation(MISSING, f"queue {gone[0]} is of a pool the team has left")
+        where = ", ".join(p.queue_name for p in spec.pools)
+        also = f" and {where} in their pools" if where else ""
+        return Observation(DONE, f"queue {spec.queue_name} under {spec.parent_queue}{also}")
 
     def apply_queues(self, spec: TeamSpec) -> None:
-        parent = self._get_queue(spec.parent_queue)
-        if parent is None or owned(parent):
-            self._apply_queue(m.make_parent_queue(spec))
-        queue = self._get_queue(spec.queue_name)
-        if queue is not None and not owned(queue):
-            raise BackendError(foreign("queue", spec.queue_name))
-        self._apply_queue(m.make_queue(spec))
+        for parent_body, queue_body in _wanted(spec):
+            parent = self._get_queue(parent_body["metadata"]["name"])
+            if parent is None or owned(parent):
+                self._apply_queue(parent_body)
+            name = queue_body["metadata"]["name"]
+            queue = self._get_queue(name)
+            if queue is not None and not owned(queue):
+                raise BackendError(foreign("queue", name))
+            self._apply_queue(queue_body)
+        left = self._left_pools(spec)
+        parents = {
+            (self._get_queue(name) or {}).get("spec", {}).get("parentQueue", "") for name in left
+        }
+        for name in left:
+            self._delete_queue(name)
+        for parent in sorted(p for p in parents if p):
+            self._remove_parent_if_empty(parent)
+
+    def _team_queues(self, spec: TeamSpec) -> list[dict[str, Any]]:
+        """Every queue the portal made for the team, in any pool."""
+        if self.kube.snapshot is not None:
+            queues = list(self.kube.snapshot.queues.values())
+        else:
+            listed: Any = self._call(
+                "listing queues",
+                lambda: self.kube.custom.list_cluster_custom_object(
+                    m.QUEUE_GROUP, m.QUEUE_VERSION, m.QUEUE_PLURAL
+                ),
+            )
+            queues = (listed or {}).get("items", [])
+        return [
+            q
+            for q in queues
+            if owned(q)
+            and (q.get("metadata", {}).get("labels") or {}).get(m.TEAM_LABEL) == spec.team
+        ]
+
+    def _left_pools(self, spec: TeamSpec) -> list[str]:
+        """The team's queues in pools it no longer holds quota in."""
+        kept = {spec.queue_name, *(p.queue_name for p in spec.pools)}
+        return sorted(
+            q["metadata"]["name"]
+            for q in self._team_queues(spec)
+            if q["metadata"]["name"] not in kept
+            and spec.pool_label in (q["metadata"].get("labels") or {})
+        )
+
+    def _delete_queue(self, name: str) -> None:
+        self._call(
+            f"deleting queue {name}",
+            lambda: self.kube.custom.delete_cluster_custom_object(
+                m.QUEUE_GROUP, m.QUEUE_VERSION, m.QUEUE_PLURAL, name
+            ),
+            missing_ok=True,
+        )
 
     def remove_queue(self, spec: TeamSpec) -> Observation:
         queue = self._get_queue(spec.queue_name)
         if queue is not None:
             if not owned(queue):
                 return Observation(DONE, f"queue {spec.queue_name} is not the portal's: left alone")
-            self._call(
-                f"deleting queue {spec.queue_name}",
-                lambda: self.kube.custom.delete_cluster_custom_object(
-                    m.QUEUE_GROUP, m.QUEUE_VERSION, m.QUEUE_PLURAL, spec.queue_name
-                ),
-                missing_ok=True,
-            )
-        self._remove_parent_if_empty(spec)
+            self._delete_queue(spec.queue_name)
+        pooled = [
+            (q["metadata"]["name"], (q.get("spec") or {}).get("parentQueue", ""))
+            for q in self._team_queues(spec)
+            if q["metadata"]["name"] != spec.queue_name
+        ]
+        for name, _parent in pooled:
+            self._delete_queue(name)
+        for parent in {spec.parent_queue, *(parent for _name, parent in pooled if parent)}:
+            self._remove_parent_if_empty(parent)
         return Observation(DONE, f"queue {spec.queue_name} deleted")
 
-    def _remove_parent_if_empty(self, spec: TeamSpec) -> None:
-        """The org's parent queue goes with its last child, and never before."""
-        parent = self._get_queue(spec.parent_queue)
+    def _remove_parent_if_empty(self, parent_name: str) -> None:
+        """An org queue goes with its last child, and never before."""
+        parent = self._get_queue(parent_name)
         if parent is None or not owned(parent):
             return
         listed: Any = self._call(
@@ -125,13 +184,13 @@ class ClusterObjects(Part):
         children = [
             q["metadata"]["name"]
             for q in (listed or {}).get("items", [])
-            if q.get("spec", {}).get("parentQueue") == spec.parent_queue
+            if q.get("spec", {}).get("parentQueue") == parent_name
         ]
         if not children:
             self._call(
-                f"deleting parent queue {spec.parent_queue}",
+                f"deleting parent queue {parent_name}",
                 lambda: self.kube.custom.delete_cluster_custom_object(
-                    m.QUEUE_GROUP, m.QUEUE_VERSION, m.QUEUE_PLURAL, spec.parent_queue
+                    m.QUEUE_GROUP, m.QUEUE_VERSION, m.QUEUE_PLURAL, parent_name
                 ),
                 missing_ok=True,
             )
@@ -325,3 +384,20 @@ def foreign(kind: str, name: str) -> str:
         f"a {kind} named {name} already exists and is not managed by the portal; "
         "the portal never changes it: rename the team or remove that object"
     )
+
+
+def _wanted(spec: TeamSpec) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(the org's queue, the team's queue) in the default pool and each other pool."""
+    return [
+        (m.make_parent_queue(spec), m.make_queue(spec)),
+        *((m.make_pool_parent_queue(spec, p), m.make_pool_queue(spec, p)) for p in spec.pools),
+    ]
+
+
+def _differs(found: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """The queue's spec differs, or its pool label (a queue without it is the default
+    shard's, whatever its name)."""
+    if found.get("spec") != wanted["spec"]:
+        return True
+    labels = found.get("metadata", {}).get("labels") or {}
+    return any(labels.get(k) != v for k, v in wanted["metadata"]["labels"].items())

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-from fastapi.responses import Response
+from fastapi import APIRouter, Request, Response
 from sqlalchemy.orm import Session
 
 from app.core import quota
@@ -13,6 +12,7 @@ from app.runtime import Portal
 from app.teams import pools, service
 from app.teams import repository as repo
 from app.web.deps import AdminPrincipal, CurrentPrincipal, Id, PortalDep, SessionDep, UsageDep
+from app.web.paging import PAGED, WindowDep, announce
 from app.web.schemas import (
     PROBLEMS,
     Amount,
@@ -99,13 +99,22 @@ def _rows(session: Session, portal: Portal) -> list[pools.PoolRow]:
     return rows
 
 
-@router.get("/pools", response_model=list[NodePoolOut])
+@router.get("/pools", response_model=list[NodePoolOut], responses=PAGED)
 def list_pools(
-    session: SessionDep, principal: CurrentPrincipal, portal: PortalDep
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    portal: PortalDep,
+    window: WindowDep,
 ) -> list[NodePoolOut]:
-    """The org's node pools: the default one first, each with its budget, what is
-    guaranteed there and what the cluster's nodes hold."""
-    return [_pool_out(row) for row in _rows(session, portal)]
+    """The org's node pools: the default one first, then by name, each with its budget,
+    what is guaranteed there and what the cluster's nodes hold; paged (`limit`,
+    `offset`)."""
+    rows = _rows(session, portal)
+    shown = window.of(rows)
+    announce(request, response, window, returned=len(shown), total=len(rows))
+    return [_pool_out(row) for row in shown]
 
 
 def _one(session: Session, portal: Portal, pool_id: int) -> NodePoolOut:

@@ -19,7 +19,7 @@ from app.teams import repository as repo
 from app.web.deps import AdminPrincipal, FormDep, Id, PortalDep, SessionDep
 from app.web.templating import flash, redirect, render
 
-router = APIRouter(prefix="/admin/pools")
+router = APIRouter(prefix="/admin/pools", include_in_schema=False)
 
 
 def _page(
@@ -93,7 +93,7 @@ def change_pool(
     data: FormDep,
 ) -> Response:
     try:
-        pool = pools.change_pool(
+        pool, changed = pools.change_pool(
             session,
             actor=principal.user,
             pool_id=pool_id,
@@ -116,7 +116,10 @@ def change_pool(
         discard_changes(session)
         flash(request, f"Pool not changed: {exc.message}", "error")
         return redirect(request, "/admin/pools")
-    flash(request, f"Pool {pool.name} changed.")
+    flash(
+        request,
+        f"Pool {pool.name} changed." if changed else f"Pool {pool.name}: nothing to change.",
+    )
     return redirect(request, "/admin/pools")
 
 

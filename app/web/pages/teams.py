@@ -268,7 +268,12 @@ def panels_context(portal: Portal, principal: Principal, detail: TeamDetail) -> 
         "access_error": portal.sweeper.errors.get(detail.team.id),
         "ttl_choices": access.ttl_choices(settings),
         "ttl_default": settings.kubeconfigs.ttl_seconds,
-        "pods": example_pods(detail.team, queue_label=settings.kai_queue_label),
+        "pods": example_pods(
+            detail.team,
+            queue_label=settings.kai_queue_label,
+            pool_label=settings.node_pool_label_key,
+            pools=detail.pool_gpus,
+        ),
     }
 
 

@@ -24,6 +24,7 @@ from app.core.models import (
     Decision,
     KubeconfigGrant,
     Org,
+    Pool,
     ProvisioningStep,
     RequestKind,
     RequestStatus,
@@ -230,6 +231,8 @@ class TeamDetail(_Gauges):
     suggestion: RightsizingSuggestion | None = None
     template: TeamTemplate | None = None
     others: list[KeyShare] = field(default_factory=list)
+    # The other pools the team holds GPUs in, with its guarantee there (its pod specs).
+    pool_gpus: list[tuple[Pool, int]] = field(default_factory=list)
 
     @property
     def progress(self) -> int:
@@ -318,6 +321,7 @@ def team_detail(
         events=events,
         usage_error=gauge.usage_error,
         others=gauge.others,
+        pool_gpus=repo.gpu_in_other_pools(session, team.id) if gauge.others else [],
         holders=holders,
         pending=pending,
         suggestion=rightsizing.current(team.suggestion, team.quota.gpu.guarantee or 0)
