@@ -70,6 +70,8 @@ def label(field: str) -> str:
     """The form's label of ``field`` (the field's own name if it has none)."""
     if field.startswith("param-"):  # a template's parameter (the message names it)
         return "Template parameter"
+    if field.startswith("pool "):  # the quota in another pool ("pool l40s")
+        return f"In {field}:"
     return QUOTA_FIELDS.get(field, (OTHER_FIELDS.get(field, field), ""))[0]
 
 

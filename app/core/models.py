@@ -427,6 +427,25 @@ class QuotaOwner:
         for gone in mine.values():
             self.quota_lines.remove(gone)
 
+    def other_pools(self) -> dict[str, Quota]:
+        """The quota held in each pool but the default, by pool name."""
+        pools = {id(line.pool): line.pool for line in self.quota_lines if not line.pool.is_default}
+        return {pool.name: self.quota_in(pool) for pool in pools.values()}
+
+    def set_other_pools(self, pools: Mapping[Pool, Quota]) -> None:
+        """Hold exactly ``pools`` beside the default pool: lines in any other pool go."""
+        for line in list(self.quota_lines):
+            if not line.pool.is_default and line.pool not in pools:
+                _drop(self, line.pool)
+        for pool, value in pools.items():
+            self.set_quota(pool, value)
+
+
+def _drop(owner: QuotaOwner, pool: Pool) -> None:
+    """Remove every line ``owner`` holds in ``pool``."""
+    for line in [line for line in owner.quota_lines if _in(line, pool)]:
+        owner.quota_lines.remove(line)
+
 
 def _in(line: QuotaLine, pool: Pool) -> bool:
     """Whether ``line`` is held in ``pool`` (by its key once both are stored)."""

@@ -706,9 +706,11 @@ def get_pool(session: Session, org_id: int, pool_id: int) -> Pool:
     return pool
 
 
-def committed_by_pool(session: Session, org_id: int) -> dict[int, int]:
+def committed_by_pool(
+    session: Session, org_id: int, *, exclude_team_id: int | None = None
+) -> dict[int, int]:
     """Pool id -> hundredths of a GPU guaranteed there to teams holding a queue."""
-    rows = session.execute(
+    query = (
         select(TeamQuotaLine.pool_id, func.coalesce(func.sum(TeamQuotaLine.guarantee), 0))
         .join(Team, Team.id == TeamQuotaLine.team_id)
         .where(
@@ -718,6 +720,9 @@ def committed_by_pool(session: Session, org_id: int) -> dict[int, int]:
         )
         .group_by(TeamQuotaLine.pool_id)
     )
+    if exclude_team_id is not None:
+        query = query.where(Team.id != exclude_team_id)
+    rows = session.execute(query)
     return {pool_id: int(total or 0) for pool_id, total in rows}
 
 

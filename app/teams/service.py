@@ -24,6 +24,7 @@ from app.core.models import (
     MemberRole,
     Org,
     Outcome,
+    Pool,
     ProvisioningStep,
     RequestKind,
     RequestStatus,
@@ -135,13 +136,17 @@ def submit_cluster_request(
     values: Quota,
     purpose: str = "",
     template: Chosen | None = None,
+    pools: PoolValues | None = None,
 ) -> ClusterRequest:
     """A team lead asks for a cluster: the team is created in `submitted`. ``values`` are
     parsed at the edge (a page's form, the API's body); the name and the values are
     checked here against the live teams and the pool. ``template`` is the cluster
-    template chosen (``catalog.service.choose``; None: a plain vCluster)."""
+    template chosen (``catalog.service.choose``; None: a plain vCluster). ``pools``: what
+    the team asks for in other pools than the default, by pool name."""
     org = repo.get_org(session)
     errors = quota_problems(values, org)
+    held, pool_errors = resolve_pools(session, org, pools or {})
+    errors.update(pool_errors)
     problem = _name_problem(session, name)
     if problem:
         errors["name"] = problem
@@ -166,6 +171,7 @@ def submit_cluster_request(
         requested_by_id=actor.id,
     )
     _assign(org, request, values)
+    request.set_other_pools(held)
     if template is not None:
         request.template_version_id = template.version.id
         request.template_parameters = dict(template.parameters)
@@ -177,17 +183,24 @@ def submit_cluster_request(
         Event.REQUEST_SUBMITTED,
         actor=actor,
         team=team,
-        summary=f"requested cluster {name} ({kind}): {_describe(values)}",
+        summary=f"requested cluster {name} ({kind}): {_describe(values)}{describe_pools(held)}",
         facts={"request_id": request.id, **values.display(), "template": kind},
     )
     return request
 
 
 def submit_quota_change(
-    session: Session, *, actor: User, team: Team, values: Quota, purpose: str = ""
+    session: Session,
+    *,
+    actor: User,
+    team: Team,
+    values: Quota,
+    purpose: str = "",
+    pools: PoolValues | None = None,
 ) -> ClusterRequest:
     """Ask for new quota values (parsed at the edge) on a ready team; it goes through the
-    same approval."""
+    same approval. ``pools``: the team's quota in every other pool it is to hold quota in
+    (a pool left out is left); None keeps its other pools as they are."""
     if team.status != TeamStatus.READY:
         raise Conflict(
             f"team {team.name} is {team.status}: quota changes are possible once it is ready"
@@ -200,10 +213,16 @@ def submit_quota_change(
         )
     org = repo.get_org(session)
     errors = quota_problems(values, org)
+    current = _held(team)
+    if pools is None:
+        held = current
+    else:
+        held, pool_errors = resolve_pools(session, org, pools)
+        errors.update(pool_errors)
     purpose = _purpose(purpose, errors)
     if errors:
         raise InvalidInput(errors)
-    if values == values_of(team):
+    if values == values_of(team) and held == current:
         raise InvalidInput({"gpu_quota": "these are the current values: change at least one"})
     request = ClusterRequest(
         team=team,
@@ -212,6 +231,7 @@ def submit_quota_change(
         requested_by_id=actor.id,
     )
     _assign(org, request, values)
+    request.set_other_pools(held)
     try:
         with session.begin_nested():
             session.add(request)
@@ -227,7 +247,7 @@ def submit_quota_change(
         Event.QUOTA_CHANGE_SUBMITTED,
         actor=actor,
         team=team,
-        summary=f"asked to change {team.name}'s quota to {_describe(values)}",
+        summary=f"asked to change {team.name}'s quota to {_describe(values)}{describe_pools(held)}",
         facts={"request_id": request.id, **values.display()},
     )
     return request
@@ -241,10 +261,12 @@ def approve(
     adjusted: Quota | None = None,
     reason: str = "",
     template: Chosen | Keep | None = KEEP,
+    adjusted_pools: PoolValues | None = None,
 ) -> Decision:
-    """Approve as asked or with adjusted values; never past the pool. ``template``: the
-    cluster template the admin approves instead of the one asked for (a create request;
-    None: a plain vCluster)."""
+    """Approve as asked or with adjusted values; never past the pool, nor past any other
+    pool's budget. ``template``: the cluster template the admin approves instead of the
+    one asked for (a create request; None: a plain vCluster). ``adjusted_pools``: the
+    quota in the other pools instead of the asked (None: as asked)."""
     org = repo.get_org(session)
     org = repo.lock_org(session, org.id)
     request = repo.get_request(session, request_id, fresh=True)
@@ -252,12 +274,20 @@ def approve(
     _require_open(request)
     team = request.team
     values = adjusted if adjusted is not None else values_of(request)
-    if problems := quota_problems(values, org):
+    asked_pools = _held(request)
+    pools = asked_pools
+    problems = quota_problems(values, org)
+    if adjusted_pools is not None:
+        pools, pool_problems = resolve_pools(session, org, adjusted_pools)
+        problems.update(pool_problems)
+    if problems:
         raise InvalidInput(problems)
     _check_pool(session, org, team, values)
+    _check_pools(session, org, team, pools)
     if request.kind == RequestKind.QUOTA_CHANGE and team.status != TeamStatus.READY:
         raise Conflict(f"team {team.name} is {team.status}: its quota cannot change now")
     changes: dict[str, list[str]] = values_of(request).changes(values)
+    changes.update(_pool_changes(asked_pools, pools))
     approved = _approved_template(session, request, template)
     if approved.was != approved.now:
         changes["template"] = [approved.was, approved.now]
@@ -272,6 +302,7 @@ def approve(
     request.status = RequestStatus.APPROVED
     for holder in (decision, team):
         _assign(org, holder, values)
+        holder.set_other_pools(pools)
         if request.kind == RequestKind.CREATE:
             holder.template_version_id = approved.version_id
             holder.template_parameters = dict(approved.parameters)
@@ -513,6 +544,75 @@ def _quotas_changed(session: Session) -> None:
 def _require_open(request: ClusterRequest) -> None:
     if request.status != RequestStatus.SUBMITTED:
         raise Conflict(f"request #{request.id} was already {request.status}; reload to see it")
+
+
+PoolValues = Mapping[str, Quota]  # quota by pool name, for pools other than the default
+
+
+def resolve_pools(
+    session: Session, org: Org, values: PoolValues
+) -> tuple[dict[Pool, Quota], dict[str, str]]:
+    """``values`` by pool, each checked against its pool's budget (field names
+    ``pools.<pool>.<field>``); a pool given nothing (no guarantee, a limit of 0) is left."""
+    known = {pool.name: pool for pool in repo.get_pools(session, org.id) if not pool.is_default}
+    found: dict[Pool, Quota] = {}
+    errors: dict[str, str] = {}
+    for name, value in values.items():
+        pool = known.get(name)
+        if pool is None:
+            others = ", ".join(sorted(known)) or "none: the org has the default pool only"
+            errors[f"pools.{name}"] = f"no pool is named {name}: the other pools are {others}"
+            continue
+        for field, problem in value.problems(pool.capacity).items():
+            errors[f"pools.{name}.{field}"] = f"in pool {name}: {problem}"
+        if (value.gpu.guarantee or 0) > 0 or (value.gpu.limit or 0) > 0:
+            found[pool] = value
+    return found, errors
+
+
+def _held(owner: ClusterRequest | Team) -> dict[Pool, Quota]:
+    """What ``owner`` holds in every pool but the default."""
+    pools = {id(line.pool): line.pool for line in owner.quota_lines if not line.pool.is_default}
+    return {pool: owner.quota_in(pool) for pool in pools.values()}
+
+
+def _pool_changes(
+    asked: Mapping[Pool, Quota], approved: Mapping[Pool, Quota]
+) -> dict[str, list[str]]:
+    """What an approval changed in other pools, in words, by "pool <name>"."""
+    changes: dict[str, list[str]] = {}
+    for pool in sorted({*asked, *approved}, key=lambda pool: pool.name):
+        was, now = asked.get(pool), approved.get(pool)
+        if was != now:
+            changes[f"pool {pool.name}"] = [
+                was.describe() if was else "none",
+                now.describe() if now else "none",
+            ]
+    return changes
+
+
+def describe_pools(pools: Mapping[Pool, Quota]) -> str:
+    """ "; in pool l40s: 1 GPU guaranteed, limit 2 GPU" (nothing for no other pool)."""
+    ordered = sorted(pools.items(), key=lambda item: item[0].name)
+    return "".join(f"; in pool {pool.name}: {value.describe()}" for pool, value in ordered)
+
+
+def _check_pools(session: Session, org: Org, team: Team, pools: Mapping[Pool, Quota]) -> None:
+    """No pool's budget is exceeded by the guarantees held there, this team's included
+    (the caller holds the org's lock: racing admins see each other's approvals)."""
+    committed = repo.committed_by_pool(session, org.id, exclude_team_id=team.id)
+    for pool, value in pools.items():
+        budget = pool.capacity.get(GPU.key, 0)
+        others = committed.get(pool.id, 0)
+        guarantee = value.gpu.guarantee or 0
+        if others + guarantee > budget:
+            raise Conflict(
+                f"approving a guarantee of {format_hundredths(guarantee)} GPU in pool "
+                f"{pool.name} would commit {format_hundredths(others + guarantee)} of its "
+                f"{format_hundredths(budget)} GPU; {format_hundredths(max(0, budget - others))} "
+                "GPU is free there. Approve with a guarantee of at most that, or raise the "
+                "pool's budget first."
+            )
 
 
 def _check_pool(session: Session, org: Org, team: Team, values: Quota) -> None:

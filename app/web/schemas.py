@@ -99,10 +99,21 @@ PoolQuotas = dict[str, dict[str, QuotaLineOut]]
 
 if TYPE_CHECKING:  # built from the declaration below; a plain model to the type checker
     QuotaFields = BaseModel
+    PoolQuotaIn = BaseModel
     QuotaOut = BaseModel
 else:
     QuotaFields = create_model(
         "QuotaFields", __config__=ConfigDict(extra="forbid"), **_quota_fields(answer=False)
+    )
+    # A pool's quota: the same fields but the priority (the team's, one for all its queues).
+    PoolQuotaIn = create_model(
+        "PoolQuotaIn",
+        __config__=ConfigDict(extra="forbid"),
+        **{
+            name: spec
+            for name, spec in _quota_fields(answer=False).items()
+            if name != quota.PRIORITY_FIELD
+        },
     )
     QuotaOut = create_model(
         "QuotaOut",
@@ -120,23 +131,42 @@ else:
 
 class QuotaIn(QuotaFields):
     purpose: str = Field(default="", max_length=PURPOSE_MAX, description="What the team will run.")
+    pools: dict[Annotated[str, Field(max_length=63)], PoolQuotaIn] | None = Field(
+        default=None,
+        max_length=50,
+        description="The quota in node pools other than the default, by pool name "
+        "(`GET /api/v1/pools`); the fields above are the default pool's. A quota change "
+        "that leaves this out keeps the team's other pools; a pool left out of it (or "
+        "given no guarantee and a limit of 0) is left.",
+    )
 
     def values(self) -> Quota:
         """The validated body as the services take it (storage units): no second parse."""
         data = self.model_dump()
-        weight = _hundredths(data[quota.WEIGHT_FIELD])
-        lines = []
-        for res in quota.RESOURCES:
-            guarantee = data.get(res.guarantee_field)
-            limit = data.get(res.limit_field) if res.limited else None
-            lines.append(
-                quota.Line(
-                    None if guarantee is None else _hundredths(guarantee) * res.scale,
-                    None if limit is None else _hundredths(limit) * res.scale,
-                    weight,
-                )
+        return _quota_of(data, data[quota.PRIORITY_FIELD])
+
+    def pool_values(self) -> dict[str, Quota] | None:
+        """The other pools' quotas as the services take them (None: left out)."""
+        if self.pools is None:
+            return None
+        priority = self.model_dump()[quota.PRIORITY_FIELD]
+        return {name: _quota_of(body.model_dump(), priority) for name, body in self.pools.items()}
+
+
+def _quota_of(data: dict[str, Any], priority: int) -> Quota:
+    weight = _hundredths(data[quota.WEIGHT_FIELD])
+    lines = []
+    for res in quota.RESOURCES:
+        guarantee = data.get(res.guarantee_field)
+        limit = data.get(res.limit_field) if res.limited else None
+        lines.append(
+            quota.Line(
+                None if guarantee is None else _hundredths(guarantee) * res.scale,
+                None if limit is None else _hundredths(limit) * res.scale,
+                weight,
             )
-        return Quota(tuple(lines), data[quota.PRIORITY_FIELD])
+        )
+    return Quota(tuple(lines), priority)
 
 
 TemplateId = Annotated[int, Field(ge=1, le=2**31 - 1, strict=True)]

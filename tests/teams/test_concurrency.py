@@ -194,3 +194,42 @@ def test_a_failed_create_leaves_no_half_written_team(
         actor = session.get(User, lead_id)
         assert actor is not None
         assert submit(session, actor, "half-written").id  # the name is free
+
+
+@pytest.mark.parametrize("round_", range(2))
+def test_concurrent_approvals_never_overcommit_another_pool(
+    session_factory: sessionmaker[Session], round_: int
+) -> None:
+    """Four requests of 0.1 GPU in the default pool and 0.8 in a 2-GPU L40S pool: the
+    default pool fits all four, the L40S pool two; racing admins approve exactly two."""
+    from app.core.models import Pool
+    from app.core.quota import Quota
+
+    with unit_of_work(session_factory) as session:
+        org = make_org(session, gpus="1")
+        l40s = Pool(org_id=org.id, name="l40s", label_value="l40s")
+        l40s.set_capacity({"gpu": 200})
+        session.add(l40s)
+        session.flush()
+        admins = [make_user(session, f"admin{i}@example.org", admin=True) for i in range(ADMINS)]
+        lead = make_user(session, "lead@example.org")
+        request_ids = [
+            service.submit_cluster_request(
+                session,
+                actor=lead,
+                name=f"team-{i}",
+                values=Quota.of_gpu(10, 100),
+                pools={"l40s": Quota.of_gpu(80, 200)},
+            ).id
+            for i in range(4)
+        ]
+        admin_ids, org_id, pool_id = [a.id for a in admins], org.id, l40s.id
+
+    outcomes = _race(session_factory, admin_ids, request_ids)
+
+    assert not [o for o in outcomes if o.startswith("error")], outcomes
+    assert outcomes.count("approved") == 2, outcomes
+    refused = [o for o in outcomes if o != "approved"]
+    assert all("in pool l40s" in o and "0.4 GPU is free there" in o for o in refused), refused
+    with session_factory() as check:
+        assert repo.committed_by_pool(check, org_id)[pool_id] == 160

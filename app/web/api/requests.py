@@ -47,6 +47,7 @@ def create_request(
         values=body.values(),
         purpose=body.purpose,
         template=template,
+        pools=body.pool_values(),
     )
     return request_out(created)
 
@@ -113,6 +114,7 @@ def approve_request(
         adjusted=body.adjusted.values() if body.adjusted else None,
         reason=body.reason,
         template=template,
+        adjusted_pools=body.adjusted.pool_values() if body.adjusted else None,
     )
     return request_out(repo.get_request(session, request_id), decision)
 

@@ -154,7 +154,12 @@ def request_quota_change(
 ) -> RequestOut:
     """Ask for new quota values; an admin decides as for a new cluster."""
     created = service.submit_quota_change(
-        session, actor=principal.user, team=team, values=body.values(), purpose=body.purpose
+        session,
+        actor=principal.user,
+        team=team,
+        values=body.values(),
+        purpose=body.purpose,
+        pools=body.pool_values(),
     )
     return request_out(created)
 
