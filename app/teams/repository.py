@@ -775,3 +775,32 @@ def gpu_in_other_pools(session: Session, team_id: int) -> list[tuple[Pool, int]]
         .order_by(Pool.name)
     ).all()
     return [(pool, int(held)) for pool, held in rows]
+
+
+def other_pool_asks(
+    session: Session, request_ids: Sequence[int]
+) -> dict[int, list[tuple[str, int | None, int | None, int]]]:
+    """Per request, what it asks in each pool but the default: (pool, GPU guarantee,
+    limit, weight), by pool name; one statement for a page of review cards."""
+    if not request_ids:
+        return {}
+    rows = session.execute(
+        select(
+            RequestQuotaLine.request_id,
+            Pool.name,
+            RequestQuotaLine.guarantee,
+            RequestQuotaLine.quota_limit,
+            RequestQuotaLine.weight,
+        )
+        .join(Pool, Pool.id == RequestQuotaLine.pool_id)
+        .where(
+            RequestQuotaLine.request_id.in_(request_ids),
+            RequestQuotaLine.resource == GPU_RESOURCE,
+            ~Pool.is_default,
+        )
+        .order_by(RequestQuotaLine.request_id, Pool.name)
+    ).all()
+    found: dict[int, list[tuple[str, int | None, int | None, int]]] = {}
+    for request_id, name, guarantee, limit, weight in rows:
+        found.setdefault(request_id, []).append((name, guarantee, limit, weight))
+    return found

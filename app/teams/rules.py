@@ -9,9 +9,9 @@ from typing import Any
 from app.core import quota
 from app.core.errors import InvalidInput
 from app.core.models import Org
+from app.core.quota import GPU, Quota
 from app.core.quota import PRIORITY_MAX as PRIORITY_MAX
 from app.core.quota import PRIORITY_MIN as PRIORITY_MIN
-from app.core.quota import Quota
 
 # `vcluster-<name>` must stay a valid namespace (63), and the Helm release and the
 # StatefulSet that vCluster names after the team must stay under 53 and 52 characters
@@ -48,6 +48,38 @@ def parse_quota_fields(data: Mapping[str, Any]) -> Quota:
     """Read quota fields as typed in a form (at the edge: pages parse once, then hand the
     values to a service, which checks them against the pool)."""
     return quota.parse(data, capacity=None)
+
+
+POOL_FIELD = re.compile(r"pools\.([a-z0-9][-a-z0-9]*)\.([a-z_]+)")
+
+
+def parse_pool_fields(data: Mapping[str, Any]) -> dict[str, Quota] | None:
+    """The quota in other pools as a form types it (``pools.<pool>.<field>``: the GPU
+    guarantee, limit and weight), by pool name; a pool left empty is not asked for. None
+    when the form has no pool fields at all (it does not offer other pools)."""
+    typed: dict[str, dict[str, Any]] = {}
+    for key, value in data.items():
+        found = POOL_FIELD.fullmatch(key)
+        if found:
+            typed.setdefault(found.group(1), {})[found.group(2)] = value
+    if not typed:
+        return None
+    pools: dict[str, Quota] = {}
+    errors: dict[str, str] = {}
+    for name, fields in typed.items():
+        if not any(
+            str(fields.get(f) or "").strip() for f in (GPU.guarantee_field, GPU.limit_field)
+        ):
+            continue
+        try:
+            pools[name] = quota.parse(fields, capacity=None)
+        except InvalidInput as exc:
+            errors.update(
+                {f"pools.{name}.{k}": f"in pool {name}: {v}" for k, v in exc.errors.items()}
+            )
+    if errors:
+        raise InvalidInput(errors)
+    return pools
 
 
 def parse_quota(data: Mapping[str, Any], *, pool: Org | None) -> Quota:

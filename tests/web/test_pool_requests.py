@@ -129,3 +129,46 @@ def test_a_quota_change_keeps_other_pools_unless_it_names_them(
     with unit_of_work(portal_of(app).session_factory) as session:
         team = session.get_one(Team, team_id)
         assert team.other_pools() == {}
+
+
+def test_the_request_form_asks_for_each_other_pool_and_sends_it(
+    lead: Client, admin: Client
+) -> None:
+    form = lead.get("/teams/new").text
+    assert 'name="pools.l40s.gpu_quota"' in form
+    assert "Pool l40s (NVIDIA L40S)" in form
+    assert "2 GPU to guarantee" in form
+    refused = lead.form(
+        "/teams",
+        {"name": "speech", "gpu_quota": "0", "gpu_limit": "0.5", "pools.l40s.gpu_limit": "1"},
+    )
+    assert refused.status_code == 422
+    assert "in pool l40s: " in refused.text
+    assert 'value="1"' in refused.text, "what was typed stays"
+    sent = lead.form(
+        "/teams",
+        {
+            "name": "speech",
+            "gpu_quota": "0",
+            "gpu_limit": "0.5",
+            "pools.l40s.gpu_quota": "0.5",
+            "pools.l40s.gpu_limit": "2",
+        },
+        follow_redirects=False,
+    )
+    assert sent.status_code == 303, sent.text
+    asked = [r for r in admin.get("/api/v1/requests").json() if r["team"] == "speech"]
+    assert asked[0]["requested"]["pools"]["l40s"]["gpu"] == {
+        "guarantee": "0.5",
+        "limit": "2",
+        "weight": "1",
+    }
+
+
+def test_the_review_card_shows_what_is_asked_in_each_pool(lead: Client, admin: Client) -> None:
+    _ask(lead, "speech", {"l40s": L40S})
+    card = admin.get("/admin/requests").text
+    assert (
+        '<dt>In pool l40s</dt><dd data-asked="pool-l40s"><b>1</b> GPU guaranteed, limit 2 GPU, '
+        "weight 2</dd>"
+    ) in card

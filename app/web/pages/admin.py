@@ -519,6 +519,7 @@ def _requests_page(
             "principal": principal,
             "org": org,
             "rows": rows,
+            "pool_asks": repo.other_pool_asks(session, [rv.request.id for rv in rows]),
             "committed_centi": view.committed_centi,
             "pending_count": count,
             "failed": failed,

@@ -25,7 +25,7 @@ from app.runtime import Portal
 from app.teams import members, service
 from app.teams import repository as repo
 from app.teams.podspec import example_pods
-from app.teams.rules import parse_quota, parse_quota_fields
+from app.teams.rules import parse_pool_fields, parse_quota, parse_quota_fields
 from app.usage import history, rightsizing
 from app.usage.service import UsageCache
 from app.web.deps import (
@@ -141,6 +141,7 @@ def _new_form(
             "param_fields": [
                 f"param-{o.template.id}-{p.name}" for o in offered for p in o.spec.parameters
             ],
+            "other_pools": [p for p in repo.get_pools(session, org.id) if not p.is_default],
         },
         partial="teams/partials/new_feedback.html",
         status_code=status_code,
@@ -218,6 +219,7 @@ def submit_request(
             values=quota,
             purpose=values.get("purpose", ""),
             template=template,
+            pools=parse_pool_fields(values),
         )
     except InvalidInput as exc:
         discard_changes(session)
