@@ -192,6 +192,42 @@ class Kai:
         )
         _wait_for_metrics(self)
 
+    def add_shard(self, value: str) -> str:
+        """Another SchedulingShard's scheduler: the same build and configuration, as the
+        operator runs one per shard, with the shard's ``--partition-label-value``: it sees
+        only the nodes, Queues and PodGroups labelled ``kai.scheduler/node-pool=<value>``.
+        Returns the address of its /metrics."""
+        argv, env = self.launched["scheduler"]
+        address = f"127.0.0.1:{free_port()}"
+        replaced = {
+            "--partition-label-value": value,
+            "--listen-address": address,
+            "--plugin-server-port": str(free_port()),
+        }
+        shard_argv = [
+            f"{arg.split('=', 1)[0]}={replaced[arg.split('=', 1)[0]]}"
+            if arg.split("=", 1)[0] in replaced
+            else arg
+            for arg in argv
+        ]
+        name = f"scheduler-{value}"
+        log = (self.folder / f"{name}.log").open("wb")
+        self.launched[name] = (shard_argv, env)
+        self.processes[name] = subprocess.Popen(
+            shard_argv, stdout=log, stderr=subprocess.STDOUT, env=env
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            self.check()
+            try:
+                if httpx.get(f"http://{address}/metrics", timeout=2).status_code == 200:
+                    return address
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the {value} shard's scheduler never served its metrics")
+            time.sleep(0.3)
+
     def log(self, component: str, lines: int = 60) -> str:
         path = self.folder / f"{component}.log"
         text = path.read_text(errors="replace") if path.exists() else ""
@@ -425,11 +461,12 @@ def _wait_for_metrics(kai: Kai, timeout: float = 60) -> None:
             time.sleep(0.3)
 
 
-def gpu_node(name: str, gpus: int) -> dict[str, Any]:
+def gpu_node(name: str, gpus: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
     """A GPU node as the NVIDIA operator leaves it: its GPUs allocatable, its label, the
-    taint that keeps other pods off. With no GPUs: a plain CPU node."""
+    taint that keeps other pods off (and ``labels``: a node pool's, the GPU type). With no
+    GPUs: a plain CPU node."""
     resources = {"cpu": "32", "memory": "256Gi", "pods": "110"}
-    labels = {"kubernetes.io/os": "linux", "kubernetes.io/hostname": name}
+    labels = {"kubernetes.io/os": "linux", "kubernetes.io/hostname": name, **(labels or {})}
     spec: dict[str, Any] = {}
     if gpus:
         resources[GPU] = str(gpus)
@@ -453,8 +490,8 @@ class GpuNodes:
         self._reserved: dict[str, list[str]] = {}  # node: reservation pods, by GPU index
         self.errors: list[str] = []
 
-    def add(self, name: str, gpus: int) -> None:
-        node = gpu_node(name, gpus)
+    def add(self, name: str, gpus: int, labels: dict[str, str] | None = None) -> None:
+        node = gpu_node(name, gpus, labels)
         try:
             self.core.create_node(node)
         except ApiException as exc:

@@ -1,0 +1,205 @@
+"""Node pools end to end on the real runtime: two KAI scheduler shards (the default one
+and one for an L40S pool, each its own scheduler process of the same build, with the
+operator's --nodepool-label-key and --partition-label-value), fake nodes of both kinds,
+the real vCluster syncer. Teams ask for quota in the L40S pool through the portal and an
+admin approves it; each lead creates, inside its vCluster, the pod spec its team page
+offers for that pool, and the L40S shard binds it to an L40S node in the team's queue of
+that pool, while the default pool's pod stays on the default pool's node. A pod naming
+the L40S queue without the pool label is refused by the host and named on the team page.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from kubernetes import client, config
+
+from app.core.db import unit_of_work
+from app.main import create_app
+from app.runtime import portal_of
+from app.teams.seed import seed_example
+from tests.conftest import settings_for
+from tests.k8s import kai
+from tests.k8s.conftest import all_ready, portal_identity, real_installer, reconcile_until
+from tests.k8s.control_plane import ControlPlane, control_plane
+from tests.k8s.test_teams_pods_run_in_their_kai_queues import (
+    QUEUES,
+    TEAMS,
+    bound_pod,
+    host_pod,
+    inside,
+    lead_of,
+    offered_pod,
+    wait_for,
+)
+from tests.k8s.vcluster_runtime import VClusterRuntime, vcluster_runtime
+
+POOL_LABEL = "kai.scheduler/node-pool"
+
+
+@dataclass
+class Host:
+    plane: ControlPlane
+    api: client.ApiClient
+    scheduler: kai.Kai
+    nodes: kai.GpuNodes
+    runtime: VClusterRuntime
+    portal_kubeconfig: Path
+
+
+@pytest.fixture(scope="module")
+def host() -> Iterator[Host]:
+    """KAI with a second shard for the L40S pool; one GPU of the default pool (the design
+    source's), two L40S GPUs, and a CPU node."""
+    with control_plane() as plane:
+        api = config.new_client_from_config(str(plane.kubeconfig))
+        kai.install(api)
+        portal_kubeconfig = portal_identity(plane)
+        with (
+            kai.kai_scheduler(plane) as running,
+            kai.gpu_nodes(api) as nodes,
+            vcluster_runtime(plane, api) as runtime,
+        ):
+            running.add_shard("l40s")
+            nodes.add("gpu-node-1", 1)
+            nodes.add(
+                "l40s-node-1",
+                2,
+                {POOL_LABEL: "l40s", "nvidia.com/gpu.product": "NVIDIA-L40S"},
+            )
+            nodes.add("cpu-node-1", 0)
+            yield Host(plane, api, running, nodes, runtime, portal_kubeconfig)
+            assert not runtime.errors, runtime.errors
+            assert not nodes.errors, nodes.errors
+            running.check()
+
+
+@pytest.fixture(scope="module")
+def portal(
+    host: Host, tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path
+) -> Iterator[FastAPI]:
+    """The portal as its ServiceAccount, the example org approved and provisioned."""
+    home = tmp_path_factory.mktemp("home")
+    old_home = os.environ.get("HOME")
+    os.environ["HOME"] = str(home)
+    database = tmp_path_factory.mktemp("db") / "portal.db"
+    shutil.copy(sqlite_template, database)
+    settings = settings_for(
+        f"sqlite:///{database}",
+        cluster_backend="kubernetes",
+        kubeconfig=str(host.portal_kubeconfig),
+        kube_service_account="gpu-portal/gpu-portal",
+        vcluster_expose="LoadBalancer",
+        vcluster_api_address="service",
+        vcluster_timeout_seconds=150.0,
+        **real_installer(),
+    )
+    app = create_app(settings)
+    try:
+        with TestClient(app):
+            with unit_of_work(portal_of(app).session_factory) as session:
+                seed_example(session)
+            reconcile_until(app, lambda: all_ready(app))
+            yield app
+    finally:
+        if old_home is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = old_home
+
+
+def _queue(host: Host, name: str) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = client.CustomObjectsApi(host.api).get_cluster_custom_object(
+            *QUEUES, name
+        )
+    except client.ApiException:
+        return None
+    return found
+
+
+def _allocated(host: Host, queue: str) -> str | None:
+    found = _queue(host, queue) or {}
+    value = ((found.get("status") or {}).get("allocated") or {}).get("nvidia.com/gpu")
+    return str(value) if value is not None else None
+
+
+def test_pods_sent_to_the_l40s_pool_run_there_in_the_teams_queue_of_that_pool(
+    host: Host, portal: FastAPI
+) -> None:
+    admin = client_for_admin(portal)
+    for team, guarantee in (("nlp", "1"), ("vision", "0.5")):
+        asked = lead_of(portal, team).api(
+            "POST",
+            f"/api/v1/teams/{TEAMS[team]}/quota-requests",
+            {
+                "gpu_quota": "0.33",
+                "gpu_limit": "1",
+                "pools": {"l40s": {"gpu_quota": guarantee, "gpu_limit": "2"}},
+            },
+        )
+        assert asked.status_code == 201, asked.text
+        approved = admin.api("POST", f"/api/v1/requests/{asked.json()['id']}/approve", {})
+        assert approved.status_code == 200, approved.text
+    reconcile_until(portal, lambda: _queue(host, "team-vision-l40s") is not None)
+    reconcile_until(portal, lambda: all_ready(portal))
+    for team in ("nlp", "vision"):
+        queue = _queue(host, f"team-{team}-l40s")
+        assert queue is not None
+        assert queue["metadata"]["labels"][POOL_LABEL] == "l40s"
+        assert queue["spec"]["parentQueue"] == "ml-org-l40s"
+
+    # Each lead creates, inside its vCluster, the L40S pod its team page offers.
+    for team in ("nlp", "vision"):
+        pod = offered_pod(portal, team, "pool-l40s")
+        assert pod["metadata"]["labels"] == {
+            "kai.scheduler/queue": f"team-{team}-l40s",
+            POOL_LABEL: "l40s",
+        }
+        client.CoreV1Api(inside(portal, team)).create_namespaced_pod("default", pod)
+    # And nlp the default pool's whole-GPU pod beside it.
+    whole = offered_pod(portal, "nlp", "whole")
+    client.CoreV1Api(inside(portal, "nlp")).create_namespaced_pod("default", whole)
+
+    for team in ("nlp", "vision"):
+        name = f"{team}-l40s-gpu-check"
+        bound = wait_for(f"{team}'s L40S pod bound", partial(bound_pod, host, team, name), 120)
+        assert bound.spec.node_name == "l40s-node-1", "the L40S shard placed it"
+        assert bound.metadata.labels["kai.scheduler/queue"] == f"team-{team}-l40s"
+    default = wait_for("nlp's default pod bound", partial(bound_pod, host, "nlp", "nlp-gpu-check"))
+    assert default.spec.node_name == "gpu-node-1", "the default shard never uses L40S nodes"
+    for team in ("nlp", "vision"):
+        assert (
+            wait_for(f"{team}'s L40S queue", partial(_allocated, host, f"team-{team}-l40s")) == "1"
+        )
+    assert wait_for("nlp's default queue", partial(_allocated, host, "team-nlp")) == "1"
+
+    # The L40S queue without the pool label: the host refuses it, and says what pairs hold.
+    unlabelled = offered_pod(portal, "nlp", "pool-l40s")
+    unlabelled["metadata"]["name"] = "no-pool-label"
+    del unlabelled["metadata"]["labels"][POOL_LABEL]
+    client.CoreV1Api(inside(portal, "nlp")).create_namespaced_pod("default", unlabelled)
+    lead = lead_of(portal, "nlp")
+
+    def listed() -> str | None:
+        part = lead.get(f"/teams/{TEAMS['nlp']}/workloads").text
+        return part if 'data-refused-pod="default/no-pool-label"' in part else None
+
+    part = wait_for("the refused pod on the team page", listed, timeout=90)
+    assert "kai.scheduler/queue: team-nlp-l40s with kai.scheduler/node-pool: l40s" in part
+    assert host_pod(host, "nlp", "no-pool-label") is None
+
+
+def client_for_admin(app: FastAPI) -> Any:
+    from tests.web.conftest import client_for
+
+    return client_for(app, "admin@example.org", admin=True)
