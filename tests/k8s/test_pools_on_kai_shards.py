@@ -10,8 +10,6 @@ the L40S queue without the pool label is refused by the host and named on the te
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -20,16 +18,10 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI
-from fastapi.testclient import TestClient
 from kubernetes import client, config
 
-from app.core.db import unit_of_work
-from app.main import create_app
-from app.runtime import portal_of
-from app.teams.seed import seed_example
-from tests.conftest import settings_for
 from tests.k8s import kai
-from tests.k8s.conftest import all_ready, portal_identity, real_installer, reconcile_until
+from tests.k8s.conftest import all_ready, portal_identity, reconcile_until
 from tests.k8s.control_plane import ControlPlane, control_plane
 from tests.k8s.test_teams_pods_run_in_their_kai_queues import (
     QUEUES,
@@ -39,6 +31,7 @@ from tests.k8s.test_teams_pods_run_in_their_kai_queues import (
     inside,
     lead_of,
     offered_pod,
+    seeded_kube_portal,
     wait_for,
 )
 from tests.k8s.vcluster_runtime import VClusterRuntime, vcluster_runtime
@@ -88,33 +81,8 @@ def portal(
     host: Host, tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path
 ) -> Iterator[FastAPI]:
     """The portal as its ServiceAccount, the example org approved and provisioned."""
-    home = tmp_path_factory.mktemp("home")
-    old_home = os.environ.get("HOME")
-    os.environ["HOME"] = str(home)
-    database = tmp_path_factory.mktemp("db") / "portal.db"
-    shutil.copy(sqlite_template, database)
-    settings = settings_for(
-        f"sqlite:///{database}",
-        cluster_backend="kubernetes",
-        kubeconfig=str(host.portal_kubeconfig),
-        kube_service_account="gpu-portal/gpu-portal",
-        vcluster_expose="LoadBalancer",
-        vcluster_api_address="service",
-        vcluster_timeout_seconds=150.0,
-        **real_installer(),
-    )
-    app = create_app(settings)
-    try:
-        with TestClient(app):
-            with unit_of_work(portal_of(app).session_factory) as session:
-                seed_example(session)
-            reconcile_until(app, lambda: all_ready(app))
-            yield app
-    finally:
-        if old_home is None:
-            os.environ.pop("HOME", None)
-        else:
-            os.environ["HOME"] = old_home
+    with seeded_kube_portal(host.portal_kubeconfig, tmp_path_factory, sqlite_template) as app:
+        yield app
 
 
 def _queue(host: Host, name: str) -> dict[str, Any] | None:

@@ -87,6 +87,21 @@ def portal(
 ) -> Iterator[FastAPI]:
     """The portal as its ServiceAccount, KAI's numbers from Prometheus, the example org
     approved and provisioned."""
+    with seeded_kube_portal(
+        host.portal_kubeconfig, tmp_path_factory, sqlite_template, prometheus_url=host.prometheus
+    ) as app:
+        yield app
+
+
+@contextlib.contextmanager
+def seeded_kube_portal(
+    portal_kubeconfig: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    sqlite_template: Path,
+    **extra: Any,
+) -> Iterator[FastAPI]:
+    """The portal on the real host as its ServiceAccount (``extra``: more settings), the
+    example org seeded, approved and provisioned by the real installer."""
     import os
 
     home = tmp_path_factory.mktemp("home")
@@ -97,12 +112,12 @@ def portal(
     settings = settings_for(
         f"sqlite:///{database}",
         cluster_backend="kubernetes",
-        kubeconfig=str(host.portal_kubeconfig),
+        kubeconfig=str(portal_kubeconfig),
         kube_service_account="gpu-portal/gpu-portal",
         vcluster_expose="LoadBalancer",
         vcluster_api_address="service",
         vcluster_timeout_seconds=150.0,
-        prometheus_url=host.prometheus,
+        **extra,
         **real_installer(),
     )
     app = create_app(settings)
