@@ -12,7 +12,7 @@ from app.core.models import (
 )
 from app.usage import repository as usage_repo
 from app.usage.model import ShareKey
-from app.usage.service import GpuShare, OrgView, UsageCache
+from app.usage.service import GpuShare, OrgView, Shares, UsageCache
 
 
 def org_view(session: Session, usage: UsageCache, org: Org) -> OrgView:
@@ -44,12 +44,18 @@ def other_shares(
         return []
     found: list[KeyShare] = []
     for key in usage_repo.other_keys(session, team_id):
-        rows = usage_repo.get_quota_rows(session, org.id, key)
-        shares = usage.key_shares(
-            rows,
-            key,
-            capacity_centi=usage_repo.pool_capacity(session, key, org.id),
-            parent=org.parent_queue,
-        )
+
+        def divide(key: ShareKey = key) -> Shares:
+            rows = usage_repo.get_quota_rows(session, org.id, key)
+            return usage.key_shares(
+                rows,
+                key,
+                capacity_centi=usage_repo.pool_capacity(session, key, org.id),
+                parent=org.parent_queue,
+            )
+
+        # One division per key and ready view, whoever looks (a pool of thousands of
+        # teams is not read and divided again for every page view).
+        shares = divide() if view is None else usage.remembered(view, ("key", key), divide)
         found.append(KeyShare(key, shares.get(team_id)))
     return found

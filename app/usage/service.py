@@ -556,12 +556,18 @@ class UsageCache:
             self._view = None
             self._at = float("-inf")
             self._generation += 1
+            self._memo.clear()
+            self._memo_view = None
 
     def forget_quotas(self) -> None:
-        """Called after a decision, so the next view reads the new quotas."""
+        """Called after a decision, so the next view reads the new quotas (and nothing
+        remembered over the last one is kept: the view may come back the same object
+        when the default pool's rows did not move, another pool's did)."""
         with self._lock:
             self._rows = None
             self._view = None
+            self._memo.clear()
+            self._memo_view = None
 
 
 @dataclass(frozen=True)

@@ -132,9 +132,15 @@ def test_gauges_show_the_backends_numbers(portal: str, browser: object) -> None:
     team = ready[0]
     page.goto(f"{portal}/teams/{team['id']}")
     share = team["gpu_share"]
-    expect(page.locator('#share [data-gauge="allocated"]')).to_have_text(_num(share["allocated"]))
-    expect(page.locator('#share [data-gauge="requested"]')).to_have_text(_num(share["requested"]))
-    expect(page.locator('#share [data-gauge="fair"]')).to_have_text(_num(share["fair_now"]))
+    expect(
+        page.locator('#share > figure.gauge:first-of-type [data-gauge="allocated"]')
+    ).to_have_text(_num(share["allocated"]))
+    expect(
+        page.locator('#share > figure.gauge:first-of-type [data-gauge="requested"]')
+    ).to_have_text(_num(share["requested"]))
+    expect(page.locator('#share > figure.gauge:first-of-type [data-gauge="fair"]')).to_have_text(
+        _num(share["fair_now"])
+    )
     expect(page.locator("#share svg[role=img]").first).to_have_attribute(
         "aria-label",
         re.compile(f"in use {re.escape(_num(share['allocated']))},"),

@@ -84,7 +84,9 @@ def test_gauge_explanation_and_api_agree_above_the_fair_share(portal: str, brows
     assert (api["allocated"], api["fair_now"], api["guaranteed"]) == (0.9, 0.62, 0.33)
     vision = _api(admin, portal, "/api/v1/teams/2")["gpu_share"]
     admin.goto(portal + "/teams/2")
-    expect(admin.locator('#share [data-gauge="fair"]')).to_have_text(str(vision["fair_now"]))
+    expect(admin.locator('#share > figure.gauge:first-of-type [data-gauge="fair"]')).to_have_text(
+        str(vision["fair_now"])
+    )
     expect(admin.locator('#share [data-explain="why"]')).to_contain_text("0.45 GPU of your work")
 
 
@@ -150,7 +152,7 @@ def test_the_share_is_explained_step_by_step(portal: str, browser: object) -> No
     lead = _sign_in(browser, portal, admin=False, email="lead-recommender@example.org")
     assert isinstance(lead, Page)
     lead.goto(portal + "/teams/3")
-    fair = lead.locator('#share [data-gauge="fair"]').inner_text()
+    fair = lead.locator('#share > figure.gauge:first-of-type [data-gauge="fair"]').inner_text()
     lead.locator("#why-card summary").click()
     steps = lead.locator("#why-card [data-why-step]")
     expect(steps.first).to_be_visible()

@@ -88,6 +88,7 @@ with TestClient(app):
         nlp = session.query(Team).filter_by(name="nlp").one()
         nlp.set_quota(h200, Quota.of_gpu(150, 200, weight=300))
     seen["message"] = [s for s in summaries if "speech" in s and "disk" in s]
+    portal_of(app).usage_cache.forget_quotas()  # as a decision's effect would
     page = lead.get(f"/teams/{body['team_id']}").text
     seen["gauges"] = {
         key: re.findall(r'data-gauge="(guaranteed|limit)">([^<]*)<', part.split("</figure>")[0])
