@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from app.core.db import unit_of_work
 from app.core.models import AuditEvent, Team, TeamStatus
+from app.core.quota import Quota
 from app.provisioning.backend import spec_for
 from app.runtime import portal_of
 from app.teams import repository as repo
@@ -172,3 +173,28 @@ def test_the_review_card_shows_what_is_asked_in_each_pool(lead: Client, admin: C
         '<dt>In pool l40s</dt><dd data-asked="pool-l40s"><b>1</b> GPU guaranteed, limit 2 GPU, '
         "weight 2</dd>"
     ) in card
+
+
+def test_the_quota_change_form_shows_the_other_pools_and_a_pool_emptied_is_left(
+    admin: Client, lead: Client, app: FastAPI
+) -> None:
+    with unit_of_work(portal_of(app).session_factory) as session:
+        org = repo.get_org(session)
+        l40s = next(p for p in repo.get_pools(session, org.id) if p.name == "l40s")
+        session.get_one(Team, 1).set_quota(l40s, Quota.of_gpu(50, 200))
+    form = lead.get("/teams/1/quota").text
+    assert 'name="pools.l40s.gpu_quota" type="text" value="0.5"' in form
+    assert '<details class="more" id="pool-inputs" open>' in form
+    left = lead.form(
+        "/teams/1/quota",
+        {
+            "gpu_quota": "0.33",
+            "gpu_limit": "1",
+            "pools.l40s.gpu_quota": "",
+            "pools.l40s.gpu_limit": "",
+        },
+        follow_redirects=False,
+    )
+    assert left.status_code == 303, left.text
+    asked = [r for r in admin.get("/api/v1/requests").json() if r["status"] == "submitted"]
+    assert [r["requested"]["pools"].get("l40s") for r in asked] == [None]

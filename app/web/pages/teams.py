@@ -504,6 +504,7 @@ def _quota_form(
             "new": parsed.display() if parsed is not None else None,
             "preview": service.preview(session, requested_centi=requested, exclude_team_id=team.id),
             "own": own_impact(session, usage, org, team, parsed) if parsed is not None else None,
+            "other_pools": [p for p in repo.get_pools(session, org.id) if not p.is_default],
         },
         partial="teams/partials/quota_feedback.html",
         status_code=status_code,
@@ -519,6 +520,8 @@ def quota_form(
     usage: UsageDep,
 ) -> Response:
     values = service.values_of(team).display()
+    for pool, held in team.other_pools().items():  # what it holds in the other pools
+        values.update({f"pools.{pool}.{k}": v for k, v in held.display().items() if v})
     return _quota_form(request, session, principal, usage, team, values, {})
 
 
@@ -551,6 +554,7 @@ def submit_quota(
             team=team,
             values=parse_quota_fields(values),
             purpose=values.get("purpose", ""),
+            pools=parse_pool_fields(values),
         )
     except InvalidInput as exc:
         discard_changes(session)
