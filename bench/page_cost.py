@@ -259,8 +259,44 @@ ADMIN_ROWS = (
 )
 
 
-def prepare(server_url: str, teams: int) -> str:
-    """A fresh database of ``teams`` ready teams, vacuumed and analysed; its URL."""
+def spread_over_pools(url: str, pools: int) -> None:
+    """``pools`` node pools in all: beside the default one, ``pools - 1`` more (an L40S
+    type each, a budget as large as the org's teams ask), every team also holding half a
+    GPU (limit 2) in one of them, round robin."""
+    if pools <= 1:
+        return
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        for n in range(1, pools):
+            conn.execute(
+                text(
+                    "INSERT INTO pools (org_id, name, is_default, label_value, gpu_type, "
+                    "created_at) SELECT id, :name, false, :name, 'NVIDIA L40S', now() FROM orgs"
+                ),
+                {"name": f"pool-{n}"},
+            )
+        conn.execute(
+            text(
+                "INSERT INTO pool_capacities (pool_id, resource, amount) "
+                "SELECT p.id, 'gpu', 50 * (SELECT count(*) FROM teams) FROM pools p "
+                "WHERE NOT p.is_default"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO team_quota_lines (team_id, pool_id, resource, guarantee, "
+                "quota_limit, weight) SELECT t.id, p.id, 'gpu', 50, 200, 100 FROM teams t "
+                "JOIN pools p ON p.name = 'pool-' || (1 + t.id % :others)"
+            ),
+            {"others": pools - 1},
+        )
+        conn.execute(text("UPDATE teams SET desired_generation = desired_generation + 1"))
+    engine.dispose()
+
+
+def prepare(server_url: str, teams: int, pools: int = 1) -> str:
+    """A fresh database of ``teams`` ready teams (over ``pools`` node pools), vacuumed and
+    analysed; its URL."""
     admin_engine = make_engine(server_url, isolation_level="AUTOCOMMIT")
     database = f"portal_cost_{teams}"
     with admin_engine.connect() as conn:
@@ -270,6 +306,7 @@ def prepare(server_url: str, teams: int) -> str:
     url = server_url.rsplit("/", 1)[0] + "/" + database
     migrate(Settings(development=True, database_url=url))
     seed(url, teams, teams * 20)
+    spread_over_pools(url, pools)
     ready_teams(url)
     # As a database that has served a while: vacuumed and analysed. (Fresh from the seed,
     # autovacuum went through 200,000 audit events and 10,000 teams during the 10,000-team
@@ -402,7 +439,13 @@ def stopped(pid: int) -> Iterator[None]:
 
 
 def run_sizes(
-    server_url: str, sizes: list[int], rounds: int, seconds: float, *, worker: bool
+    server_url: str,
+    sizes: list[int],
+    rounds: int,
+    seconds: float,
+    *,
+    worker: bool,
+    pools: int = 1,
 ) -> dict[int, dict[str, object]]:
     """Every size's portal runs at once, each stopped but while its own rounds run: the
     sizes take turns, round by round, so that a machine that grows busier or quieter
@@ -410,7 +453,7 @@ def run_sizes(
     urls = {}
     for teams in sizes:
         started = time.perf_counter()
-        urls[teams] = prepare(server_url, teams)
+        urls[teams] = prepare(server_url, teams, pools)
         print(f"-- {teams} teams seeded in {time.perf_counter() - started:.0f} s", flush=True)
     measured: dict[int, Measured] = {}
     database = postmaster(int(make_url(server_url).port or 5432))
@@ -502,6 +545,12 @@ def main() -> None:
         "--seconds", type=float, default=1.0, help="how long each measurement lasts"
     )
     parser.add_argument(
+        "--pools",
+        type=int,
+        default=1,
+        help="node pools in all: each team also holds a GPU line in one of the others",
+    )
+    parser.add_argument(
         "--worker",
         choices=("on", "off"),
         default="on",
@@ -512,11 +561,16 @@ def main() -> None:
     with postgres_server() as server_url:
         started = time.perf_counter()
         results = run_sizes(
-            server_url, sizes, args.rounds, args.seconds, worker=args.worker == "on"
+            server_url,
+            sizes,
+            args.rounds,
+            args.seconds,
+            worker=args.worker == "on",
+            pools=args.pools,
         )
         print(f"-- measured in {time.perf_counter() - started:.0f} s", flush=True)
     print()
-    print(f"provisioning worker in the measured process: {args.worker}")
+    print(f"provisioning worker in the measured process: {args.worker}; node pools: {args.pools}")
     print(
         "teams | page | portal p50 / p99 | req/s | CPU/request (portal + PostgreSQL) "
         "| ceiling req/s | share"
