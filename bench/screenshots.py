@@ -3,8 +3,9 @@
     .venv/bin/python bench/screenshots.py      (or: make screenshots)
 
 Writes docs/screenshots/*.png: the team page (desktop and a 390 px phone), the admin's
-pool overview with one team borrowing, a request under review, and the team page in dark
-mode. Prints each file with its size.
+pool overview with one team borrowing, a request under review, the team page in dark
+mode, the node pools page and a team's gauges in two pools. Prints each file with its
+size.
 """
 
 from __future__ import annotations
@@ -76,6 +77,15 @@ def main() -> None:
         )
         dark.goto(portal + "/teams/1")
         _shoot(dark, "team-page-dark.png")
+
+        admin.goto(portal + "/admin/pools")
+        _shoot(admin, "node-pools.png", full=True)
+        vision = sign_in(browser, portal, "lead-vision@example.org", viewport=DESKTOP)
+        vision.goto(portal + "/teams/2")
+        vision.wait_for_load_state("networkidle")
+        path = OUT / "team-pool-gauges.png"
+        vision.locator("#share").screenshot(path=str(path))
+        print(f"{path.relative_to(ROOT)}  {path.stat().st_size // 1024} KiB")
         browser.close()
 
 
