@@ -563,9 +563,16 @@ def test_a_team_in_a_second_pool_gets_a_labelled_queue_there_and_pods_must_match
 
     core = client.CoreV1Api(admin_api)
     wrong = synced_pod("l40s-unlabelled", "team-nlp-l40s", "kai-scheduler")
+    pairs = "kai.scheduler/queue: team-nlp-l40s with kai.scheduler/node-pool: l40s"
+    # The policy's new rule is in force a moment after it is written (the API server's
+    # informer catches up): until then the old one answers.
+    deadline = time.monotonic() + 20
     refused = refused_once_in_force(core, "vcluster-nlp", wrong)
+    while pairs not in refused.body and time.monotonic() < deadline:
+        time.sleep(0.5)
+        refused = refused_once_in_force(core, "vcluster-nlp", wrong)
     assert refused.status == 403
-    assert "kai.scheduler/queue: team-nlp-l40s with kai.scheduler/node-pool: l40s" in refused.body
+    assert pairs in refused.body
     crossed = synced_pod("default-labelled", "team-nlp", "kai-scheduler")
     crossed["metadata"]["labels"]["kai.scheduler/node-pool"] = "l40s"
     assert refused_once_in_force(core, "vcluster-nlp", crossed).status == 403
