@@ -593,3 +593,17 @@ def test_a_team_in_a_second_pool_gets_a_labelled_queue_there_and_pods_must_match
     )
     assert _queue_exists(admin_api, "team-nlp")
     assert _queue_exists(admin_api, "ml-org")
+
+    # Decommissioned, the team's queues go in every pool, and the pool's org queue too.
+    hold_in_l40s(Quota.of_gpu(100, 200))
+    reconcile_until(kube_app, lambda: _queue_exists(admin_api, "team-nlp-l40s"))
+    from tests.web.conftest import client_for
+
+    lead = client_for(kube_app, "lead-nlp@example.org")
+    assert lead.api("POST", "/api/v1/teams/1/decommission").status_code == 200
+    reconcile_until(
+        kube_app, lambda: statuses(kube_app)["nlp"] == TeamStatus.DECOMMISSIONED, timeout=90
+    )
+    assert not _queue_exists(admin_api, "team-nlp-l40s")
+    assert not _queue_exists(admin_api, "ml-org-l40s")
+    assert not _queue_exists(admin_api, "team-nlp")
