@@ -29,62 +29,63 @@ def example_pods(
     guarantee there), a pod sent there: its queue in that pool and the pool's label, the
     pair the host's policy admits."""
     quota = team.quota.gpu.guarantee or 0
-    whole = max(1, quota // 100)
     examples = []
     if quota % 100 > 0:
-        share = format_hundredths(quota % 100 if quota > 100 else quota)
-        examples.append(
-            PodExample(
-                key="fraction",
-                title=f"A {share} share of one GPU",
-                note="Needs KAI installed with GPU sharing (global.gpuSharing=true, off by "
-                "default): without it KAI's binder refuses gpu-fraction pods.",
-                yaml=_pod(
-                    team,
-                    queue_label=queue_label,
-                    annotations=f'  annotations:\n    gpu-fraction: "{share}"\n',
-                ),
-            )
-        )
-    examples.append(
-        PodExample(
-            key="whole",
-            title=f"{whole} whole GPU{'s' if whole > 1 else ''}",
-            note=(
-                f"Whole-GPU pods only use whole GPUs: with a guarantee of "
-                f"{format_hundredths(quota)} GPU this pod runs on borrowed capacity, which "
-                "KAI may reclaim when other teams need their guarantee."
-            )
-            if quota % 100
-            else "Runs within the guarantee.",
-            yaml=_pod(
-                team,
-                queue_label=queue_label,
-                limits=_limits(whole),
-            ),
-        )
-    )
-    for pool, held in pools:
-        count = max(1, held // 100)
-        kind = f" ({pool.gpu_type})" if pool.gpu_type else ""
-        examples.append(
-            PodExample(
-                key=f"pool-{pool.name}",
-                title=f"{count} whole GPU{'s' if count > 1 else ''} in pool {pool.name}{kind}",
-                note=f"Runs on the pool's nodes, in your queue there (guarantee "
-                f"{format_hundredths(held)} GPU): the queue and the pool label go together, "
-                "and the host refuses a pod with one but not the other.",
-                yaml=_pod(
-                    team,
-                    queue_label=queue_label,
-                    queue=team.queue_in(pool),
-                    extra_label=f"    {pool_label}: {pool.label_value}\n",
-                    name=f"{team.name}-{pool.name}-gpu-check",
-                    limits=_limits(count),
-                ),
-            )
-        )
+        examples.append(_fraction_pod(team, queue_label, quota))
+    examples.append(_whole_pod(team, queue_label, quota))
+    examples.extend(_pool_pod(team, queue_label, pool_label, pool, held) for pool, held in pools)
     return examples
+
+
+def _fraction_pod(team: Team, queue_label: str, quota: int) -> PodExample:
+    share = format_hundredths(quota % 100 if quota > 100 else quota)
+    return PodExample(
+        key="fraction",
+        title=f"A {share} share of one GPU",
+        note="Needs KAI installed with GPU sharing (global.gpuSharing=true, off by "
+        "default): without it KAI's binder refuses gpu-fraction pods.",
+        yaml=_pod(
+            team,
+            queue_label=queue_label,
+            annotations=f'  annotations:\n    gpu-fraction: "{share}"\n',
+        ),
+    )
+
+
+def _whole_pod(team: Team, queue_label: str, quota: int) -> PodExample:
+    whole = max(1, quota // 100)
+    return PodExample(
+        key="whole",
+        title=f"{whole} whole GPU{'s' if whole > 1 else ''}",
+        note=(
+            f"Whole-GPU pods only use whole GPUs: with a guarantee of "
+            f"{format_hundredths(quota)} GPU this pod runs on borrowed capacity, which "
+            "KAI may reclaim when other teams need their guarantee."
+        )
+        if quota % 100
+        else "Runs within the guarantee.",
+        yaml=_pod(team, queue_label=queue_label, limits=_limits(whole)),
+    )
+
+
+def _pool_pod(team: Team, queue_label: str, pool_label: str, pool: Pool, held: int) -> PodExample:
+    count = max(1, held // 100)
+    kind = f" ({pool.gpu_type})" if pool.gpu_type else ""
+    return PodExample(
+        key=f"pool-{pool.name}",
+        title=f"{count} whole GPU{'s' if count > 1 else ''} in pool {pool.name}{kind}",
+        note=f"Runs on the pool's nodes, in your queue there (guarantee "
+        f"{format_hundredths(held)} GPU): the queue and the pool label go together, "
+        "and the host refuses a pod with one but not the other.",
+        yaml=_pod(
+            team,
+            queue_label=queue_label,
+            queue=team.queue_in(pool),
+            extra_label=f"    {pool_label}: {pool.label_value}\n",
+            name=f"{team.name}-{pool.name}-gpu-check",
+            limits=_limits(count),
+        ),
+    )
 
 
 def _limits(count: int) -> str:

@@ -189,6 +189,34 @@ def submit_cluster_request(
     return request
 
 
+def _check_changeable(session: Session, team: Team) -> None:
+    """A team's quota can change once it is ready and while no request of it waits."""
+    if team.status != TeamStatus.READY:
+        raise Conflict(
+            f"team {team.name} is {team.status}: quota changes are possible once it is ready"
+        )
+    pending = repo.get_requests(session, status=RequestStatus.SUBMITTED, team_ids=[team.id])
+    if pending:
+        raise Conflict(
+            f"team {team.name} already has request #{pending[0].id} waiting for an admin; "
+            "wait for its decision before asking again"
+        )
+
+
+def _add_change_request(session: Session, team: Team, request: ClusterRequest) -> None:
+    """Insert the request; the one-waiting-request index refuses a racing second one."""
+    try:
+        with session.begin_nested():
+            session.add(request)
+            session.flush()
+    except IntegrityError:
+        # Another submission for this team committed between the check and now.
+        raise Conflict(
+            f"team {team.name} already has a request waiting for an admin (sent a moment "
+            "ago); wait for its decision before asking again"
+        ) from None
+
+
 def submit_quota_change(
     session: Session,
     *,
@@ -201,16 +229,7 @@ def submit_quota_change(
     """Ask for new quota values (parsed at the edge) on a ready team; it goes through the
     same approval. ``pools``: the team's quota in every other pool it is to hold quota in
     (a pool left out is left); None keeps its other pools as they are."""
-    if team.status != TeamStatus.READY:
-        raise Conflict(
-            f"team {team.name} is {team.status}: quota changes are possible once it is ready"
-        )
-    pending = repo.get_requests(session, status=RequestStatus.SUBMITTED, team_ids=[team.id])
-    if pending:
-        raise Conflict(
-            f"team {team.name} already has request #{pending[0].id} waiting for an admin; "
-            "wait for its decision before asking again"
-        )
+    _check_changeable(session, team)
     org = repo.get_org(session)
     errors = quota_problems(values, org)
     current = _held(team)
@@ -232,16 +251,7 @@ def submit_quota_change(
     )
     _assign(org, request, values)
     request.set_other_pools(held)
-    try:
-        with session.begin_nested():
-            session.add(request)
-            session.flush()
-    except IntegrityError:
-        # Another submission for this team committed between the check above and now.
-        raise Conflict(
-            f"team {team.name} already has a request waiting for an admin (sent a moment "
-            "ago); wait for its decision before asking again"
-        ) from None
+    _add_change_request(session, team, request)
     events.record(
         session,
         Event.QUOTA_CHANGE_SUBMITTED,
@@ -275,17 +285,7 @@ def approve(
     team = request.team
     values = adjusted if adjusted is not None else values_of(request)
     asked_pools = _held(request)
-    pools = asked_pools
-    problems = quota_problems(values, org)
-    if adjusted_pools is not None:
-        pools, pool_problems = resolve_pools(session, org, adjusted_pools)
-        problems.update(pool_problems)
-    if problems:
-        raise InvalidInput(problems)
-    _check_pool(session, org, team, values)
-    _check_pools(session, org, team, pools)
-    if request.kind == RequestKind.QUOTA_CHANGE and team.status != TeamStatus.READY:
-        raise Conflict(f"team {team.name} is {team.status}: its quota cannot change now")
+    pools = _fitting(session, org, request, values, asked_pools, adjusted_pools)
     changes: dict[str, list[str]] = values_of(request).changes(values)
     changes.update(_pool_changes(asked_pools, pools))
     approved = _approved_template(session, request, template)
@@ -316,6 +316,31 @@ def approve(
     _record_approval(session, actor, request, decision, values, approved)
     _quotas_changed(session)
     return decision
+
+
+def _fitting(
+    session: Session,
+    org: Org,
+    request: ClusterRequest,
+    values: Quota,
+    asked_pools: dict[Pool, Quota],
+    adjusted_pools: PoolValues | None,
+) -> dict[Pool, Quota]:
+    """The quota in the other pools an approval settles on, once the values are valid and
+    fit every pool's budget (the org is locked); raises what to change otherwise."""
+    team = request.team
+    pools = asked_pools
+    problems = quota_problems(values, org)
+    if adjusted_pools is not None:
+        pools, pool_problems = resolve_pools(session, org, adjusted_pools)
+        problems.update(pool_problems)
+    if problems:
+        raise InvalidInput(problems)
+    _check_pool(session, org, team, values)
+    _check_pools(session, org, team, pools)
+    if request.kind == RequestKind.QUOTA_CHANGE and team.status != TeamStatus.READY:
+        raise Conflict(f"team {team.name} is {team.status}: its quota cannot change now")
+    return pools
 
 
 @dataclass(frozen=True)
