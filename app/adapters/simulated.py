@@ -469,13 +469,16 @@ class SimulatedBackend:
         ]
         return found
 
-    def cluster_top(self) -> ClusterTop | None:
-        """The simulated cluster: its GPUs and the org's queue, the only top-level one."""
+    def cluster_top(self, pool: str = "") -> ClusterTop | None:
+        """The simulated cluster's shard for ``pool`` (a label value; "" the default):
+        its GPUs and the org's queue there, the only top-level one."""
         with self._lock:
-            columns = self._columns_locked()
+            columns = self._columns_locked() if not pool else self._pool_columns_locked().get(pool)
         if columns is None:
             return None
         spec = columns.first
+        gpus = {value: gpus for value, _product, gpus in self.node_pool_specs}
+        total = self._total(columns) if not pool else gpus.get(pool, columns.pool)
         demand = float(np.add.accumulate(columns.demand(time.time()))[-1])
         org = TopQueue(
             name=spec.parent_queue,
@@ -485,7 +488,7 @@ class SimulatedBackend:
             priority=100,
             requested=round(demand, 2),
         )
-        return ClusterTop(gpus=self._total(columns), queues=(org,))
+        return ClusterTop(gpus=total, queues=(org,))
 
 
 @dataclass(frozen=True)

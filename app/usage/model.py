@@ -55,6 +55,8 @@ class ShareKey:
     resource: Resource = GPU
     pool_id: int | None = None
     pool_name: str = ""
+    # The pool's node label value: what KAI's shard for it selects its nodes by.
+    pool_label: str = ""
 
     @property
     def is_default(self) -> bool:

@@ -15,6 +15,7 @@ import numpy as np
 from app.core import metrics
 from app.core.models import QuotaOwner
 from app.core.quantities import gpus
+from app.core.quota import GPU
 from app.usage.division import Division, OrgInputs, divide_org
 from app.usage.fairshare import Trace
 
@@ -271,6 +272,10 @@ class UsageCache:
         self._division: Division | None = None
         self._memo: OrderedDict[Hashable, object] = OrderedDict()
         self._memo_view: object = None
+        # The other pools' shards: the label values asked for (read from then on with
+        # the default shard's top level) and the last top level read of each.
+        self._pools: frozenset[str] = frozenset()
+        self._pool_tops: dict[str, ClusterTop | None] = {}
 
     @property
     def ready_for(self) -> float:
@@ -334,6 +339,7 @@ class UsageCache:
             top = self.backend.cluster_top()
         except Exception as exc:  # the pool alone is divided meanwhile; shown
             error = error or f"the cluster's GPUs could not be read: {exc}"
+        pool_tops = self._read_pool_tops()
         past: dict[str, float] = {}
         fair: dict[str, float] | None = None
         if self.prometheus is not None:
@@ -343,6 +349,7 @@ class UsageCache:
         model = self._model(top, past)
         with self._lock:
             self._data, self.error, self.model = data, error, model
+            self._pool_tops = pool_tops
             if self.prometheus is not None:
                 self.fair_override = fair
             self._queues = frozenset(names)
@@ -352,6 +359,19 @@ class UsageCache:
             self.reads += 1
         metrics.CLUSTER_READS.labels("miss").inc()
         return data
+
+    def _read_pool_tops(self) -> dict[str, ClusterTop | None]:
+        """The top level of each other pool's shard asked for so far (one that cannot be
+        read is None: that pool alone is divided, as before its first read)."""
+        with self._lock:
+            pools = self._pools
+        tops: dict[str, ClusterTop | None] = {}
+        for value in sorted(pools):
+            try:
+                tops[value] = self.backend.cluster_top(value)
+            except Exception:  # the default shard's error is the one shown
+                tops[value] = None
+        return tops
 
     def _model(self, top: ClusterTop | None, past: dict[str, float]) -> Model:
         """kValue: the setting, else the SchedulingShard's, else KAI's default (1.0)."""
@@ -457,19 +477,32 @@ class UsageCache:
         self, rows: list[TeamQuota], key: ShareKey, *, capacity_centi: int, parent: str
     ) -> Shares:
         """The shares of ``rows`` (``key``'s rows) in the division of ``key``, with the
-        latest readings: the default key's as ``shares`` computes them; another key's
-        over its pool alone (the portal reads the top level of KAI's default shard's
-        GPUs only), with time-based fairshare's kValue and no past usage."""
+        latest readings: the default key's as ``shares`` computes them; another pool's
+        GPUs through the top level of that pool's shard (its nodes' GPUs among its
+        top-level queues, the org's queue of the pool among them: read from the first
+        time a pool is asked for; till then, and for other resources, the pool alone),
+        with time-based fairshare's kValue and no past usage."""
         if key.is_default:
             return self.shares(rows, pool_centi=capacity_centi, parent=parent)
         usage = self.get([row.queue_name for row in rows], latest=True)
+        top = self.pool_top(key)
         division = divide_org(
             OrgInputs.of(rows, usage, key.resource.key),
             pool_centi=capacity_centi,
             parent=key.parent_queue(parent),
-            model=Model(k_value=self.model.k_value),
+            model=Model(top=top, k_value=self.model.k_value),
         )
         return Shares(division, key.resource.unit)
+
+    def pool_top(self, key: ShareKey) -> ClusterTop | None:
+        """The last top level read of ``key``'s pool's shard (GPUs only; None: not read
+        yet or unreadable). The first ask adds the pool to what every refresh reads."""
+        if key.resource is not GPU or key.pool_id is None or not key.pool_label:
+            return None
+        with self._lock:
+            if key.pool_label not in self._pools:
+                self._pools = self._pools | {key.pool_label}  # read at the next reading
+            return self._pool_tops.get(key.pool_label)
 
     def division(self) -> Division | None:
         """The division behind the last shares (the ready view's)."""

@@ -72,8 +72,10 @@ class UsageReader(Protocol):
 
     def usage(self, queue_names: list[str]) -> dict[str, QueueUsage]: ...
 
-    def cluster_top(self) -> ClusterTop | None:
-        """The cluster's GPUs and its top-level queues; None where unknown."""
+    def cluster_top(self, pool: str = "") -> ClusterTop | None:
+        """The top level of one KAI shard: the GPUs of its nodes and its top-level queues
+        (``pool``: the node pool's label value; "" the default shard, the nodes and
+        queues without the label); None where unknown."""
         ...
 
 

@@ -4,18 +4,22 @@ operator's --nodepool-label-key and --partition-label-value), fake nodes of both
 the real vCluster syncer. Teams ask for quota in the L40S pool through the portal and an
 admin approves it; each lead creates, inside its vCluster, the pod spec its team page
 offers for that pool, and the L40S shard binds it to an L40S node in the team's queue of
-that pool, while the default pool's pod stays on the default pool's node. A pod naming
-the L40S queue without the pool label is refused by the host and named on the team page.
+that pool, while the default pool's pod stays on the default pool's node; the fair share
+of each team in the L40S pool on its page equals what the L40S shard's scheduler exports
+(a real Prometheus scrapes both schedulers). A pod naming the L40S queue without the pool
+label is refused by the host and named on the team page.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from kubernetes import client, config
@@ -35,6 +39,7 @@ from tests.k8s.test_teams_pods_run_in_their_kai_queues import (
     wait_for,
 )
 from tests.k8s.vcluster_runtime import VClusterRuntime, vcluster_runtime
+from tests.servers import prometheus_server
 
 POOL_LABEL = "kai.scheduler/node-pool"
 
@@ -47,6 +52,7 @@ class Host:
     nodes: kai.GpuNodes
     runtime: VClusterRuntime
     portal_kubeconfig: Path
+    prometheus: str
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +68,7 @@ def host() -> Iterator[Host]:
             kai.gpu_nodes(api) as nodes,
             vcluster_runtime(plane, api) as runtime,
         ):
-            running.add_shard("l40s")
+            shard_metrics = running.add_shard("l40s")
             nodes.add("gpu-node-1", 1)
             nodes.add(
                 "l40s-node-1",
@@ -70,7 +76,8 @@ def host() -> Iterator[Host]:
                 {POOL_LABEL: "l40s", "nvidia.com/gpu.product": "NVIDIA-L40S"},
             )
             nodes.add("cpu-node-1", 0)
-            yield Host(plane, api, running, nodes, runtime, portal_kubeconfig)
+            with prometheus_server(running.scheduler_metrics, shard_metrics) as prometheus:
+                yield Host(plane, api, running, nodes, runtime, portal_kubeconfig, prometheus)
             assert not runtime.errors, runtime.errors
             assert not nodes.errors, nodes.errors
             running.check()
@@ -105,7 +112,8 @@ def test_pods_sent_to_the_l40s_pool_run_there_in_the_teams_queue_of_that_pool(
     host: Host, portal: FastAPI
 ) -> None:
     admin = client_for_admin(portal)
-    for team, guarantee in (("nlp", "1"), ("vision", "0.5")):
+    # Three teams with different guarantees in each pool; recommender runs nothing there.
+    for team, guarantee in (("nlp", "1"), ("vision", "0.5"), ("recommender", "0.25")):
         asked = lead_of(portal, team).api(
             "POST",
             f"/api/v1/teams/{TEAMS[team]}/quota-requests",
@@ -118,9 +126,9 @@ def test_pods_sent_to_the_l40s_pool_run_there_in_the_teams_queue_of_that_pool(
         assert asked.status_code == 201, asked.text
         approved = admin.api("POST", f"/api/v1/requests/{asked.json()['id']}/approve", {})
         assert approved.status_code == 200, approved.text
-    reconcile_until(portal, lambda: _queue(host, "team-vision-l40s") is not None)
+    reconcile_until(portal, lambda: _queue(host, "team-recommender-l40s") is not None)
     reconcile_until(portal, lambda: all_ready(portal))
-    for team in ("nlp", "vision"):
+    for team in ("nlp", "vision", "recommender"):
         queue = _queue(host, f"team-{team}-l40s")
         assert queue is not None
         assert queue["metadata"]["labels"][POOL_LABEL] == "l40s"
@@ -150,6 +158,7 @@ def test_pods_sent_to_the_l40s_pool_run_there_in_the_teams_queue_of_that_pool(
             wait_for(f"{team}'s L40S queue", partial(_allocated, host, f"team-{team}-l40s")) == "1"
         )
     assert wait_for("nlp's default queue", partial(_allocated, host, "team-nlp")) == "1"
+    _fair_shares_agree(host, portal)
 
     # The L40S queue without the pool label: the host refuses it, and says what pairs hold.
     unlabelled = offered_pod(portal, "nlp", "pool-l40s")
@@ -171,3 +180,42 @@ def client_for_admin(app: FastAPI) -> Any:
     from tests.web.conftest import client_for
 
     return client_for(app, "admin@example.org", admin=True)
+
+
+def _kai_fair_share(host: Host, queue: str) -> float | None:
+    """What a KAI scheduler exports as ``queue``'s fair share (the L40S queues: the L40S
+    shard's scheduler, the only one that sees them)."""
+    query = f'kai_queue_fair_share_gpu{{queue_metadata_name="{queue}"}}'
+    found = httpx.get(f"{host.prometheus}/api/v1/query", params={"query": query}).json()
+    values = {float(r["value"][1]) for r in found["data"]["result"]}
+    return values.pop() if len(values) == 1 else None
+
+
+def _page_fair_share(portal: FastAPI, team: str) -> float | None:
+    """The fair share now on the team's gauge of the L40S pool, as its lead reads it."""
+    page = lead_of(portal, team).get(f"/teams/{TEAMS[team]}").text
+    _, found, rest = page.partition('data-key="GPU in pool l40s"')
+    shown = re.search(r'data-gauge="fair">([0-9.]+)<', rest) if found else None
+    return float(shown.group(1)) if shown else None
+
+
+def _fair_shares_agree(host: Host, portal: FastAPI) -> None:
+    """Every team's fair share in the L40S pool, on its page, equals KAI's L40S shard's:
+    the pool's 2 GPUs (its shard's top level: the org's L40S queue alone) among three
+    teams asking 1, 1 and nothing."""
+    teams = ("nlp", "vision", "recommender")
+    last: dict[str, tuple[float | None, float | None]] = {}
+
+    def agree() -> bool | None:
+        for team in teams:
+            last[team] = (
+                _page_fair_share(portal, team),
+                _kai_fair_share(host, f"team-{team}-l40s"),
+            )
+        return all(ours is not None and ours == kai for ours, kai in last.values()) or None
+
+    try:
+        wait_for("the L40S fair shares on the pages to equal KAI's", agree, timeout=90)
+    except AssertionError:
+        raise AssertionError(f"(page, KAI) per team: {last}") from None
+    assert sum(kai or 0 for _, kai in last.values()) == pytest.approx(2.0, abs=0.02)

@@ -34,7 +34,7 @@ class FixedUsage(SimulatedBackend):
         self.values = values
         self.reads = 0
 
-    def cluster_top(self) -> None:
+    def cluster_top(self, pool: str = "") -> None:
         return None
 
     def usage(self, queue_names: list[str]) -> dict[str, QueueUsage]:

@@ -206,28 +206,31 @@ class KubernetesBackend:
                 smallest[queue] = min(size, smallest.get(queue, size))
         return smallest
 
-    def cluster_top(self) -> ClusterTop | None:
-        """KAI's top level: the allocatable GPUs of every ready node (as KAI's proportion
-        plugin counts them) and every queue without a parent, with its request."""
+    def cluster_top(self, pool: str = "") -> ClusterTop | None:
+        """The top level of KAI's shard for ``pool`` (a label value; "" the default
+        shard): the allocatable GPUs of its ready nodes (as KAI's proportion plugin counts
+        them) and its queues without a parent, with their requests. A shard sees only the
+        nodes and queues labelled with its value; the default one those without the
+        label."""
         nodes: Any = self.kube.call("listing nodes", lambda: self.kube.core.list_node())
         key = self.settings.node_pool_label_key
         total = 0.0
         for node in getattr(nodes, "items", None) or []:
-            # KAI's default shard sees only the nodes without a pool label.
-            if key in ((node.metadata.labels if node.metadata else None) or {}):
+            if ((node.metadata.labels if node.metadata else None) or {}).get(key, "") != pool:
                 continue
             if _schedulable(node):
                 total += _gpus((node.status.allocatable if node.status else None) or {})
         # The queues usage() has just listed (the usage cache reads both at once), else
-        # a list of its own: one listing of every queue per refresh, not two.
-        read, self._queues_read = self._queues_read, None
+        # a list of its own: one listing of every queue per refresh, not one per shard.
+        read = self._queues_read
         fresh = read is not None and time.monotonic() - read[0] < QUEUES_REUSED_SECONDS
         listed: Any = read[1] if read is not None and fresh else self._list_queues()
         queues = []
         for item in (listed or {}).get("items", []):
             spec = item.get("spec") or {}
+            labels = item.get("metadata", {}).get("labels") or {}
             # Another pool's queue belongs to that pool's shard, not to this top level.
-            if spec.get("parentQueue") or key in (item.get("metadata", {}).get("labels") or {}):
+            if spec.get("parentQueue") or labels.get(key, "") != pool:
                 continue
             gpu = (spec.get("resources") or {}).get("gpu") or {}
             queues.append(
