@@ -427,10 +427,15 @@ class QuotaOwner:
         for gone in mine.values():
             self.quota_lines.remove(gone)
 
+    def quota_by_pool(self) -> dict[Pool, Quota]:
+        """The quota held in each pool but the default, in pool-name order."""
+        pools = {id(line.pool): line.pool for line in self.quota_lines if not line.pool.is_default}
+        ordered = sorted(pools.values(), key=lambda pool: pool.name)
+        return {pool: self.quota_in(pool) for pool in ordered}
+
     def other_pools(self) -> dict[str, Quota]:
         """The quota held in each pool but the default, by pool name."""
-        pools = {id(line.pool): line.pool for line in self.quota_lines if not line.pool.is_default}
-        return {pool.name: self.quota_in(pool) for pool in pools.values()}
+        return {pool.name: value for pool, value in self.quota_by_pool().items()}
 
     def set_other_pools(self, pools: Mapping[Pool, Quota]) -> None:
         """Hold exactly ``pools`` beside the default pool: lines in any other pool go."""
@@ -653,11 +658,6 @@ class Team(QuotaOwner, Base):
         """The team's queue in ``pool``: its queue in the default pool, one of its own in
         each other (a Queue belongs to one scheduler shard)."""
         return self.queue_name if pool.is_default else in_pool(self.queue_name, pool.name)
-
-    def pools_held(self) -> list[Pool]:
-        """The pools other than the default where the team holds a line, by name."""
-        found = {id(line.pool): line.pool for line in self.quota_lines if not line.pool.is_default}
-        return sorted(found.values(), key=lambda pool: pool.name)
 
 
 class TeamSchedule(Base):

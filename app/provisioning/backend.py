@@ -120,10 +120,8 @@ def spec_for(
         team.quota_in(org.default_pool), org.capacity, org_limit_is_pool=org_limit_is_pool
     )
     pools = []
-    for pool in team.pools_held():
-        held, budget = _entries(
-            team.quota_in(pool), pool.capacity, org_limit_is_pool=org_limit_is_pool
-        )
+    for pool, value in team.quota_by_pool().items():
+        held, budget = _entries(value, pool.capacity, org_limit_is_pool=org_limit_is_pool)
         pools.append(
             PoolQueue(
                 pool=pool.name,

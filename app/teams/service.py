@@ -232,7 +232,7 @@ def submit_quota_change(
     _check_changeable(session, team)
     org = repo.get_org(session)
     errors = quota_problems(values, org)
-    current = _held(team)
+    current = team.quota_by_pool()
     if pools is None:
         held = current
     else:
@@ -284,7 +284,7 @@ def approve(
     _require_open(request)
     team = request.team
     values = adjusted if adjusted is not None else values_of(request)
-    asked_pools = _held(request)
+    asked_pools = request.quota_by_pool()
     pools = _fitting(session, org, request, values, asked_pools, adjusted_pools)
     changes: dict[str, list[str]] = values_of(request).changes(values)
     changes.update(_pool_changes(asked_pools, pools))
@@ -593,12 +593,6 @@ def resolve_pools(
         if (value.gpu.guarantee or 0) > 0 or (value.gpu.limit or 0) > 0:
             found[pool] = value
     return found, errors
-
-
-def _held(owner: ClusterRequest | Team) -> dict[Pool, Quota]:
-    """What ``owner`` holds in every pool but the default."""
-    pools = {id(line.pool): line.pool for line in owner.quota_lines if not line.pool.is_default}
-    return {pool: owner.quota_in(pool) for pool in pools.values()}
 
 
 def _pool_changes(
