@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from app.core.models import (
     Org,
 )
+from app.core.quota import GPU
 from app.usage import repository as usage_repo
 from app.usage.model import ShareKey
 from app.usage.service import GpuShare, OrgView, Shares, UsageCache
@@ -31,6 +32,82 @@ class KeyShare:
     share: GpuShare | None  # None: the team holds no queue in that division yet
 
 
+@dataclass(frozen=True)
+class PoolView:
+    """One other node pool of the org as the overview shows it: its budget, what teams
+    are guaranteed there, what they use (from the pool's own division, KAI's shard's),
+    the GPUs its nodes hold (None: not read yet) and every team's share in it."""
+
+    key: ShareKey
+    gpu_type: str
+    budget_centi: int
+    committed_centi: int
+    allocated: float | None  # None: no team's use there is reported
+    node_gpus: float | None
+    shares: Shares
+
+    @property
+    def teams(self) -> int:
+        return len(self.shares)
+
+    @property
+    def idle(self) -> float | None:
+        """GPUs of the pool's nodes nobody uses (None: the nodes or the use unknown)."""
+        if self.node_gpus is None or self.allocated is None:
+            return None
+        return max(0.0, round(self.node_gpus - self.allocated, 2))
+
+
+def _divide(session: Session, usage: UsageCache, org: Org, key: ShareKey) -> Shares:
+    rows = usage_repo.get_quota_rows(session, org.id, key)
+    return usage.key_shares(
+        rows,
+        key,
+        capacity_centi=usage_repo.pool_capacity(session, key, org.id),
+        parent=org.parent_queue,
+    )
+
+
+def _shares_of(
+    session: Session, usage: UsageCache, org: Org, key: ShareKey, view: OrgView | None
+) -> Shares:
+    """``key``'s division: one per key and ready view, whoever looks (a pool of thousands
+    of teams is not read and divided again for every page view)."""
+    if view is None:
+        return _divide(session, usage, org, key)
+    return usage.remembered(view, ("key", key), lambda: _divide(session, usage, org, key))
+
+
+def pool_views(
+    session: Session, usage: UsageCache, org: Org, view: OrgView | None = None
+) -> list[PoolView]:
+    """Every other node pool of the org (by name), each with its division; none for a
+    single-pool org (read once per ready ``view``)."""
+    if view is not None and not usage.remembered(
+        view, ("other keys", org.id), lambda: usage_repo.holds_other_keys(session, org.id)
+    ):
+        return []
+    found = []
+    for pool in usage_repo.other_pools(session, org.id):
+        key = ShareKey(GPU, pool.id, pool.name, pool.label_value or "")
+        shares = _shares_of(session, usage, org, key, view)
+        inputs = shares.division.inputs
+        reported = bool(inputs.shown.any())
+        top = usage.pool_top(key)
+        found.append(
+            PoolView(
+                key=key,
+                gpu_type=pool.gpu_type or "",
+                budget_centi=pool.capacity.get(GPU.key, 0),
+                committed_centi=round(float(inputs.quota.sum()) * 100),
+                allocated=round(float(inputs.allocated.sum()), 2) if reported else None,
+                node_gpus=top.gpus if top is not None else None,
+                shares=shares,
+            )
+        )
+    return found
+
+
 def other_shares(
     session: Session, usage: UsageCache, org: Org, team_id: int, view: OrgView | None = None
 ) -> list[KeyShare]:
@@ -42,20 +119,7 @@ def other_shares(
         view, ("other keys", org.id), lambda: usage_repo.holds_other_keys(session, org.id)
     ):
         return []
-    found: list[KeyShare] = []
-    for key in usage_repo.other_keys(session, team_id):
-
-        def divide(key: ShareKey = key) -> Shares:
-            rows = usage_repo.get_quota_rows(session, org.id, key)
-            return usage.key_shares(
-                rows,
-                key,
-                capacity_centi=usage_repo.pool_capacity(session, key, org.id),
-                parent=org.parent_queue,
-            )
-
-        # One division per key and ready view, whoever looks (a pool of thousands of
-        # teams is not read and divided again for every page view).
-        shares = divide() if view is None else usage.remembered(view, ("key", key), divide)
-        found.append(KeyShare(key, shares.get(team_id)))
-    return found
+    return [
+        KeyShare(key, _shares_of(session, usage, org, key, view).get(team_id))
+        for key in usage_repo.other_keys(session, team_id)
+    ]

@@ -20,7 +20,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import InstrumentedAttribute, Session, aliased, join, outerjoin
+from sqlalchemy.orm import InstrumentedAttribute, Session, aliased, join, outerjoin, selectinload
 
 from app.core.models import (
     COMMITTED_STATUSES,
@@ -95,16 +95,28 @@ def other_keys(session: Session, team_id: int) -> list[ShareKey]:
     (another pool's GPUs, another divided resource): one gauge each, in pool order."""
     divided = {res.key: res for res in RESOURCES if res.divided}
     rows = session.execute(
-        select(Pool.id, Pool.name, Pool.is_default, TeamQuotaLine.resource)
+        select(Pool.id, Pool.name, Pool.is_default, Pool.label_value, TeamQuotaLine.resource)
         .join(TeamQuotaLine, TeamQuotaLine.pool_id == Pool.id)
         .where(TeamQuotaLine.team_id == team_id, TeamQuotaLine.resource.in_(divided))
         .order_by(Pool.is_default.desc(), Pool.name, TeamQuotaLine.resource)
     ).all()
     keys = [
-        ShareKey(divided[resource], None if is_default else pool_id, name)
-        for pool_id, name, is_default, resource in rows
+        ShareKey(divided[resource], None if is_default else pool_id, name, label or "")
+        for pool_id, name, is_default, label, resource in rows
     ]
     return [key for key in keys if not key.is_default]
+
+
+def other_pools(session: Session, org_id: int) -> list[Pool]:
+    """The org's pools beside the default one, by name, with their amounts."""
+    return list(
+        session.scalars(
+            select(Pool)
+            .where(Pool.org_id == org_id, ~Pool.is_default)
+            .options(selectinload(Pool.capacities))
+            .order_by(Pool.name)
+        )
+    )
 
 
 def holds_other_keys(session: Session, org_id: int) -> bool:

@@ -36,12 +36,12 @@ from app.core.quantities import format_hundredths, parse_hundredths
 from app.core.text import is_number
 from app.core.together import Read
 from app.provisioning import repository as provisioning
-from app.reads.org import org_view
+from app.reads.org import org_view, pool_views
 from app.reads.overview import OverviewFigures, overview_figures_read
 from app.runtime import Portal
 from app.teams import repository as repo
 from app.teams import service
-from app.teams.rules import parse_quota_fields
+from app.teams.rules import parse_pool_fields, parse_quota_fields
 from app.teams.service import KEEP, Keep
 from app.usage import history, rightsizing
 from app.usage.service import OrgView, UsageCache
@@ -281,6 +281,7 @@ def _render_overview(
             "steps": [s.value for s in Step],
             "rollout": figures.rollout,
             "rightsizing": figures.rightsizing,
+            "pools": pool_views(session, usage, org, view),
         },
         partial="admin/partials/teams_table.html",
     )
@@ -520,6 +521,9 @@ def _requests_page(
             "org": org,
             "rows": rows,
             "pool_asks": repo.other_pool_asks(session, [rv.request.id for rv in rows]),
+            "other_pools": [p for p in repo.get_pools(session, org.id) if not p.is_default]
+            if rows
+            else [],
             "committed_centi": view.committed_centi,
             "pending_count": count,
             "failed": failed,
@@ -617,6 +621,8 @@ def approve(
             adjusted=adjusted,
             reason=data.get("reason", ""),
             template=template,
+            # The other pools as the card's fields send them (none sent: as asked).
+            adjusted_pools=parse_pool_fields(data) if mode == "adjusted" else None,
         )
     except DomainError as exc:
         discard_changes(session)

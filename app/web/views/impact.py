@@ -14,6 +14,7 @@ from app.core.errors import InvalidInput
 from app.core.models import (
     ClusterRequest,
     Org,
+    Pool,
     RequestKind,
     Team,
     TeamStatus,
@@ -22,18 +23,21 @@ from app.core.quantities import format_hundredths, parse_hundredths
 from app.core.quota import GPU, Quota
 from app.core.text import is_number
 from app.reads.org import org_view
+from app.teams import repository as team_repo
 from app.teams import service as team_service
-from app.teams.rules import parse_quota
+from app.teams.rules import parse_pool_fields, parse_quota
+from app.usage import repository as usage_repo
 from app.usage.explain import Level, explain
 from app.usage.fairshare import Trace
 from app.usage.impact import Impact, TeamImpact, impact
-from app.usage.model import Model
+from app.usage.model import Model, ShareKey
 from app.usage.service import OrgView, TeamQuota, UsageCache, display_name_of
 from app.usage.what_if import what_if as usage_what_if
 
 
-def quota_row(team: Team, values: Quota) -> TeamQuota:
-    """A team's quota as fair share sees it, with the values of a request or a what-if."""
+def quota_row(team: Team, values: Quota, pool: str = "") -> TeamQuota:
+    """A team's quota as fair share sees it, with the values of a request or a what-if
+    (``pool``: another pool's name, the team's queue there)."""
     return TeamQuota(
         id=team.id,
         name=team.name,
@@ -43,6 +47,7 @@ def quota_row(team: Team, values: Quota) -> TeamQuota:
         priority=values.priority,
         created=int(team.created_at.timestamp()),
         ready=team.status == TeamStatus.READY,
+        pool=pool,
     )
 
 
@@ -134,6 +139,92 @@ def own_impact(
 
 
 @dataclass(frozen=True)
+class PoolReview:
+    """One other node pool on a review card: the team's quota there before (a quota
+    change) and after (as asked, or as the admin typed), the pool's budget beside what
+    the other teams are guaranteed there, and every team's share there before and after
+    (the pool's own division, KAI's shard's)."""
+
+    pool: Pool
+    before: Quota | None
+    after: Quota | None  # None: the team holds nothing there after the decision
+    budget_centi: int
+    others_centi: int
+    impact: Impact
+
+    @property
+    def after_centi(self) -> int:
+        return self.others_centi + (self.after.gpu.guarantee or 0 if self.after else 0)
+
+    @property
+    def fits(self) -> bool:
+        return self.after_centi <= self.budget_centi
+
+    @property
+    def free_centi(self) -> int:
+        return max(0, self.budget_centi - self.others_centi)
+
+
+def pool_reviews(
+    session: Session,
+    usage: UsageCache,
+    org: Org,
+    request: ClusterRequest,
+    after: Mapping[Pool, Quota] | None = None,
+) -> list[PoolReview]:
+    """Every other pool the request touches (asked for, or held now by a team whose
+    quota changes), in name order; ``after``: the typed values instead of the asked."""
+    team = request.team
+    before = team.quota_by_pool() if request.kind == RequestKind.QUOTA_CHANGE else {}
+    wanted = request.quota_by_pool() if after is None else dict(after)
+    pools = sorted({*before, *wanted}, key=lambda pool: pool.name)
+    if not pools:
+        return []
+    others = team_repo.committed_by_pool(session, org.id, exclude_team_id=team.id)
+    view = org_view(session, usage, org)
+    return [
+        PoolReview(
+            pool=pool,
+            before=before.get(pool),
+            after=wanted.get(pool),
+            budget_centi=pool.capacity.get(GPU.key, 0),
+            others_centi=others.get(pool.id, 0),
+            impact=_pool_impact(session, usage, org, view, team, pool, wanted.get(pool)),
+        )
+        for pool in pools
+    ]
+
+
+def _pool_impact(
+    session: Session,
+    usage: UsageCache,
+    org: Org,
+    view: OrgView,
+    team: Team,
+    pool: Pool,
+    after: Quota | None,
+) -> Impact:
+    """Every team's share in ``pool`` before and after the team holds ``after`` there
+    (None: nothing), once per decision input and ready view."""
+    key = ShareKey(GPU, pool.id, pool.name, pool.label_value or "")
+    row = quota_row(team, after or Quota.of_gpu(0, 0), pool.name)
+
+    def compute() -> Impact:
+        rows = usage_repo.get_quota_rows(session, org.id, key)
+        readings = usage.get([*(r.queue_name for r in rows), row.queue_name])
+        return impact(
+            rows,
+            readings,
+            pool_centi=pool.capacity.get(GPU.key, 0),
+            parent=key.parent_queue(org.parent_queue),
+            changes={row.id: row},
+            model=Model(top=usage.pool_top(key), k_value=usage.model.k_value),
+        )
+
+    return usage.remembered(view, ("pool impact", key, row), compute)
+
+
+@dataclass(frozen=True)
 class Review:
     """What a review card shows of a decision: the values it previews (as asked, the
     largest guarantee that fits, or what the admin typed) and their effect."""
@@ -150,6 +241,22 @@ class Review:
     typed: bool = False  # the values are what the admin typed ("approve with changes")
     asked_fits: bool = True  # the asked guarantee fits the pool
     errors: Mapping[str, str] = field(default_factory=dict)  # typed values: field -> fix
+    pools: tuple[PoolReview, ...] = ()  # the other pools the decision touches
+
+    @property
+    def pools_fit(self) -> bool:
+        return all(p.fits for p in self.pools)
+
+    def form_values(self) -> dict[str, str]:
+        """The "approve with changes" fields: the default pool's and each other pool's
+        (``pools.<pool>.<field>``), as previewed."""
+        values = dict(self.shown)
+        for p in self.pools:
+            if p.after is not None:
+                shown = p.after.display()
+                for name in (GPU.guarantee_field, GPU.limit_field, quota.WEIGHT_FIELD):
+                    values[f"pools.{p.pool.name}.{name}"] = shown[name]
+        return values
 
     @property
     def fits(self) -> bool:
@@ -198,7 +305,14 @@ def review(
         )
 
     if typed is not None:
-        return _typed_review(base, org, typed, others, impact_of)
+        typed_review = _typed_review(base, org, typed, others, impact_of)
+        after, pool_errors = _typed_pools(session, org, typed)
+        return replace(
+            typed_review,
+            errors={**typed_review.errors, **pool_errors},
+            pools=tuple(pool_reviews(session, usage, org, request, after)),
+        )
+    base = replace(base, pools=tuple(pool_reviews(session, usage, org, request)))
     trimmed = not base.asked_fits
     values = (
         asked.replace("gpu", guarantee=free, limit=max(asked.gpu.limit or 0, free))
@@ -206,6 +320,20 @@ def review(
         else asked
     )
     return replace(base, shown=values.display(), trimmed=trimmed, impact=impact_of(values))
+
+
+def _typed_pools(
+    session: Session, org: Org, typed: Mapping[str, str]
+) -> tuple[dict[Pool, Quota] | None, dict[str, str]]:
+    """The other pools' values the admin typed (None: the form has no pool fields, the
+    asked stand), each checked against its pool's budget; and what is wrong with them."""
+    try:
+        values = parse_pool_fields(typed)
+    except InvalidInput as exc:
+        return None, dict(exc.errors)
+    if values is None:
+        return None, {}
+    return team_service.resolve_pools(session, org, values)
 
 
 def _typed_review(
