@@ -13,7 +13,7 @@ from app.core.models import (
 from app.core.quota import GPU
 from app.usage import repository as usage_repo
 from app.usage.model import ShareKey
-from app.usage.service import GpuShare, OrgView, Shares, UsageCache
+from app.usage.service import GpuShare, OrgView, Shares, TeamQuota, UsageCache
 
 
 def org_view(session: Session, usage: UsageCache, org: Org) -> OrgView:
@@ -58,24 +58,32 @@ class PoolView:
         return max(0.0, round(self.node_gpus - self.allocated, 2))
 
 
-def _divide(session: Session, usage: UsageCache, org: Org, key: ShareKey) -> Shares:
-    rows = usage_repo.get_quota_rows(session, org.id, key)
-    return usage.key_shares(
-        rows,
-        key,
-        capacity_centi=usage_repo.pool_capacity(session, key, org.id),
-        parent=org.parent_queue,
-    )
+def key_rows(
+    session: Session, usage: UsageCache, org: Org, key: ShareKey, view: OrgView | None
+) -> list[TeamQuota]:
+    """Every row of ``key`` (the teams holding a line of it), once per ready view."""
+
+    def read() -> list[TeamQuota]:
+        return usage_repo.get_quota_rows(session, org.id, key)
+
+    return read() if view is None else usage.remembered(view, ("rows", key), read)
 
 
-def _shares_of(
+def shares_of(
     session: Session, usage: UsageCache, org: Org, key: ShareKey, view: OrgView | None
 ) -> Shares:
     """``key``'s division: one per key and ready view, whoever looks (a pool of thousands
     of teams is not read and divided again for every page view)."""
-    if view is None:
-        return _divide(session, usage, org, key)
-    return usage.remembered(view, ("key", key), lambda: _divide(session, usage, org, key))
+
+    def divide() -> Shares:
+        return usage.key_shares(
+            key_rows(session, usage, org, key, view),
+            key,
+            capacity_centi=usage_repo.pool_capacity(session, key, org.id),
+            parent=org.parent_queue,
+        )
+
+    return divide() if view is None else usage.remembered(view, ("key", key), divide)
 
 
 def pool_views(
@@ -90,7 +98,7 @@ def pool_views(
     found = []
     for pool in usage_repo.other_pools(session, org.id):
         key = ShareKey(GPU, pool.id, pool.name, pool.label_value or "")
-        shares = _shares_of(session, usage, org, key, view)
+        shares = shares_of(session, usage, org, key, view)
         inputs = shares.division.inputs
         reported = bool(inputs.shown.any())
         top = usage.pool_top(key)
@@ -120,6 +128,6 @@ def other_shares(
     ):
         return []
     return [
-        KeyShare(key, _shares_of(session, usage, org, key, view).get(team_id))
+        KeyShare(key, shares_of(session, usage, org, key, view).get(team_id))
         for key in usage_repo.other_keys(session, team_id)
     ]

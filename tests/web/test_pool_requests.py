@@ -361,3 +361,43 @@ def test_the_review_card_shows_each_pool_before_and_after_and_is_approved_with_c
     with unit_of_work(portal_of(app).session_factory) as session:
         held = session.get_one(Team, 1).other_pools()
         assert (held["l40s"].gpu.guarantee, held["l40s"].gpu.limit) == (75, 200)
+
+
+def _what_if_result(page: str, team: str) -> dict[str, str]:
+    row = page.split(f'data-whatif-result="{team}"')[1].split("</tr>")[0]
+    return dict(re.findall(r'data-whatif="(\w+)">([^<]+)<', row))
+
+
+def test_the_what_if_tries_one_pool_and_sends_its_changes_as_requests_for_that_pool(
+    admin: Client, lead: Client, app: FastAPI
+) -> None:
+    teams = {}
+    for name, guarantee in (("speech", "1"), ("audio", "0.5")):
+        made = _ask(lead, name, {"l40s": {"gpu_quota": guarantee, "gpu_limit": "2"}})
+        admin.api("POST", f"/api/v1/requests/{made.json()['id']}/approve", {})
+        teams[name] = made.json()["team_id"]
+    portal = portal_of(app)
+    for _ in range(6):
+        portal.reconciler.run_once()
+    page = admin.get("/admin/what-if?in_pool=l40s").text
+    assert 'data-whatif="pools"' in page
+    assert "GPUs to guarantee in pool l40s" in page
+    assert 'name="pool" value="2"' in page, "the pool's budget"
+    assert re.findall(r'data-whatif-team="([a-z]+)"', page) == ["speech", "audio"], "its teams"
+    assert _what_if_result(page, "speech")["guarantee"] == "1"
+
+    audio = teams["audio"]
+    form = {"in_pool": "l40s", "pool": "2", f"q_{audio}": "1"}
+    tried = admin.post(
+        "/admin/what-if", data=form, headers={"HX-Request": "true", "X-CSRF-Token": admin.csrf}
+    )
+    assert _what_if_result(tried.text, "audio")["guarantee"] == "1"
+    over = admin.form("/admin/what-if/requests", {**form, f"q_{audio}": "3", f"l_{audio}": "3"})
+    assert over.status_code == 422, "past the pool's budget of 2: nothing sent"
+    assert "cannot exceed the pool of 2 GPU" in over.text
+    sent = admin.form("/admin/what-if/requests", form, follow_redirects=False)
+    assert sent.status_code == 303, sent.text
+    (pending,) = admin.get("/api/v1/requests", params={"status": "submitted"}).json()
+    assert pending["team"] == "audio"
+    assert pending["requested"]["pools"]["l40s"]["gpu"]["guarantee"] == "1"
+    assert (pending["requested"]["gpu_quota"], pending["requested"]["gpu_limit"]) == ("0", "0.5")

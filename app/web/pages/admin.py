@@ -391,11 +391,16 @@ def _pool_preview(
 
 @router.get("/what-if", response_class=HTMLResponse)
 def what_if_page(
-    request: Request, session: SessionDep, principal: AdminPrincipal, usage: UsageDep
+    request: Request,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    usage: UsageDep,
+    in_pool: str = "",
 ) -> Response:
-    """Try pool and quota changes and see every team's shares; nothing is saved."""
+    """Try pool and quota changes and see every team's shares; nothing is saved.
+    ``in_pool``: another node pool to try instead of the default one."""
     org = repo.get_org(session)
-    scenario = what_if(session, usage, org, None)
+    scenario = what_if(session, usage, org, {"in_pool": in_pool} if in_pool else None)
     return render(request, "admin/what_if.html", {"principal": principal, "w": scenario})
 
 
@@ -444,14 +449,20 @@ def what_if_to_requests(
         assert row.values is not None
         team = repo.get_team(session, row.team.id)
         current = service.values_of(team)
-        # Only the GPU line is edited on the page: the team keeps its other resources.
+        # Only the GPU line is edited on the page: the team keeps its other resources
+        # and, where another pool was tried, its default pool and other pools.
         values = row.values.keep_others(current, "gpu")
+        pools = None
+        if scenario.in_pool:
+            pools = {**team.other_pools(), scenario.in_pool: row.values}
+            values = current
         try:
             service.submit_quota_change(
                 session,
                 actor=principal.user,
                 team=team,
                 values=values,
+                pools=pools,
                 purpose="from the what-if page",
             )
         except DomainError as exc:
@@ -464,7 +475,8 @@ def what_if_to_requests(
         flash(request, f"Not sent for {reason}", "error")
     if not sent and not skipped:
         flash(request, "No team's quota was changed: nothing to send.", "error")
-    return redirect(request, "/admin/requests" if sent else "/admin/what-if")
+    back = f"/admin/what-if?in_pool={scenario.in_pool}" if scenario.in_pool else "/admin/what-if"
+    return redirect(request, "/admin/requests" if sent else back)
 
 
 @dataclass(frozen=True)

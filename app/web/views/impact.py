@@ -22,11 +22,12 @@ from app.core.models import (
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.core.quota import GPU, Quota
 from app.core.text import is_number
-from app.reads.org import org_view
+from app.reads.org import key_rows, org_view, shares_of
 from app.teams import repository as team_repo
 from app.teams import service as team_service
 from app.teams.rules import parse_pool_fields, parse_quota
 from app.usage import repository as usage_repo
+from app.usage.division import Division
 from app.usage.explain import Level, explain
 from app.usage.fairshare import Trace
 from app.usage.impact import Impact, TeamImpact, impact
@@ -434,7 +435,10 @@ class WhatIf:
     page: int = 1
     pages: int = 1
     matching: int = 0  # teams whose name matches ``find``
-    teams: int = 0  # teams in the org
+    teams: int = 0  # teams in the org (in the pool tried)
+    in_pool: str = ""  # the other node pool tried ("": the default pool)
+    pools: tuple[str, ...] = ()  # the org's other node pools, to try instead
+    pool_label: str = "GPUs in the pool"
 
     @property
     def changes(self) -> list[WhatIfRow]:
@@ -464,13 +468,62 @@ def _page_number(form: Mapping[str, str]) -> int:
     return int(value) if is_number(value) and len(value) < 7 else 1
 
 
-def _tried_pool(form: Mapping[str, str], org: Org) -> tuple[str, str | None, int]:
+@dataclass(frozen=True)
+class _Scope:
+    """What a what-if divides: the default pool (the ready view) or another node pool
+    (its own division, through its shard's top level), with the same rules."""
+
+    name: str  # "": the default pool
+    rows: list[TeamQuota]
+    by_id: Mapping[int, TeamQuota]
+    division: Division | None  # today's, already computed
+    pool_centi: int  # the pool's GPUs (the default) or budget (another pool)
+    parent: str
+    model: Model
+
+
+def _scope(
+    session: Session, usage: UsageCache, org: Org, view: OrgView, form: Mapping[str, str]
+) -> tuple[_Scope, tuple[str, ...]]:
+    """The pool the what-if tries (``in_pool``: another pool's name; unknown or empty:
+    the default pool) and the names of the org's other pools."""
+    others = tuple(pool.name for pool in usage_repo.other_pools(session, org.id))
+    wanted = str(form.get("in_pool", "")).strip()
+    if wanted not in others:
+        fair = usage.fair_override is None
+        default = _Scope(
+            "",
+            view.rows,
+            view.by_id,
+            view.division if fair else None,
+            org.gpus_centi,
+            org.parent_queue,
+            usage.model,
+        )
+        return default, others
+    pool = next(p for p in usage_repo.other_pools(session, org.id) if p.name == wanted)
+    key = ShareKey(GPU, pool.id, pool.name, pool.label_value or "")
+    rows = key_rows(session, usage, org, key, view)
+    shares = shares_of(session, usage, org, key, view)
+    scope = _Scope(
+        wanted,
+        rows,
+        {row.id: row for row in rows},
+        shares.division,
+        pool.capacity.get(GPU.key, 0),
+        key.parent_queue(org.parent_queue),
+        Model(top=usage.pool_top(key), k_value=usage.model.k_value),
+    )
+    return scope, others
+
+
+def _tried_pool(form: Mapping[str, str], scope: _Scope) -> tuple[str, str | None, int]:
     """The pool the admin tries (as typed, what is wrong with it, in hundredths)."""
-    pool_text = str(form.get("pool", format_hundredths(org.gpus_centi)))
+    pool_text = str(form.get("pool", format_hundredths(scope.pool_centi)))
     try:
         return pool_text, None, parse_hundredths(pool_text, what="the pool")
     except ValueError as exc:
-        return pool_text, str(exc), org.gpus_centi
+        return pool_text, str(exc), scope.pool_centi
 
 
 def _window(
@@ -548,24 +601,24 @@ class _Judge:
 def _impact_after(
     usage: UsageCache,
     view: OrgView,
-    org: Org,
+    scope: _Scope,
     judge: _Judge,
     pool_centi: int,
     now: Trace | None,
     busy: Trace | None,
 ) -> Impact:
     """Every team's shares today and after the judged changes and the pool tried."""
-    model, tried = usage.model, judge.tried
+    model, tried = scope.model, judge.tried
     after_model = replace(model, usage={**model.usage, **tried}) if tried else None
-    before = view.division if usage.fair_override is None else None
+    before = scope.division
 
     def compute() -> Impact:
         return usage_what_if(
-            view.rows,
+            scope.rows,
             # Readings: in the ready division already, unless both sides are computed here.
-            usage.get([] if before is not None else [row.queue_name for row in view.rows]),
-            pool_centi=org.gpus_centi,
-            parent=org.parent_queue,
+            usage.get([] if before is not None else [row.queue_name for row in scope.rows]),
+            pool_centi=scope.pool_centi,
+            parent=scope.parent,
             changes=judge.changes,
             new_pool_centi=pool_centi,
             before=before,
@@ -575,15 +628,15 @@ def _impact_after(
             trace=now,
             busy_trace=busy,
             fill=WHAT_IF_PAGE,
-            by_id=view.by_id,
+            by_id=scope.by_id,
         )
 
     # Nothing changed (every admin's first view of the page, or values typed back to
     # today's): once per ready view, as a review card's impact. A typed change is
     # computed each time: the memo would otherwise hold one result per keystroke.
-    unchanged = not judge.changes and not tried and pool_centi == org.gpus_centi
+    unchanged = not judge.changes and not tried and pool_centi == scope.pool_centi
     if unchanged and now is None:
-        key = ("what-if, unchanged", org.gpus_centi, org.parent_queue, before is not None)
+        key = ("what-if, unchanged", scope.name, scope.pool_centi, scope.parent, before is not None)
         return usage.remembered(view, key, compute)
     return compute()
 
@@ -603,23 +656,24 @@ def what_if(
     shown are the changed ones, then a page of the teams whose name matches ``find``.
     ``explain_for``: the team whose division after the changes is told step by step."""
     form = form or {}
-    pool_text, pool_error, pool_centi = _tried_pool(form, org)
     view = org_view(session, usage, org)
-    by_id = view.by_id
-    model = usage.model
+    scope, others = _scope(session, usage, org, view, form)
+    pool_text, pool_error, pool_centi = _tried_pool(form, scope)
+    by_id = scope.by_id
+    model = scope.model
     named = {int(m[2]) for k in form if (m := _FIELD.match(k)) is not None}
     # A smaller pool may leave a team's limit above it: those rows are judged too.
-    if pool_centi < org.gpus_centi:
-        named |= {row.id for row in view.rows if row.limit_centi > pool_centi}
+    if pool_centi < scope.pool_centi:
+        named |= {row.id for row in scope.rows if row.limit_centi > pool_centi}
     judge = _Judge(form, model, pool_centi)
     judged = [judge.row(by_id[i]) for i in sorted(named) if i in by_id]
     first = [r for r in judged if r.changed or r.errors or r.usage_error or r.usage_changed]
-    find, count, page, pages, window = _window(view.rows, form)
+    find, count, page, pages, window = _window(scope.rows, form)
     on_top = {r.team.id for r in first}
     rows = first + [judge.row(row) for row in window if row.id not in on_top]
     now: Trace | None = [] if explain_for is not None else None
     busy: Trace | None = [] if explain_for is not None else None
-    result = _impact_after(usage, view, org, judge, pool_centi, now, busy)
+    result = _impact_after(usage, view, scope, judge, pool_centi, now, busy)
     subject = by_id.get(explain_for) if explain_for is not None else None
     account = (
         account_of(subject.queue_name, subject.name, now, busy, subject.ready)
@@ -638,5 +692,8 @@ def what_if(
         page=page,
         pages=pages,
         matching=count,
-        teams=len(view.rows),
+        teams=len(scope.rows),
+        in_pool=scope.name,
+        pools=others,
+        pool_label=f"GPUs to guarantee in pool {scope.name}" if scope.name else "GPUs in the pool",
     )
