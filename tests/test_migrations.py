@@ -35,7 +35,7 @@ def test_down_and_up_again(engine: Engine, db_url: str) -> None:
     command.upgrade(config, "head")
     assert tables(engine) == set(Base.metadata.tables)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0019"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0020"
 
 
 def test_quota_values_move_to_lines_by_pool_and_resource_and_back(
@@ -108,6 +108,45 @@ def test_quota_values_move_to_lines_by_pool_and_resource_and_back(
     assert tuple(org) == (300, 40000, 160000)
     assert tuple(request) == (50, 200, 100)
     assert tuple(decision) == (None, None)
+    command.upgrade(config, "head")
+
+
+def test_usage_history_gains_the_pool_and_keeps_every_sample(engine: Engine, db_url: str) -> None:
+    """0020 keeps every sample (in the default pool) and adds the pool to the key; going
+    down keeps the default pool's and drops the other pools' (no place for them)."""
+    from sqlalchemy.orm import Session
+
+    from app.teams.seed import seed_example
+
+    with Session(engine) as session, session.begin():
+        seed_example(session)
+    config = alembic_config(settings_for(db_url))
+    command.downgrade(config, "0019")
+    insert = (
+        "INSERT INTO usage_samples (team_id, resolution, at, seconds, allocated_gpu, "
+        "requested_gpu, quota_gpu, guaranteed_gpu_s, borrowed_gpu_s) VALUES (1, :r, :at, 3600, "
+        "0.5, 0.5, 0.33, 1188, 612)"
+    )
+    with engine.begin() as conn:
+        conn.execute(text(insert), {"r": "hour", "at": "2026-11-10 10:00:00+00:00"})
+        conn.execute(text(insert), {"r": "day", "at": "2026-11-01 00:00:00+00:00"})
+    command.upgrade(config, "head")
+    with engine.begin() as conn:
+        rows = conn.execute(text("SELECT pool, resolution FROM usage_samples ORDER BY 2")).all()
+        assert [tuple(r) for r in rows] == [("", "day"), ("", "hour")]
+        # The same team, hour and resolution in another pool is another sample.
+        conn.execute(
+            text(
+                "INSERT INTO usage_samples (team_id, pool, resolution, at, seconds, "
+                "allocated_gpu, requested_gpu, quota_gpu, guaranteed_gpu_s, borrowed_gpu_s) "
+                "VALUES (1, 'l40s', 'hour', '2026-11-10 10:00:00+00:00', 3600, 1, 1, 1, 3600, 0)"
+            )
+        )
+        with pytest.raises(DatabaseError, match=r"resolution|CHECK"), conn.begin_nested():
+            conn.execute(text("UPDATE usage_samples SET resolution = 'week'"))
+    command.downgrade(config, "0019")
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT count(*) FROM usage_samples")).scalar() == 2
     command.upgrade(config, "head")
 
 

@@ -1045,6 +1045,8 @@ class UsageSample(Base):
     __tablename__ = "usage_samples"
 
     team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), primary_key=True)
+    # The node pool the GPUs were used in, by name ("": the org's default pool).
+    pool: Mapped[str] = mapped_column(String(17), primary_key=True, default="", server_default="")
     resolution: Mapped[Resolution] = mapped_column(choice(Resolution, 4), primary_key=True)
     at: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)  # period start
     seconds: Mapped[int] = mapped_column(Integer)

@@ -25,10 +25,12 @@ from app.core.config import Settings
 from app.core.db import unit_of_work
 from app.core.errors import InvalidInput
 from app.core.models import utcnow
+from app.core.quota import GPU
 from app.teams import repository as teams
 from app.usage import repository as repo
 from app.usage import rightsizing
-from app.usage.service import UsageCache
+from app.usage.model import ShareKey
+from app.usage.service import Shares, TeamQuota, UsageCache
 
 log = logging.getLogger(__name__)
 
@@ -66,28 +68,48 @@ class Collector:
             quotas = repo.get_quota_rows(session, org.id)
             shares = self.usage.shares(quotas, pool_centi=org.gpus_centi, parent=org.parent_queue)
             at = _period_start(now, self.interval)
-            rows: list[dict[str, object]] = []
-            for team in quotas:
-                share = shares.get(team.id)
-                if share is None or share.allocated is None:
-                    continue
-                inside = min(share.allocated, share.guaranteed)
-                rows.append(
-                    {
-                        "team_id": team.id,
-                        "resolution": "raw",
-                        "at": at,
-                        "seconds": self.interval,
-                        "allocated_gpu": share.allocated,
-                        "requested_gpu": share.requested or 0.0,
-                        "quota_gpu": share.guaranteed,
-                        "guaranteed_gpu_s": inside * self.interval,
-                        "borrowed_gpu_s": (share.allocated - inside) * self.interval,
-                    }
-                )
+            rows = self._samples(quotas, shares, at, repo.DEFAULT_POOL)
+            # Each other node pool from its own division (KAI's shard for it).
+            for pool in repo.other_pools(session, org.id):
+                key = ShareKey(GPU, pool.id, pool.name, pool.label_value or "")
+                held = repo.get_quota_rows(session, org.id, key)
+                if held:
+                    divided = self.usage.key_shares(
+                        held,
+                        key,
+                        capacity_centi=repo.pool_capacity(session, key, org.id),
+                        parent=org.parent_queue,
+                    )
+                    rows += self._samples(held, divided, at, pool.name)
             repo.add_samples(session, rows)
             rolled, deleted = self.downsample(session, now)
         return PassResult(len(rows), rolled, deleted, time.perf_counter() - started)
+
+    def _samples(
+        self, quotas: list[TeamQuota], shares: Shares, at: datetime, pool: str
+    ) -> list[dict[str, object]]:
+        """One raw sample per team whose use in ``pool`` is reported."""
+        rows: list[dict[str, object]] = []
+        for team in quotas:
+            share = shares.get(team.id)
+            if share is None or share.allocated is None:
+                continue
+            inside = min(share.allocated, share.guaranteed)
+            rows.append(
+                {
+                    "team_id": team.id,
+                    "pool": pool,
+                    "resolution": "raw",
+                    "at": at,
+                    "seconds": self.interval,
+                    "allocated_gpu": share.allocated,
+                    "requested_gpu": share.requested or 0.0,
+                    "quota_gpu": share.guaranteed,
+                    "guaranteed_gpu_s": inside * self.interval,
+                    "borrowed_gpu_s": (share.allocated - inside) * self.interval,
+                }
+            )
+        return rows
 
     def downsample(self, session: Session, now: datetime) -> tuple[int, int]:
         """Raw samples older than a day become hourly rows; hourly rows older than
@@ -181,14 +203,22 @@ class Point:
 
 
 def last_days(
-    session: Session, team_id: int, *, days: int = 7, now: datetime | None = None
+    session: Session,
+    team_id: int,
+    *,
+    days: int = 7,
+    now: datetime | None = None,
+    pool: str = repo.DEFAULT_POOL,
 ) -> list[Point]:
-    """Hourly points for the sparkline; raw samples are averaged per hour in SQL."""
+    """Hourly points for the sparkline (``pool``: another node pool's name); raw samples
+    are averaged per hour in SQL."""
     now = now or utcnow()
     since = now - timedelta(days=days)
     return [
         Point(at=at, allocated=allocated, requested=requested, quota=quota)
-        for at, allocated, requested, quota in repo.hourly_points(session, team_id, since=since)
+        for at, allocated, requested, quota in repo.hourly_points(
+            session, team_id, since=since, pool=pool
+        )
     ]
 
 
@@ -221,10 +251,20 @@ class ShowbackRow:
     month: str
     guaranteed_gpu_hours: float
     borrowed_gpu_hours: float
+    pool: str = "default"  # the node pool's name
+    gpu_type: str = ""
+    price_centi: int | None = None  # the pool's price a GPU-hour today, in hundredths
 
     @property
     def total(self) -> float:
         return self.guaranteed_gpu_hours + self.borrowed_gpu_hours
+
+    @property
+    def cost(self) -> float | None:
+        """The hours at the pool's price (None: no price set)."""
+        if self.price_centi is None:
+            return None
+        return round(self.total * self.price_centi / 100, 2)
 
 
 _MONTH = re.compile(r"[0-9]{4}-(?:0[1-9]|1[0-2])", re.ASCII)
@@ -242,12 +282,28 @@ def parse_month(raw: str | None) -> str | None:
 
 
 def showback(session: Session, *, month: str | None = None) -> list[ShowbackRow]:
-    """GPU-hours per team and month, within the guarantee and borrowed above it."""
+    """GPU-hours per team, month and node pool, within the guarantee and borrowed above
+    it, with the pool's GPU type and, where the pool has a price, the cost."""
     month = parse_month(month)
-    return [
-        ShowbackRow(name, m, round(g / 3600, 3), round(b / 3600, 3))
-        for name, m, g, b in repo.gpu_seconds_by_month(session, month=month)
-    ]
+    pools = {
+        (repo.DEFAULT_POOL if pool.is_default else pool.name): pool
+        for pool in teams.get_pools(session, teams.get_org(session).id)
+    }
+    rows = []
+    for name, m, pool_name, g, b in repo.gpu_seconds_by_month(session, month=month):
+        pool = pools.get(pool_name)
+        rows.append(
+            ShowbackRow(
+                name,
+                m,
+                round(g / 3600, 3),
+                round(b / 3600, 3),
+                pool=pool.name if pool is not None else pool_name or "default",
+                gpu_type=pool.gpu_type if pool is not None else "",
+                price_centi=pool.price_centi if pool is not None else None,
+            )
+        )
+    return rows
 
 
 @dataclass(frozen=True)

@@ -218,6 +218,9 @@ def quota_rows_since(session: Session, org_id: int, kept: QuotaRows | None) -> Q
     return QuotaRows(org_id, value, _team_quotas(row[1:] for row in rows))
 
 
+DEFAULT_POOL = ""  # a sample's pool: the org's default pool
+
+
 def add_samples(session: Session, rows: list[dict[str, object]]) -> None:
     """Insert samples; a period another process already wrote is left as it is."""
     if not rows:
@@ -240,6 +243,7 @@ def rolled_up_before(
     rows = session.execute(
         select(
             UsageSample.team_id,
+            UsageSample.pool,
             start.label("start"),
             seconds,
             func.sum(cast(UsageSample.allocated_gpu, Float) * UsageSample.seconds),
@@ -249,15 +253,16 @@ def rolled_up_before(
             func.sum(UsageSample.borrowed_gpu_s),
         )
         .where(UsageSample.resolution == resolution, UsageSample.at < before)
-        .group_by(UsageSample.team_id, start)
+        .group_by(UsageSample.team_id, UsageSample.pool, start)
     ).all()
     out: list[dict[str, object]] = []
-    for team_id, at, total, allocated, requested, quota, guaranteed, borrowed in rows:
+    for team_id, pool, at, total, allocated, requested, quota, guaranteed, borrowed in rows:
         if isinstance(at, str):
             at = datetime.fromisoformat(at)
         out.append(
             {
                 "team_id": team_id,
+                "pool": pool,
                 "resolution": period,
                 "at": at.replace(tzinfo=UTC),
                 "seconds": int(total),
@@ -292,7 +297,7 @@ def _period_of(session: Session, period: str) -> Any:
 
 
 def hourly_points(
-    session: Session, team_id: int, *, since: datetime
+    session: Session, team_id: int, *, since: datetime, pool: str = DEFAULT_POOL
 ) -> list[tuple[datetime, float, float, float]]:
     """(hour, allocated, requested, quota) per hour since ``since``; raw samples are
     averaged per hour in SQL, weighted by the seconds each covers."""
@@ -307,6 +312,7 @@ def hourly_points(
         )
         .where(
             UsageSample.team_id == team_id,
+            UsageSample.pool == pool,
             UsageSample.resolution.in_(("raw", "hour")),
             UsageSample.at >= since,
         )
@@ -323,8 +329,9 @@ def hourly_points(
 
 def gpu_seconds_by_month(
     session: Session, *, month: str | None = None
-) -> list[tuple[str, str, float, float]]:
-    """(team, YYYY-MM, GPU-seconds within the guarantee, borrowed GPU-seconds)."""
+) -> list[tuple[str, str, str, float, float]]:
+    """(team, YYYY-MM, pool ("": the default), GPU-seconds within the guarantee, borrowed
+    GPU-seconds), by month, team and pool."""
     dialect = session.get_bind().dialect.name
     month_of = (
         func.to_char(func.timezone("UTC", UsageSample.at), "YYYY-MM")
@@ -336,23 +343,28 @@ def gpu_seconds_by_month(
             Team.name,
             Team.id,
             month_of.label("month"),
+            UsageSample.pool,
             func.sum(UsageSample.guaranteed_gpu_s),
             func.sum(UsageSample.borrowed_gpu_s),
         )
         .join(Team, Team.id == UsageSample.team_id)
-        .group_by(Team.name, Team.id, month_of)
-        .order_by(month_of, Team.name, Team.id)
+        .group_by(Team.name, Team.id, month_of, UsageSample.pool)
+        .order_by(month_of, Team.name, Team.id, UsageSample.pool)
     )
     if month:
         query = query.where(month_of == month)
-    return [(name, m, float(g), float(b)) for name, _id, m, g, b in session.execute(query).all()]
+    return [
+        (name, m, pool, float(g), float(b))
+        for name, _id, m, pool, g, b in session.execute(query).all()
+    ]
 
 
 def window_samples(
     session: Session, *, since: datetime, team_ids: Collection[int] | None = None
 ) -> Iterator[tuple[int, int, float, float]]:
-    """(team, seconds, allocated, requested) of every raw and hourly sample since ``since``,
-    team by team (raw samples cover the last day, hourly rows the days before it)."""
+    """(team, seconds, allocated, requested) of every raw and hourly sample since ``since``
+    in the default pool, team by team (raw samples cover the last day, hourly rows the
+    days before it)."""
     query = (
         select(
             UsageSample.team_id,
@@ -360,7 +372,11 @@ def window_samples(
             UsageSample.allocated_gpu,
             UsageSample.requested_gpu,
         )
-        .where(UsageSample.resolution.in_(("raw", "hour")), UsageSample.at >= since)
+        .where(
+            UsageSample.resolution.in_(("raw", "hour")),
+            UsageSample.at >= since,
+            UsageSample.pool == DEFAULT_POOL,
+        )
         .order_by(UsageSample.team_id)
     )
     if team_ids is not None:
@@ -414,13 +430,18 @@ def suggestion_totals_columns() -> tuple[ScalarSelect[int], ScalarSelect[int], S
 
 
 def average_use(session: Session, *, since: datetime) -> dict[int, float]:
-    """Team -> GPUs in use on average since ``since`` (raw and hourly samples, weighted)."""
+    """Team -> GPUs of the default pool in use on average since ``since`` (raw and hourly
+    samples, weighted)."""
     weight = func.sum(UsageSample.seconds)
     rows = session.execute(
         select(
             UsageSample.team_id, func.sum(UsageSample.allocated_gpu * UsageSample.seconds) / weight
         )
-        .where(UsageSample.resolution.in_(("raw", "hour")), UsageSample.at >= since)
+        .where(
+            UsageSample.resolution.in_(("raw", "hour")),
+            UsageSample.at >= since,
+            UsageSample.pool == DEFAULT_POOL,
+        )
         .group_by(UsageSample.team_id)
     )
     return {team_id: float(avg or 0.0) for team_id, avg in rows}

@@ -517,6 +517,10 @@ class ShowbackOut(BaseModel):
     month: str
     guaranteed_gpu_hours: float
     borrowed_gpu_hours: float
+    pool: str = Field(description="the node pool the hours were used in")
+    gpu_type: str = Field(description="the pool's GPU type, as people read it")
+    price_per_gpu_hour: str | None = Field(description="the pool's price today (none: not set)")
+    cost: str | None = Field(description="the hours at that price (none: no price set)")
 
 
 class TokenIn(BaseModel):

@@ -555,8 +555,9 @@ def test_showback_csv(app: FastAPI, admin: Client) -> None:
     response = admin.get("/admin/showback.csv?month=2026-11")
     assert response.headers["content-type"].startswith("text/csv")
     assert response.text.splitlines() == [
-        "team,month,guaranteed_gpu_hours,borrowed_gpu_hours,total_gpu_hours",
-        "nlp,2026-11,0.330,0.170,0.500",
+        "team,month,guaranteed_gpu_hours,borrowed_gpu_hours,total_gpu_hours,pool,gpu_type,"
+        "price_per_gpu_hour,cost",
+        "nlp,2026-11,0.330,0.170,0.500,default,NVIDIA H100,,",
     ]
     bad = admin.get("/admin/showback.csv?month=November")
     assert bad.status_code == 422

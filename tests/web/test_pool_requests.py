@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.core.db import unit_of_work
-from app.core.models import AuditEvent, Team, TeamStatus
+from app.core.models import AuditEvent, Team, TeamStatus, UsageSample
 from app.core.quota import Quota
 from app.provisioning.backend import spec_for
 from app.runtime import portal_of
@@ -401,3 +401,42 @@ def test_the_what_if_tries_one_pool_and_sends_its_changes_as_requests_for_that_p
     assert pending["team"] == "audio"
     assert pending["requested"]["pools"]["l40s"]["gpu"]["guarantee"] == "1"
     assert (pending["requested"]["gpu_quota"], pending["requested"]["gpu_limit"]) == ("0", "0.5")
+
+
+def test_each_pools_use_is_sampled_and_priced_in_the_showback(
+    admin: Client, lead: Client, app: FastAPI
+) -> None:
+    """The collector samples each team's use in each pool from that pool's division; the
+    showback gives the L40S pool's hours apart, with its GPU type and price (1.20 a
+    GPU-hour in the example org), and the default pool's beside them."""
+    made = _ask(lead, "speech", {"l40s": {"gpu_quota": "1", "gpu_limit": "2"}})
+    admin.api("POST", f"/api/v1/requests/{made.json()['id']}/approve", {})
+    portal = portal_of(app)
+    for _ in range(6):
+        portal.reconciler.run_once()
+    portal.usage_cache.forget()
+    collector = portal.collector
+    passed = collector.collect_once()
+    assert passed.sampled >= 4, "nlp, vision, recommender and speech by default; speech in l40s"
+    with unit_of_work(portal.session_factory) as session:
+        samples = {(s.team_id, s.pool): s for s in session.query(UsageSample).all()}
+    l40s = samples[(made.json()["team_id"], "l40s")]
+    used = portal.usage_cache.get(["team-speech-l40s"], latest=False)["team-speech-l40s"]
+    assert l40s.quota_gpu == 1.0
+    assert l40s.allocated_gpu == pytest.approx(used.allocated_gpu, abs=0.5)
+    rows = admin.api("GET", "/api/v1/showback").json()
+    priced = [r for r in rows if r["team"] == "speech" and r["pool"] == "l40s"]
+    assert len(priced) == 1
+    (row,) = priced
+    hours = row["guaranteed_gpu_hours"] + row["borrowed_gpu_hours"]
+    assert (row["gpu_type"], row["price_per_gpu_hour"]) == ("NVIDIA L40S", "1.2")
+    assert float(row["cost"]) == pytest.approx(hours * 1.2, abs=0.01)
+    default = [r for r in rows if r["team"] == "nlp"]
+    assert [r["pool"] for r in default] == ["default"]
+    assert default[0]["cost"] is None, "the default pool has no price in the example org"
+    team_id = made.json()["team_id"]
+    (point,) = admin.api("GET", f"/api/v1/teams/{team_id}/history?pool=l40s").json()
+    assert (point["quota"], point["allocated"]) == (1.0, pytest.approx(l40s.allocated_gpu))
+    assert admin.api("GET", f"/api/v1/teams/{team_id}/history").json()[0]["quota"] == 0.0
+    csv = admin.get("/admin/showback.csv").text.splitlines()
+    assert any(line.startswith("speech,") and ",l40s,NVIDIA L40S,1.2," in line for line in csv)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from app.core.quantities import gpus
+from app.core.quantities import format_hundredths, gpus
 from app.usage import history, rightsizing
 from app.web.deps import AdminPrincipal, CurrentPrincipal, SessionDep, TeamForLead, TeamForViewer
 from app.web.paging import PAGED, WindowDep, announce
@@ -29,10 +29,12 @@ def team_history(
     session: SessionDep,
     window: WindowDep,
     days: int = 7,
+    pool: str = "",
 ) -> list[UsagePointOut]:
-    """Hourly GPU use of the team over the last `days` days (at most 400), oldest first;
-    paged (`limit`, `offset`)."""
-    points = history.last_days(session, team.id, days=max(1, min(days, 400)))
+    """Hourly GPU use of the team over the last `days` days (at most 400), oldest first,
+    in the default node pool or the one named by `pool`; paged (`limit`, `offset`)."""
+    wanted = "" if pool in ("", "default") else pool
+    points = history.last_days(session, team.id, days=max(1, min(days, 400)), pool=wanted)
     shown = window.of(points)
     announce(request, response, window, returned=len(shown), total=len(points))
     return [
@@ -50,8 +52,9 @@ def get_showback(
     window: WindowDep,
     month: str | None = None,
 ) -> list[ShowbackOut]:
-    """GPU-hours per team and month, within the guarantee and borrowed (admin), by month
-    and team; paged (`limit`, `offset`)."""
+    """GPU-hours per team, month and node pool, within the guarantee and borrowed, with
+    the pool's GPU type and the cost where the pool has a price (admin), by month, team
+    and pool; paged (`limit`, `offset`)."""
     rows = history.showback(session, month=month)
     shown = window.of(rows)
     announce(request, response, window, returned=len(shown), total=len(rows))
@@ -61,6 +64,12 @@ def get_showback(
             month=r.month,
             guaranteed_gpu_hours=r.guaranteed_gpu_hours,
             borrowed_gpu_hours=r.borrowed_gpu_hours,
+            pool=r.pool,
+            gpu_type=r.gpu_type,
+            price_per_gpu_hour=format_hundredths(r.price_centi)
+            if r.price_centi is not None
+            else None,
+            cost=f"{r.cost:.2f}" if r.cost is not None else None,
         )
         for r in shown
     ]

@@ -761,12 +761,25 @@ def pin_usage(
 
 @router.get("/showback.csv")
 def showback_csv(session: SessionDep, principal: AdminPrincipal, month: str = "") -> Response:
-    """GPU-hours per team and month, within the guarantee and borrowed, as CSV."""
+    """GPU-hours per team, month and node pool, within the guarantee and borrowed, with
+    the pool's GPU type and cost, as CSV."""
     rows = history.showback(session, month=month)
     out = io.StringIO()
     writer = csv.writer(out)
+    # The pool's columns follow the original five: a script reading those by position
+    # reads the same.
     writer.writerow(
-        ["team", "month", "guaranteed_gpu_hours", "borrowed_gpu_hours", "total_gpu_hours"]
+        [
+            "team",
+            "month",
+            "guaranteed_gpu_hours",
+            "borrowed_gpu_hours",
+            "total_gpu_hours",
+            "pool",
+            "gpu_type",
+            "price_per_gpu_hour",
+            "cost",
+        ]
     )
     for row in rows:
         writer.writerow(
@@ -776,6 +789,10 @@ def showback_csv(session: SessionDep, principal: AdminPrincipal, month: str = ""
                 f"{row.guaranteed_gpu_hours:.3f}",
                 f"{row.borrowed_gpu_hours:.3f}",
                 f"{row.total:.3f}",
+                row.pool,
+                row.gpu_type,
+                format_hundredths(row.price_centi) if row.price_centi is not None else "",
+                f"{row.cost:.2f}" if row.cost is not None else "",
             ]
         )
     name = f"gpu-showback-{month or 'all'}.csv"

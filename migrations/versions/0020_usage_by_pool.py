@@ -1,0 +1,110 @@
+"""Usage history by node pool: each sample names the pool its GPUs were used in ("" for
+the org's default pool, every sample so far), part of the sample's key, so that a team
+using two pools keeps a history in each and showback can price each pool's hours.
+
+Revision ID: 0020
+Revises: 0019
+Create Date: 2026-12-07 03:00:00
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0020"
+down_revision = "0019"
+branch_labels = None
+depends_on = None
+
+KEY_BEFORE = ["team_id", "resolution", "at"]
+KEY_AFTER = ["team_id", "pool", "resolution", "at"]
+VALUES = [
+    "seconds",
+    "allocated_gpu",
+    "requested_gpu",
+    "quota_gpu",
+    "guaranteed_gpu_s",
+    "borrowed_gpu_s",
+]
+# Migration 0012's triggers refuse an unknown resolution on SQLite; a copied table needs
+# them again.
+CHECK = "ck_usage_samples_resolution_values"
+RESOLUTIONS = ("raw", "hour", "day")
+
+
+def _table(name: str, *, with_pool: bool) -> None:
+    columns = [sa.Column("team_id", sa.Integer(), nullable=False)]
+    if with_pool:
+        columns.append(sa.Column("pool", sa.String(length=17), nullable=False, server_default=""))
+    columns += [
+        sa.Column("resolution", sa.String(length=4), nullable=False),
+        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("seconds", sa.Integer(), nullable=False),
+        sa.Column("allocated_gpu", sa.REAL(), nullable=False),
+        sa.Column("requested_gpu", sa.REAL(), nullable=False),
+        sa.Column("quota_gpu", sa.REAL(), nullable=False),
+        sa.Column("guaranteed_gpu_s", sa.Float(), nullable=False),
+        sa.Column("borrowed_gpu_s", sa.Float(), nullable=False),
+    ]
+    op.create_table(
+        name,
+        *columns,
+        sa.ForeignKeyConstraint(
+            ["team_id"], ["teams.id"], name=op.f("fk_usage_samples_team_id_teams")
+        ),
+        sa.PrimaryKeyConstraint(
+            *(KEY_AFTER if with_pool else KEY_BEFORE), name=op.f("pk_usage_samples")
+        ),
+    )
+
+
+def _triggers() -> None:
+    allowed = ", ".join(repr(v) for v in RESOLUTIONS)
+    refuse = (
+        f"BEGIN SELECT RAISE(ABORT, 'CHECK constraint failed: {CHECK}: usage_samples.resolution "
+        f"must be one of {', '.join(RESOLUTIONS)}'); END"
+    )
+    condition = f"WHEN NOT (NEW.resolution IN ({allowed}))"
+    op.execute(f"CREATE TRIGGER {CHECK}_insert BEFORE INSERT ON usage_samples {condition} {refuse}")
+    op.execute(
+        f"CREATE TRIGGER {CHECK}_update BEFORE UPDATE OF resolution ON usage_samples "
+        f"{condition} {refuse}"
+    )
+
+
+def _copy(*, with_pool: bool) -> None:
+    """SQLite cannot change a primary key in place: a new table, the rows copied (from
+    the default pool only, going down), the old one dropped, its triggers made again."""
+    _table("usage_samples_copy", with_pool=with_pool)
+    kept = ", ".join(KEY_BEFORE + VALUES)
+    where = "" if with_pool else " WHERE pool = ''"
+    op.execute(
+        f"INSERT INTO usage_samples_copy ({kept}) SELECT {kept} FROM usage_samples{where}"
+    )
+    op.drop_table("usage_samples")
+    op.rename_table("usage_samples_copy", "usage_samples")
+    _triggers()
+
+
+def upgrade() -> None:
+    if op.get_bind().dialect.name != "postgresql":
+        _copy(with_pool=True)
+        return
+    op.add_column(
+        "usage_samples",
+        sa.Column("pool", sa.String(length=17), nullable=False, server_default=""),
+    )
+    op.drop_constraint("pk_usage_samples", "usage_samples", type_="primary")
+    op.create_primary_key("pk_usage_samples", "usage_samples", KEY_AFTER)
+
+
+def downgrade() -> None:
+    if op.get_bind().dialect.name != "postgresql":
+        _copy(with_pool=False)
+        return
+    # The other pools' history has no place without the column.
+    op.execute("DELETE FROM usage_samples WHERE pool <> ''")
+    op.drop_constraint("pk_usage_samples", "usage_samples", type_="primary")
+    op.create_primary_key("pk_usage_samples", "usage_samples", KEY_BEFORE)
+    op.drop_column("usage_samples", "pool")
