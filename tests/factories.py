@@ -65,10 +65,11 @@ def write_history(
     hours: int = 14 * 24,
     now: datetime = NOW,
     guarantee: float = 2.0,
+    pool: str = "",
 ) -> None:
     """Generated usage history: one hourly row per hour for ``hours`` hours back from
     ``now`` (hour 0 is the newest), the last day as raw 10-minute samples instead, as the
-    collector leaves it."""
+    collector leaves it; in the default pool, or the node pool named ``pool``."""
     rows = []
     for hour in range(hours):
         a = allocated(hour)
@@ -81,6 +82,8 @@ def write_history(
             rows.append(
                 _usage_row(guarantee, team_id, "hour", now - timedelta(hours=hour + 1), 3600, a, r)
             )
+    for row in rows:
+        row.pool = pool
     with unit_of_work(factory) as session:
         session.add_all(rows)
 

@@ -144,6 +144,16 @@ def test_usage_history_gains_the_pool_and_keeps_every_sample(engine: Engine, db_
         )
         with pytest.raises(DatabaseError, match=r"resolution|CHECK"), conn.begin_nested():
             conn.execute(text("UPDATE usage_samples SET resolution = 'week'"))
+        suggestion = (
+            "INSERT INTO rightsizing_suggestions (team_id, pool, direction, guarantee_centi, "
+            "average_centi, p95_centi, demand_p95_centi, waiting_share, suggested_centi, days, "
+            "computed_at) VALUES (1, :pool, :direction, 100, 10, 10, 10, 0, 10, 14, "
+            "'2026-11-10 10:00:00+00:00')"
+        )
+        conn.execute(text(suggestion), {"pool": "", "direction": "lower"})
+        conn.execute(text(suggestion), {"pool": "l40s", "direction": "lower"})
+        with pytest.raises(DatabaseError, match=r"direction|CHECK"), conn.begin_nested():
+            conn.execute(text(suggestion), {"pool": "a100", "direction": "sideways"})
     command.downgrade(config, "0019")
     with engine.begin() as conn:
         assert conn.execute(text("SELECT count(*) FROM usage_samples")).scalar() == 2

@@ -886,6 +886,8 @@ class RightsizingSuggestion(Base):
     __tablename__ = "rightsizing_suggestions"
 
     team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), primary_key=True)
+    # The node pool the guarantee is in, by name ("": the org's default pool).
+    pool: Mapped[str] = mapped_column(String(17), primary_key=True, default="", server_default="")
     direction: Mapped[Direction] = mapped_column(choice(Direction, 8))
     guarantee_centi: Mapped[int] = mapped_column(Integer)
     average_centi: Mapped[int] = mapped_column(Integer)

@@ -3,6 +3,7 @@ usage cache (kept ready by the view refresher), for one org."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
@@ -131,3 +132,8 @@ def other_shares(
         KeyShare(key, shares_of(session, usage, org, key, view).get(team_id))
         for key in usage_repo.other_keys(session, team_id)
     ]
+
+
+def shares_in_pools(pools: Sequence[PoolView], team_id: int) -> list[tuple[str, GpuShare]]:
+    """The team's share in each of ``pools`` it holds quota in: (pool name, share)."""
+    return [(p.key.pool_name, p.shares[team_id]) for p in pools if team_id in p.shares]

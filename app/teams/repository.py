@@ -177,6 +177,11 @@ def get_team(session: Session, team_id: int) -> Team:
     return team
 
 
+def _default_suggestion() -> ColumnElement[bool]:
+    """A team's right-sizing suggestion in the default pool (the one its rows show)."""
+    return (RightsizingSuggestion.team_id == Team.id) & (RightsizingSuggestion.pool == "")
+
+
 # The team and what its pages show with it, as reads a page can run together with its
 # other reads (one statement on PostgreSQL): the team with its pool and suggestion, and
 # its steps in order.
@@ -184,7 +189,7 @@ def get_team(session: Session, team_id: int) -> Team:
 _TEAM_ORG_SUGGESTION = _with_lines(
     select(Team, Org, RightsizingSuggestion, TeamSchedule, *_capacity_columns())
     .join(Org, Org.id == Team.org_id)
-    .outerjoin(RightsizingSuggestion, RightsizingSuggestion.team_id == Team.id)
+    .outerjoin(RightsizingSuggestion, _default_suggestion())
     .outerjoin(TeamSchedule, TeamSchedule.team_id == Team.id)
     .where(Team.id == bindparam("team_id"))
     .options(lazyload(Team.schedule)),  # it is in the row already
@@ -506,7 +511,7 @@ def _rows_query(*extra: Any) -> Any:
         select(*TEAM_ROW_COLUMNS, *extra)
         .select_from(Team)
         .outerjoin_from(Team, GPU_LINE, gpu_line_of_team())
-        .outerjoin(RightsizingSuggestion, RightsizingSuggestion.team_id == Team.id)
+        .outerjoin(RightsizingSuggestion, _default_suggestion())
         .outerjoin(TemplateVersion, TemplateVersion.id == Team.template_version_id)
         .outerjoin(ClusterTemplate, ClusterTemplate.id == TemplateVersion.template_id)
     )

@@ -360,11 +360,15 @@ def gpu_seconds_by_month(
 
 
 def window_samples(
-    session: Session, *, since: datetime, team_ids: Collection[int] | None = None
+    session: Session,
+    *,
+    since: datetime,
+    team_ids: Collection[int] | None = None,
+    pool: str = DEFAULT_POOL,
 ) -> Iterator[tuple[int, int, float, float]]:
     """(team, seconds, allocated, requested) of every raw and hourly sample since ``since``
-    in the default pool, team by team (raw samples cover the last day, hourly rows the
-    days before it)."""
+    in ``pool`` (a name; "": the default pool), team by team (raw samples cover the last
+    day, hourly rows the days before it)."""
     query = (
         select(
             UsageSample.team_id,
@@ -375,7 +379,7 @@ def window_samples(
         .where(
             UsageSample.resolution.in_(("raw", "hour")),
             UsageSample.at >= since,
-            UsageSample.pool == DEFAULT_POOL,
+            UsageSample.pool == pool,
         )
         .order_by(UsageSample.team_id)
     )
@@ -395,7 +399,9 @@ def replace_suggestions(session: Session, rows: list[RightsizingSuggestion]) -> 
 def get_suggestions(
     session: Session, team_ids: Collection[int] | None = None
 ) -> list[RightsizingSuggestion]:
-    query = select(RightsizingSuggestion).order_by(RightsizingSuggestion.team_id)
+    query = select(RightsizingSuggestion).order_by(
+        RightsizingSuggestion.team_id, RightsizingSuggestion.pool
+    )
     if team_ids is not None:
         query = query.where(RightsizingSuggestion.team_id.in_(team_ids))
     return list(session.scalars(query))
@@ -405,8 +411,10 @@ def digest_written(session: Session, week: str) -> bool:
     return session.get(DigestRun, week) is not None
 
 
-def get_suggestion(session: Session, team_id: int) -> RightsizingSuggestion | None:
-    return session.get(RightsizingSuggestion, team_id)
+def get_suggestion(
+    session: Session, team_id: int, pool: str = DEFAULT_POOL
+) -> RightsizingSuggestion | None:
+    return session.get(RightsizingSuggestion, (team_id, pool))
 
 
 def suggestion_totals_columns() -> tuple[ScalarSelect[int], ScalarSelect[int], ScalarSelect[int]]:

@@ -30,9 +30,11 @@ from app.core.config import Settings
 from app.core.errors import Conflict
 from app.core.models import ClusterRequest, RightsizingSuggestion, Team, User, utcnow
 from app.core.quantities import format_hundredths, gpus
+from app.core.quota import GPU
 from app.teams import repository as teams
 from app.teams import service as team_service
 from app.usage import repository as repo
+from app.usage.model import ShareKey
 
 STEP_CENTI = 5  # suggestions are whole multiples of 0.05 GPU
 COVERAGE = 0.9
@@ -116,40 +118,59 @@ def _by_team(rows: Iterator[tuple[int, int, float, float]]) -> Iterator[tuple[in
 
 
 def recompute(session: Session, settings: Settings, now: datetime | None = None) -> int:
-    """Judge every ready team and store the suggestions (replacing the previous ones)."""
+    """Judge every ready team in every node pool it holds a guarantee in and store the
+    suggestions (replacing the previous ones)."""
     now = now or utcnow()
     org = teams.get_org(session)
-    quotas = {q.id: q for q in repo.get_quota_rows(session, org.id) if q.ready}
     since = now - timedelta(days=settings.rightsizing_days)
+    scopes = [(repo.DEFAULT_POOL, repo.get_quota_rows(session, org.id), org.gpus_centi)]
+    for pool in repo.other_pools(session, org.id):
+        key = ShareKey(GPU, pool.id, pool.name, pool.label_value or "")
+        held = repo.get_quota_rows(session, org.id, key)
+        if held:
+            scopes.append((pool.name, held, repo.pool_capacity(session, key, org.id)))
     rows: list[RightsizingSuggestion] = []
-    for team_id, samples in _by_team(repo.window_samples(session, since=since)):
-        quota = quotas.get(team_id)
-        if quota is None:
-            continue
-        verdict = judge(
-            samples,
-            guarantee_centi=quota.quota_centi,
-            pool_centi=org.gpus_centi,
-            settings=settings,
-        )
-        if verdict is None:
-            continue
-        rows.append(
-            RightsizingSuggestion(
-                team_id=team_id,
-                direction=verdict.direction,
+    for pool_name, quota_rows, pool_centi in scopes:
+        quotas = {q.id: q for q in quota_rows if q.ready}
+        for team_id, samples in _by_team(repo.window_samples(session, since=since, pool=pool_name)):
+            quota = quotas.get(team_id)
+            if quota is None:
+                continue
+            verdict = judge(
+                samples,
                 guarantee_centi=quota.quota_centi,
-                average_centi=round(verdict.average * 100),
-                p95_centi=round(verdict.p95 * 100),
-                demand_p95_centi=round(verdict.demand_p95 * 100),
-                waiting_share=round(verdict.waiting_share, 4),
-                suggested_centi=verdict.suggested_centi,
-                days=settings.rightsizing_days,
-                computed_at=now,
+                pool_centi=pool_centi,
+                settings=settings,
             )
-        )
+            if verdict is not None:
+                rows.append(
+                    _suggestion(team_id, pool_name, quota.quota_centi, verdict, settings, now)
+                )
     repo.replace_suggestions(session, rows)
     return len(rows)
+
+
+def _suggestion(
+    team_id: int,
+    pool: str,
+    guarantee_centi: int,
+    verdict: Verdict,
+    settings: Settings,
+    now: datetime,
+) -> RightsizingSuggestion:
+    return RightsizingSuggestion(
+        team_id=team_id,
+        pool=pool,
+        direction=verdict.direction,
+        guarantee_centi=guarantee_centi,
+        average_centi=round(verdict.average * 100),
+        p95_centi=round(verdict.p95 * 100),
+        demand_p95_centi=round(verdict.demand_p95 * 100),
+        waiting_share=round(verdict.waiting_share, 4),
+        suggested_centi=verdict.suggested_centi,
+        days=settings.rightsizing_days,
+        computed_at=now,
+    )
 
 
 @dataclass(frozen=True)
@@ -198,22 +219,35 @@ def current(
     return found
 
 
-def propose(session: Session, *, actor: User, team: Team) -> ClusterRequest:
-    """Turn the team's suggestion into a quota-change request (the normal approval, with
-    its impact preview): the guarantee suggested, the limit raised to it if below, the
-    numbers as the reason."""
-    found = for_team(session, team.id, team.quota.gpu.guarantee or 0)
+def propose(session: Session, *, actor: User, team: Team, pool: str = "") -> ClusterRequest:
+    """Turn the team's suggestion (in the default pool, or in the node pool named
+    ``pool``) into a quota-change request (the normal approval, with its impact preview):
+    the guarantee suggested, the limit raised to it if below, the numbers as the reason."""
+    held = team.other_pools()
+    if pool and pool not in held:
+        raise Conflict(f"{team.name} holds no quota in pool {pool}")
+    now = held[pool] if pool else team.quota
+    found = current(repo.get_suggestion(session, team.id, pool), now.gpu.guarantee or 0)
     if found is None:
         raise Conflict(
-            f"{team.name} has no right-sizing suggestion for its current guarantee "
+            f"{team.name} has no right-sizing suggestion for its current guarantee"
+            f"{' in pool ' + pool if pool else ''} "
             "(it fits its usage, or changed since the last computation)"
         )
-    current = team_service.values_of(team)
-    values = current.replace(
+    values = now.replace(
         "gpu",
         guarantee=found.suggested_centi,
-        limit=max(current.gpu.limit or 0, found.suggested_centi),
+        limit=max(now.gpu.limit or 0, found.suggested_centi),
     )
+    if pool:
+        return team_service.submit_quota_change(
+            session,
+            actor=actor,
+            team=team,
+            values=team_service.values_of(team),
+            pools={**held, pool: values},
+            purpose=describe(found),
+        )
     return team_service.submit_quota_change(
         session, actor=actor, team=team, values=values, purpose=describe(found)
     )
@@ -223,14 +257,15 @@ def describe(s: RightsizingSuggestion) -> str:
     """The numbers behind a suggestion, as one sentence."""
     guarantee = format_hundredths(s.guarantee_centi)
     suggested = format_hundredths(s.suggested_centi)
+    where = f" in pool {s.pool}" if s.pool else ""
     if s.direction == "lower":
         return (
-            f"Right-sizing: over {s.days} days {format_hundredths(s.average_centi)} GPU in use "
-            f"on average, p95 {format_hundredths(s.p95_centi)}, of {guarantee} guaranteed: "
-            f"lower the guarantee to {suggested} GPU."
+            f"Right-sizing{where}: over {s.days} days {format_hundredths(s.average_centi)} GPU "
+            f"in use on average, p95 {format_hundredths(s.p95_centi)}, of {guarantee} "
+            f"guaranteed: lower the guarantee to {suggested} GPU."
         )
     return (
-        f"Right-sizing: over {s.days} days work waited {round(s.waiting_share * 100)} % of "
-        f"the time; p95 demand {format_hundredths(s.demand_p95_centi)} GPU above the "
+        f"Right-sizing{where}: over {s.days} days work waited {round(s.waiting_share * 100)} % "
+        f"of the time; p95 demand {format_hundredths(s.demand_p95_centi)} GPU above the "
         f"{guarantee} guaranteed: raise the guarantee to {suggested} GPU."
     )

@@ -55,8 +55,11 @@ def status_pill(status: str, retrying: bool = False) -> Markup:
     )
 
 
-def overview_row(team: TeamRow, share: GpuShare) -> Markup:
-    """The overview table's row of ``team`` with its ``share``."""
+def overview_row(
+    team: TeamRow, share: GpuShare, pools: Sequence[tuple[str, GpuShare]] = ()
+) -> Markup:
+    """The overview table's row of ``team`` with its ``share``, and under its gauge one
+    per other node pool it holds quota in (``pools``: the pool's name and its share)."""
     borrowed, waiting = share.borrowed, share.pending
     classes = "row-borrowing" if borrowed > 0 else "row-pending" if waiting > 0.005 else ""
     if team.last_error:
@@ -79,10 +82,16 @@ def overview_row(team: TeamRow, share: GpuShare) -> Markup:
     if team.last_error:
         notes += f'<div class="small error-text">{escape(team.last_error[:ERROR_SHOWN])}</div>'
     drawn = (
-        gauge(share, compact=True)
+        str(gauge(share, compact=True))
         if team.status not in NOT_LIVE
         else '<span class="muted small">no cluster</span>'
     )
+    for pool, held in pools:
+        drawn += (
+            f'\n          <div class="pool-gauge" data-pool-gauge="{escape(pool)}">'
+            f'<span class="small muted">in pool {escape(pool)}</span>'
+            f"{gauge(held, compact=True)}</div>"
+        )
     # Escaped above: the name, the template label and the error; the rest are numbers,
     # a status and fixed words.
     return Markup(  # noqa: S704 - every text a person wrote is escaped above

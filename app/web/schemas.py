@@ -627,6 +627,7 @@ class ReadOut(BaseModel):
 class SuggestionOut(BaseModel):
     team_id: int
     team: str
+    pool: str = Field(description="the node pool the guarantee is in")
     direction: str = Field(description="lower (idle guarantee) or raise (work waited)")
     days: int
     guarantee_gpu: float

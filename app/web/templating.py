@@ -14,6 +14,7 @@ from fastapi.templating import Jinja2Templates
 from app.core import labels, quota
 from app.core.config import PROJECT_ROOT
 from app.core.quantities import format_figure, format_hundredths
+from app.reads.org import shares_in_pools
 from app.runtime import portal_of
 from app.web.deps import csrf_token
 from app.web.gauge import gauge
@@ -32,6 +33,7 @@ templates.env.filters["changes"] = labels.changes  # "GPU guarantee 0.25 → 0.2
 templates.env.globals["gauge"] = gauge
 templates.env.globals["status_pill"] = status_pill
 templates.env.globals["overview_row"] = overview_row
+templates.env.globals["shares_in_pools"] = shares_in_pools
 templates.env.globals["timeline"] = timeline
 templates.env.globals["steps"] = steps
 templates.env.globals["when"] = when

@@ -1,6 +1,8 @@
-"""Usage history by node pool: each sample names the pool its GPUs were used in ("" for
-the org's default pool, every sample so far), part of the sample's key, so that a team
-using two pools keeps a history in each and showback can price each pool's hours.
+"""Usage history and right-sizing by node pool: each sample names the pool its GPUs were
+used in ("" for the org's default pool, every sample so far), part of the sample's key,
+so that a team using two pools keeps a history in each and showback can price each
+pool's hours; a right-sizing suggestion names its pool too (the table is made again,
+empty: suggestions are recomputed from the history within the hour).
 
 Revision ID: 0020
 Revises: 0019
@@ -59,17 +61,17 @@ def _table(name: str, *, with_pool: bool) -> None:
     )
 
 
-def _triggers() -> None:
-    allowed = ", ".join(repr(v) for v in RESOLUTIONS)
+def _triggers(table: str, column: str, name: str, values: tuple[str, ...]) -> None:
+    """Migration 0012's refusal of an unknown value on SQLite, for a table made again."""
+    allowed = ", ".join(repr(v) for v in values)
     refuse = (
-        f"BEGIN SELECT RAISE(ABORT, 'CHECK constraint failed: {CHECK}: usage_samples.resolution "
-        f"must be one of {', '.join(RESOLUTIONS)}'); END"
+        f"BEGIN SELECT RAISE(ABORT, 'CHECK constraint failed: {name}: {table}.{column} "
+        f"must be one of {', '.join(values)}'); END"
     )
-    condition = f"WHEN NOT (NEW.resolution IN ({allowed}))"
-    op.execute(f"CREATE TRIGGER {CHECK}_insert BEFORE INSERT ON usage_samples {condition} {refuse}")
+    condition = f"WHEN NOT (NEW.{column} IN ({allowed}))"
+    op.execute(f"CREATE TRIGGER {name}_insert BEFORE INSERT ON {table} {condition} {refuse}")
     op.execute(
-        f"CREATE TRIGGER {CHECK}_update BEFORE UPDATE OF resolution ON usage_samples "
-        f"{condition} {refuse}"
+        f"CREATE TRIGGER {name}_update BEFORE UPDATE OF {column} ON {table} {condition} {refuse}"
     )
 
 
@@ -79,15 +81,51 @@ def _copy(*, with_pool: bool) -> None:
     _table("usage_samples_copy", with_pool=with_pool)
     kept = ", ".join(KEY_BEFORE + VALUES)
     where = "" if with_pool else " WHERE pool = ''"
-    op.execute(
-        f"INSERT INTO usage_samples_copy ({kept}) SELECT {kept} FROM usage_samples{where}"
-    )
+    # The column names are this module's constants.
+    copy = f"INSERT INTO usage_samples_copy ({kept}) SELECT {kept} FROM usage_samples"  # noqa: S608
+    op.execute(copy + where)
     op.drop_table("usage_samples")
     op.rename_table("usage_samples_copy", "usage_samples")
-    _triggers()
+    _triggers("usage_samples", "resolution", CHECK, RESOLUTIONS)
+
+
+DIRECTIONS = ("lower", "raise")
+DIRECTION_CHECK = "ck_rightsizing_suggestions_direction_values"
+
+
+def _suggestions(*, with_pool: bool) -> None:
+    """The suggestions table, made again (empty) with or without the pool in its key."""
+    postgresql = op.get_bind().dialect.name == "postgresql"
+    op.drop_table("rightsizing_suggestions")
+    key = ["team_id", "pool"] if with_pool else ["team_id"]
+    pool = [sa.Column("pool", sa.String(length=17), nullable=False, server_default="")]
+    allowed = ", ".join(repr(v) for v in DIRECTIONS)
+    check = [sa.CheckConstraint(f"direction IN ({allowed})", name=op.f(DIRECTION_CHECK))]
+    op.create_table(
+        "rightsizing_suggestions",
+        sa.Column("team_id", sa.Integer(), nullable=False),
+        *(pool if with_pool else []),
+        sa.Column("direction", sa.String(8), nullable=False),
+        sa.Column("guarantee_centi", sa.Integer(), nullable=False),
+        sa.Column("average_centi", sa.Integer(), nullable=False),
+        sa.Column("p95_centi", sa.Integer(), nullable=False),
+        sa.Column("demand_p95_centi", sa.Integer(), nullable=False),
+        sa.Column("waiting_share", sa.Float(), nullable=False),
+        sa.Column("suggested_centi", sa.Integer(), nullable=False),
+        sa.Column("days", sa.Integer(), nullable=False),
+        sa.Column("computed_at", sa.DateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["team_id"], ["teams.id"], name=op.f("fk_rightsizing_suggestions_team_id_teams")
+        ),
+        sa.PrimaryKeyConstraint(*key, name=op.f("pk_rightsizing_suggestions")),
+        *(check if postgresql else []),
+    )
+    if not postgresql:
+        _triggers("rightsizing_suggestions", "direction", DIRECTION_CHECK, DIRECTIONS)
 
 
 def upgrade() -> None:
+    _suggestions(with_pool=True)
     if op.get_bind().dialect.name != "postgresql":
         _copy(with_pool=True)
         return
@@ -100,6 +138,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    _suggestions(with_pool=False)
     if op.get_bind().dialect.name != "postgresql":
         _copy(with_pool=False)
         return

@@ -5,6 +5,7 @@ figures are the API's, and a pod spec for that pool."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -59,3 +60,63 @@ def test_an_admin_reads_each_pool_and_a_lead_its_l40s_gauge(portal: str, browser
     expect(lead.locator("#share")).to_contain_text("GPU share")
     pods = lead.locator("text=kai.scheduler/node-pool: l40s")
     expect(pods.first).to_be_attached()
+
+    # The overview: the L40S pool's figures, and vision's gauge there under its own.
+    admin.goto(portal + "/admin")
+    block = admin.locator('[data-node-pool="l40s"]')
+    expect(block.locator('[data-pool-cell="budget"]')).to_have_text("2")
+    expect(block.locator('[data-pool-cell="guaranteed"]')).to_have_text("1")
+    expect(block).to_contain_text("Guaranteed to 1 team")
+    in_row = admin.locator('#teams-table [data-pool-gauge="l40s"]')
+    expect(in_row).to_have_count(1)
+    expect(in_row.locator('[data-gauge="guaranteed"]')).to_have_text("1")
+
+
+def test_a_review_card_shows_each_pool_and_the_admin_adjusts_it(
+    portal: str, browser: object
+) -> None:
+    """nlp's lead asks for 0.5 GPU in the L40S pool on the quota form; the admin's card
+    shows that pool's before → after, who would get less there (nobody: the pool's nodes
+    hold 4 GPUs, vision's limit is 2) and its fit, and the admin approves 0.25 there
+    instead."""
+    from playwright.sync_api import Page, expect
+
+    lead = _sign_in(browser, portal, admin=False, email="lead-nlp@example.org")
+    assert isinstance(lead, Page)
+    wait_ready(lead, portal)
+    lead.goto(portal + "/teams/1/quota")
+    lead.click("summary:has-text('Other node pools')")
+    lead.fill('[name="pools.l40s.gpu_quota"]', "0.5")
+    lead.fill('[name="pools.l40s.gpu_limit"]', "2")
+    lead.click("button[type=submit]:has-text('Send')")
+    expect(lead.locator(".toast")).to_contain_text("Quota change sent")
+
+    admin = _sign_in(browser, portal, admin=True)
+    assert isinstance(admin, Page)
+    # The L40S pool's shard (its 4 GPUs) is read once a page has asked for the pool.
+    nodes = admin.locator('[data-node-pool="l40s"] [data-pool-cell="nodes"]')
+    deadline = time.monotonic() + 30
+    while admin.goto(portal + "/admin") and nodes.count() == 0:
+        assert time.monotonic() < deadline, "the L40S pool's nodes were never read"
+        time.sleep(0.5)
+    expect(nodes).to_have_text("4")
+    admin.click("nav >> text=Requests")
+    card = admin.locator("article.request", has_text="nlp")
+    expect(card.locator('[data-asked="pool-l40s"]')).to_contain_text("none → 0.5 GPU guaranteed")
+    pool = card.locator('[data-pool-review="l40s"]')
+    expect(pool.locator("h3")).to_have_text("In pool l40s (NVIDIA L40S): 0.5 GPU guaranteed")
+    expect(pool.locator('[data-impact-team="nlp"] [data-impact="guarantee"]')).to_have_text("0.5")
+    # The pool's 4 GPUs leave vision its limit of 2 even when every team is busy.
+    expect(pool.locator('[data-impact="summary"]')).to_have_text("No other team would get less.")
+    expect(pool.locator('[data-review="fit-l40s"]')).to_contain_text(
+        "Fits: pool l40s would be 1.5 of its 2 GPU guaranteed."
+    )
+    card.locator("summary:has-text('Approve with changes')").click()
+    field = card.locator('[name="pools.l40s.gpu_quota"]')
+    expect(field).to_have_value("0.5")
+    field.fill("0.25")
+    expect(pool.locator('[data-impact-team="nlp"] [data-impact="guarantee"]')).to_have_text("0.25")
+    card.locator("button:has-text('Approve with these values')").click()
+    expect(admin.locator(".toast")).to_contain_text("Approved nlp with adjusted values.")
+    team = next(t for t in _api(admin, portal, "/api/v1/teams") if t["name"] == "nlp")
+    assert team["quota"]["pools"]["l40s"]["gpu"]["guarantee"] == "0.25"

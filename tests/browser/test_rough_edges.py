@@ -59,7 +59,9 @@ def test_the_bell_counts_what_is_new_and_messages_speak_in_names_and_labels(
     # Every compact gauge draws the fair-share mark its legend describes.
     rows = admin.locator("#teams-table tbody tr")
     expect(rows).to_have_count(3)
-    expect(admin.locator("#teams-table .g-fair")).to_have_count(3)
+    # (three teams' gauges, and vision's in the L40S pool under its own)
+    expect(admin.locator("#teams-table figure.gauge")).to_have_count(4)
+    expect(admin.locator("#teams-table .g-fair")).to_have_count(4)
     total = admin.locator("span.small.muted", has_text=re.compile(r"^\d+ teams?"))
     expect(total).to_have_text("3 teams")  # from the ready view and the statement
 

@@ -97,6 +97,7 @@ def test_a_review_card_shows_the_asked_values_and_their_effect(
 
     lead = _sign_in(browser, portal, admin=False, email="lead-vision@example.org")
     assert isinstance(lead, Page)
+    wait_ready(lead, portal)  # (the example's L40S queue is made at start)
     lead.goto(portal + "/teams/2/quota")
     lead.fill("#f-gpu_quota", "0.2")
     lead.click("button[type=submit]:has-text('Send')")

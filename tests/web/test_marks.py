@@ -201,6 +201,15 @@ def test_each_mark_equals_its_readable_template() -> None:
         assert _same(overview_row(team, share)) == _same(
             _twin("overview_row", team=team, share=share)
         )
+    in_pools = [
+        ("l40s", GpuShare(guaranteed=1, limit=2, allocated=1.5, requested=2, pool=2)),
+        ("a100", GpuShare(guaranteed=0.5, limit=-1, allocated=None, requested=None, pool=4)),
+    ]
+    team, share = rows[0]
+    assert _same(overview_row(team, share, in_pools)) == _same(
+        _twin("overview_row", team=team, share=share, pools=in_pools)
+    )
+    assert 'data-pool-gauge="l40s"' in str(overview_row(team, share, in_pools))
     now = datetime.now(UTC)
     events = [
         AuditEvent(at=now - timedelta(minutes=3, seconds=20), action="team.ready",

@@ -282,12 +282,24 @@ def test_the_overview_shows_each_pool_and_each_teams_gauge_in_it(
         "guaranteed": 1.5,
     }
     assert "Guaranteed to 2 teams" in page
-    rows = re.findall(r'<tr class="pool-row" data-pool-row="l40s">(.*?)</tr>', page, re.S)
-    assert [re.search(r"muted\">([a-z]+) in pool", r).group(1) for r in rows] == [  # type: ignore[union-attr]
-        "audio",
-        "speech",
-    ]
-    used = [float(re.search(r'data-gauge="allocated">([0-9.]+)<', r).group(1)) for r in rows]  # type: ignore[union-attr]
+    # Each team's row: its default gauge, and under it its gauge in the L40S pool.
+    rows = {
+        name: row
+        for name, row in re.findall(
+            r'<a href="/teams/\d+"><b>([a-z]+)</b></a>(.*?)</tr>', page, re.S
+        )
+        if 'data-pool-gauge="l40s"' in row
+    }
+    assert sorted(rows) == ["audio", "speech"]
+    rows = {name: row.split('data-pool-gauge="l40s"')[1] for name, row in rows.items()}
+
+    def figure(row: str, mark: str) -> float:
+        found = re.search(rf'data-gauge="{mark}">([0-9.]+)<', row)
+        assert found, mark
+        return float(found.group(1))
+
+    assert [figure(rows[t], "guaranteed") for t in ("audio", "speech")] == [0.5, 1.0]
+    used = [figure(row, "allocated") for row in rows.values()]
     assert cells["in-use"] == pytest.approx(sum(used), abs=0.011)
     assert cells["idle"] == pytest.approx(4.0 - cells["in-use"], abs=0.011)
 

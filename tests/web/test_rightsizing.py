@@ -115,3 +115,39 @@ def test_api_lists_and_proposes(app: FastAPI, admin: Client, lead: Client) -> No
     assert created.json()["requested"]["gpu_quota"] == "0.05"
     assert created.json()["kind"] == "quota_change"
     assert lead.api("POST", "/api/v1/teams/2/rightsizing").status_code == 404
+
+
+def test_a_guarantee_idle_in_another_pool_is_suggested_and_proposed_for_that_pool(
+    app: FastAPI, admin: Client
+) -> None:
+    """nlp holds 1 GPU in the L40S pool and used 0.1 of it: judged from its L40S history
+    alone (its default pool's history says nothing of it), shown with the pool, and one
+    click asks for 0.1 there, its default quota as it is."""
+    from app.core.models import Team
+    from app.core.quota import Quota
+    from app.teams import repository as repo
+
+    factory = portal_of(app).session_factory
+    with unit_of_work(factory) as session:
+        org = repo.get_org(session)
+        l40s = next(p for p in repo.get_pools(session, org.id) if p.name == "l40s")
+        session.get_one(Team, 1).set_quota(l40s, Quota.of_gpu(100, 200))
+    now = utcnow()
+    write_history(factory, 1, lambda h: 0.1, now=now, guarantee=1.0, pool="l40s")
+    write_history(factory, 1, lambda h: 0.3, now=now, guarantee=0.33)  # fits by default
+    with unit_of_work(factory) as session:
+        assert rightsizing.recompute(session, portal_of(app).settings) == 1
+    page = admin.get("/admin/rightsizing").text
+    row = page.split('data-suggestion-pool="l40s"')[1].split("</tr>")[0]
+    assert "Propose 0.1 GPU in pool l40s" in row
+    listed = admin.api("GET", "/api/v1/rightsizing").json()["suggestions"]
+    assert [(s["team"], s["pool"], s["suggested_gpu"]) for s in listed] == [("nlp", "l40s", 0.1)]
+    sent = admin.form("/teams/1/rightsizing", {"pool": "l40s"}, follow_redirects=False)
+    assert sent.status_code == 303
+    with unit_of_work(factory) as session:
+        request = session.scalars(
+            select(ClusterRequest).where(ClusterRequest.kind == RequestKind.QUOTA_CHANGE)
+        ).one()
+        assert request.other_pools()["l40s"].gpu.guarantee == 10
+        assert request.quota.gpu.guarantee == 33, "the default pool's guarantee as it is"
+        assert request.purpose.startswith("Right-sizing in pool l40s: over 14 days 0.1 GPU")

@@ -87,6 +87,7 @@ def get_rightsizing(session: SessionDep, principal: AdminPrincipal) -> Rightsizi
             SuggestionOut(
                 team_id=s.team_id,
                 team=name,
+                pool=s.pool or "default",
                 direction=s.direction,
                 days=s.days,
                 guarantee_gpu=gpus(s.guarantee_centi),
@@ -104,8 +105,10 @@ def get_rightsizing(session: SessionDep, principal: AdminPrincipal) -> Rightsizi
 
 @router.post("/teams/{team_id}/rightsizing", response_model=RequestOut, status_code=201)
 def propose_rightsizing(
-    team: TeamForLead, session: SessionDep, principal: CurrentPrincipal
+    team: TeamForLead, session: SessionDep, principal: CurrentPrincipal, pool: str = ""
 ) -> RequestOut:
-    """Turn the team's right-sizing suggestion into a quota-change request (409 when it
-    has none for its current guarantee, or a request already waits)."""
-    return request_out(rightsizing.propose(session, actor=principal.user, team=team))
+    """Turn the team's right-sizing suggestion (in the default pool, or in the node pool
+    `pool` names) into a quota-change request (409 when it has none for its current
+    guarantee there, or a request already waits)."""
+    wanted = "" if pool == "default" else pool
+    return request_out(rightsizing.propose(session, actor=principal.user, team=team, pool=wanted))

@@ -453,19 +453,26 @@ def accept_template(
 
 @router.post("/teams/{team_id}/rightsizing")
 def propose_rightsizing(
-    request: Request, team: TeamForLead, session: SessionDep, principal: CurrentPrincipal
+    request: Request,
+    team: TeamForLead,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    data: FormDep,
 ) -> Response:
-    """One click: the team's right-sizing suggestion becomes a quota-change request."""
+    """One click: the team's right-sizing suggestion (in the default pool, or in the node
+    pool the form names) becomes a quota-change request."""
+    pool = str(data.get("pool", "")).strip()
     try:
-        change = rightsizing.propose(session, actor=principal.user, team=team)
+        change = rightsizing.propose(session, actor=principal.user, team=team, pool=pool)
     except Conflict as exc:
         discard_changes(session)
         flash(request, exc.message, kind="error")
         return redirect(request, f"/teams/{team.id}")
+    asked = change.other_pools()[pool] if pool else change.quota
     flash(
         request,
-        f"Asked to change {team.name}'s guarantee to "
-        f"{format_hundredths(change.quota.gpu.guarantee)} GPU (request #{change.id}).",
+        f"Asked to change {team.name}'s guarantee{' in pool ' + pool if pool else ''} to "
+        f"{format_hundredths(asked.gpu.guarantee)} GPU (request #{change.id}).",
     )
     return redirect(request, "/admin/requests" if principal.is_admin else f"/teams/{team.id}")
 

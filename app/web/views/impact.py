@@ -173,12 +173,16 @@ def pool_reviews(
     request: ClusterRequest,
     after: Mapping[Pool, Quota] | None = None,
 ) -> list[PoolReview]:
-    """Every other pool the request touches (asked for, or held now by a team whose
-    quota changes), in name order; ``after``: the typed values instead of the asked."""
+    """Every other pool the request changes (asked for anew, changed, or left), in name
+    order; ``after``: the typed values instead of the asked."""
     team = request.team
     before = team.quota_by_pool() if request.kind == RequestKind.QUOTA_CHANGE else {}
     wanted = request.quota_by_pool() if after is None else dict(after)
-    pools = sorted({*before, *wanted}, key=lambda pool: pool.name)
+    # A pool whose values the decision leaves as they are has nothing to show.
+    pools = sorted(
+        (pool for pool in {*before, *wanted} if before.get(pool) != wanted.get(pool)),
+        key=lambda pool: pool.name,
+    )
     if not pools:
         return []
     others = team_repo.committed_by_pool(session, org.id, exclude_team_id=team.id)
