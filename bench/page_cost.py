@@ -257,6 +257,8 @@ ADMIN_ROWS = (
     "overview borrowing",
     "overview later page",
 )
+# With --pools: the what-if tried in one other node pool, a keystroke in it.
+POOL_ROW = "what-if keystroke, one pool"
 
 
 def spread_over_pools(url: str, pools: int) -> None:
@@ -329,6 +331,7 @@ class Measured:
     admin: httpx.Client
     team_id: int
     database: int  # the PostgreSQL server's pid
+    pool: str = ""  # the other node pool the lead's team holds quota in (--pools)
     figures: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     client_checks: list[dict[str, float]] = field(default_factory=list)
@@ -339,7 +342,7 @@ class Measured:
             slot.setdefault(name, []).append(value)
 
 
-def signed_in(teams: int, base: str, pid: int, database: int) -> Measured:
+def signed_in(teams: int, base: str, pid: int, database: int, pools: int = 1) -> Measured:
     """The portal's clients, with five quota changes waiting (the admins' pages show
     them: the requests page's review cards, the overview's count)."""
     lead = sign_in(base, "lead-0@example.org", False)
@@ -352,7 +355,9 @@ def signed_in(teams: int, base: str, pid: int, database: int) -> Measured:
             f"/api/v1/teams/{mine}/quota-requests", json={"gpu_quota": "1", "gpu_limit": "3"}
         )
         assert asked.status_code == 201, asked.text
-    return Measured(teams, base, pid, lead, admin, team_id, database)
+    # The pool spread_over_pools gave the lead's team beside the default one.
+    pool = f"pool-{1 + team_id % (pools - 1)}" if pools > 1 else ""
+    return Measured(teams, base, pid, lead, admin, team_id, database, pool)
 
 
 def admin_rows(m: Measured) -> dict[str, Call]:
@@ -360,7 +365,7 @@ def admin_rows(m: Measured) -> dict[str, Call]:
     htmx = {"HX-Request": "true"}
     keystroke = {f"q_{m.team_id}": "1.5"}  # as the page's script sends one
     admin = m.admin
-    return {
+    rows = {
         "requests page": getter(admin, "/admin/requests"),
         "what-if page": getter(admin, "/admin/what-if"),
         "what-if keystroke": Call.of(
@@ -371,6 +376,10 @@ def admin_rows(m: Measured) -> dict[str, Call]:
         "overview borrowing": getter(admin, "/admin?status=borrowing"),
         "overview later page": getter(admin, f"/admin?page={max(1, m.teams // 100)}"),
     }
+    if m.pool:
+        tried = {"in_pool": m.pool, f"q_{m.team_id}": "0.75"}
+        rows[POOL_ROW] = Call.of(admin, "/admin/what-if", method="POST", data=tried, headers=htmx)
+    return rows
 
 
 def one_round(m: Measured, seconds: float, *, first: bool) -> None:
@@ -475,7 +484,7 @@ def run_sizes(
             )
             settled = settle(pid)
             print(f"-- {teams} teams: start-up work done after {settled:.0f} s", flush=True)
-            measured[teams] = signed_in(teams, base, pid, database)
+            measured[teams] = signed_in(teams, base, pid, database, pools)
             # Stopped until its turn (resumed before the portal is shut down).
             stack.enter_context(stopped(pid))
         for number in range(rounds):
@@ -615,7 +624,9 @@ def main() -> None:
         f"| {large}/{small} p50"
     )
     checks = []
-    for row in ADMIN_ROWS:
+    first = results[small]["medians"]
+    assert isinstance(first, dict)
+    for row in (*ADMIN_ROWS, *([POOL_ROW] if f"{POOL_ROW}|portal" in first else [])):
         cells: list[str] = []
         for teams, result in results.items():
             medians, shown = result["medians"], result["sizes"]

@@ -46,7 +46,12 @@
     var suggested = JSON.parse(radio.getAttribute("data-default-quota"));
     Object.keys(suggested).forEach(function (key) {
       var field = document.getElementById("f-" + key);
-      if (field && !field.hasAttribute("data-typed")) { field.value = suggested[key]; }
+      if (field && !field.hasAttribute("data-typed")) {
+        field.value = suggested[key];
+        // Another node pool's fields sit folded away: shown once filled in.
+        var folded = field.closest("details");
+        if (folded) { folded.open = true; }
+      }
     });
   });
   // Confirm destructive forms.

@@ -470,11 +470,17 @@ def parse_spec(
         errors["default_quota"] = "a mapping of quota fields (gpu_quota, gpu_limit, …)"
         quota = {}
     for key, value in quota.items():
-        if key not in QUOTA_FIELDS:
-            errors[f"default_quota.{key}"] = "a quota field is one of " + ", ".join(QUOTA_FIELDS)
+        in_pool = POOL_QUOTA_FIELD.fullmatch(str(key))
+        if key not in QUOTA_FIELDS and in_pool is None:
+            errors[f"default_quota.{key}"] = (
+                "a quota field is one of "
+                + ", ".join(QUOTA_FIELDS)
+                + ", or pools.<pool>.<field> for another node pool's GPU guarantee, limit "
+                "or weight (e.g. pools.l40s.gpu_quota)"
+            )
         else:
             try:
-                parse_hundredths(value, what=label(str(key)))
+                parse_hundredths(value, what=label(in_pool.group(2) if in_pool else str(key)))
             except ValueError as exc:
                 errors[f"default_quota.{key}"] = str(exc)
     if errors:
@@ -487,6 +493,13 @@ def parse_spec(
         default_quota={str(k): str(v) for k, v in quota.items()},
         repair_drift=bool(raw.get("repair_drift", False)),
     )
+
+
+# A template's suggestion for another node pool: its GPU guarantee, limit or weight there,
+# named as the request form names the field.
+POOL_QUOTA_FIELD = re.compile(
+    r"pools\.([a-z0-9](?:[-a-z0-9]*[a-z0-9])?)\.(gpu_quota|gpu_limit|over_quota_weight)"
+)
 
 
 def parse_parameters(spec: TemplateSpec, given: Mapping[str, str]) -> dict[str, str]:

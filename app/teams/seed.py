@@ -80,7 +80,13 @@ EXAMPLE_TEMPLATES: tuple[tuple[str, str, bool, dict[str, object]], ...] = (
                     "default": "v1.8.1",
                 }
             ],
-            "default_quota": {"gpu_quota": "0.33", "gpu_limit": "1"},
+            # Training wants the default pool; a little of the L40S pool for evaluation.
+            "default_quota": {
+                "gpu_quota": "0.33",
+                "gpu_limit": "1",
+                "pools.l40s.gpu_quota": "0.25",
+                "pools.l40s.gpu_limit": "1",
+            },
         },
     ),
 )

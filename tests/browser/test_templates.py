@@ -44,6 +44,9 @@ def test_a_lead_requests_a_kind_of_cluster_with_a_parameter(portal: str, browser
     # The quota it suggests fills the fields not typed in yet.
     expect(lead.locator("#f-gpu_quota")).to_have_value("0.33")
     expect(lead.locator("#f-gpu_limit")).to_have_value("1")
+    # And what it suggests in the L40S pool, its fields unfolded.
+    expect(lead.locator('[name="pools.l40s.gpu_quota"]')).to_be_visible()
+    expect(lead.locator('[name="pools.l40s.gpu_quota"]')).to_have_value("0.25")
     version.select_option("v1.7.0")
     assert axe_violations(lead) == []
     lead.fill("#f-name", "asr")

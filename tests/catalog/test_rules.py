@@ -384,3 +384,25 @@ def test_the_drift_check_reads_any_manifest_without_failing_the_team() -> None:
         "metadata: just text\n---\n"
     )
     assert [d["metadata"]["name"] for d in template_objects(mixed)] == ["a"]
+
+
+def test_a_template_may_suggest_quota_in_other_node_pools() -> None:
+    """A suggestion names another pool's field as the request form does; a bad pool
+    field or value is refused naming the key."""
+    quota = {"gpu_quota": "0.5", "pools.l40s.gpu_quota": "1", "pools.l40s.gpu_limit": "2"}
+    spec = parse_spec({**KUBEFLOW, "default_quota": quota}, SCHEMA, SOURCES)
+    assert spec.default_quota["pools.l40s.gpu_limit"] == "2"
+    errors = _refused(
+        {**KUBEFLOW, "default_quota": {"pools.l40s.cpu_quota": "1", "pools.L40S.gpu_quota": "1"}}
+    )
+    assert set(errors) == {
+        "default_quota.pools.l40s.cpu_quota",
+        "default_quota.pools.L40S.gpu_quota",
+    }
+    assert "pools.<pool>.<field>" in errors["default_quota.pools.l40s.cpu_quota"]
+    assert (
+        "at most two decimals"
+        in _refused({**KUBEFLOW, "default_quota": {"pools.l40s.gpu_quota": "0.333"}})[
+            "default_quota.pools.l40s.gpu_quota"
+        ]
+    )
