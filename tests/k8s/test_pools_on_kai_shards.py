@@ -112,13 +112,18 @@ def test_pods_sent_to_the_l40s_pool_run_there_in_the_teams_queue_of_that_pool(
     host: Host, portal: FastAPI
 ) -> None:
     admin = client_for_admin(portal)
-    # Three teams with different guarantees in each pool; recommender runs nothing there.
-    for team, guarantee in (("nlp", "1"), ("vision", "0.5"), ("recommender", "0.25")):
+    # Three teams with different guarantees in each pool (the default pool's 1 GPU: the
+    # smaller ones first, so that each approval fits); recommender runs nothing.
+    for team, default, guarantee in (
+        ("vision", "0.25", "0.5"),
+        ("recommender", "0.25", "0.25"),
+        ("nlp", "0.5", "1"),
+    ):
         asked = lead_of(portal, team).api(
             "POST",
             f"/api/v1/teams/{TEAMS[team]}/quota-requests",
             {
-                "gpu_quota": "0.33",
+                "gpu_quota": default,
                 "gpu_limit": "1",
                 "pools": {"l40s": {"gpu_quota": guarantee, "gpu_limit": "2"}},
             },
@@ -191,31 +196,36 @@ def _kai_fair_share(host: Host, queue: str) -> float | None:
     return values.pop() if len(values) == 1 else None
 
 
-def _page_fair_share(portal: FastAPI, team: str) -> float | None:
-    """The fair share now on the team's gauge of the L40S pool, as its lead reads it."""
+def _page_fair_share(portal: FastAPI, team: str, pool: str) -> float | None:
+    """The fair share now on the team's gauge of ``pool`` ("": the default pool's, the
+    first gauge), as its lead reads it."""
     page = lead_of(portal, team).get(f"/teams/{TEAMS[team]}").text
-    _, found, rest = page.partition('data-key="GPU in pool l40s"')
+    _, found, rest = page.partition(f'data-key="GPU in pool {pool}"' if pool else 'id="share"')
     shown = re.search(r'data-gauge="fair">([0-9.]+)<', rest) if found else None
     return float(shown.group(1)) if shown else None
 
 
 def _fair_shares_agree(host: Host, portal: FastAPI) -> None:
-    """Every team's fair share in the L40S pool, on its page, equals KAI's L40S shard's:
-    the pool's 2 GPUs (its shard's top level: the org's L40S queue alone) among three
-    teams asking 1, 1 and nothing."""
+    """Every team's fair share in each pool, on its page, equals what that pool's KAI
+    shard exports: in the L40S pool its 2 GPUs (the shard's top level: the org's L40S
+    queue alone) among three teams asking 1, 1 and nothing; in the default pool its one
+    GPU, all asked by nlp's whole-GPU pod."""
     teams = ("nlp", "vision", "recommender")
-    last: dict[str, tuple[float | None, float | None]] = {}
+    last: dict[tuple[str, str], tuple[float | None, float | None]] = {}
 
     def agree() -> bool | None:
         for team in teams:
-            last[team] = (
-                _page_fair_share(portal, team),
-                _kai_fair_share(host, f"team-{team}-l40s"),
-            )
+            for pool, queue in (("l40s", f"team-{team}-l40s"), ("", f"team-{team}")):
+                last[team, pool] = (
+                    _page_fair_share(portal, team, pool),
+                    _kai_fair_share(host, queue),
+                )
         return all(ours is not None and ours == kai for ours, kai in last.values()) or None
 
     try:
-        wait_for("the L40S fair shares on the pages to equal KAI's", agree, timeout=90)
+        wait_for("the fair shares on the pages to equal KAI's", agree, timeout=90)
     except AssertionError:
-        raise AssertionError(f"(page, KAI) per team: {last}") from None
-    assert sum(kai or 0 for _, kai in last.values()) == pytest.approx(2.0, abs=0.02)
+        raise AssertionError(f"(page, KAI) per team and pool: {last}") from None
+    in_l40s = [kai or 0 for (_, pool), (_, kai) in last.items() if pool == "l40s"]
+    assert sum(in_l40s) == pytest.approx(2.0, abs=0.02)
+    assert last["nlp", ""][1] == pytest.approx(1.0)
