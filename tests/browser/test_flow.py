@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import seeded_portal
+from tests.browser.conftest import seeded_portal, wait_ready
 
 pytestmark = pytest.mark.browser
 
@@ -118,13 +118,18 @@ def test_gauges_show_the_backends_numbers(portal: str, browser: object) -> None:
     page.goto(portal + "/login")
     page.click("text=Platform admin")
     expect(page.locator("h1")).to_contain_text("Pool")
+    wait_ready(page, portal)
+    page.reload()
     # The same numbers through the API, with the same session.
     cookies = {c["name"]: c["value"] for c in page.context.cookies()}
     teams = httpx.get(portal + "/api/v1/teams", cookies=cookies, timeout=10).json()
     ready = [t for t in teams if t["status"] == "ready" and t["gpu_share"]["allocated"] is not None]
     assert ready, teams
     for team in ready:
-        row = page.locator("tr", has=page.locator(f'a[href="/teams/{team["id"]}"]'))
+        # The row's gauge of the default pool (a pool's gauge sits under it in its own box).
+        row = page.locator("tr", has=page.locator(f'a[href="/teams/{team["id"]}"]')).locator(
+            "td.gauge-col > figure.gauge"
+        )
         share = team["gpu_share"]
         expect(row.locator('[data-gauge="guaranteed"]')).to_have_text(_num(share["guaranteed"]))
         expect(row.locator('[data-gauge="allocated"]')).to_have_text(_num(share["allocated"]))
