@@ -79,6 +79,7 @@ class Collector:
                         key,
                         capacity_centi=repo.pool_capacity(session, key, org.id),
                         parent=org.parent_queue,
+                        latest=True,
                     )
                     rows += self._samples(held, divided, at, pool.name)
             repo.add_samples(session, rows)

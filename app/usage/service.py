@@ -276,6 +276,11 @@ class UsageCache:
         # the default shard's top level) and the last top level read of each.
         self._pools: frozenset[str] = frozenset()
         self._pool_tops: dict[str, ClusterTop | None] = {}
+        # The other keys' queues last asked for (per key): every read includes them, so
+        # that a page dividing another pool finds its readings in the refresher's read
+        # instead of reading the cluster itself each time the refresher's read replaced
+        # the one that held them.
+        self._key_queues: dict[ShareKey, frozenset[str]] = {}
 
     @property
     def ready_for(self) -> float:
@@ -326,7 +331,8 @@ class UsageCache:
         """Read the cluster (the caller holds ``_reading``, not ``_lock``) and publish."""
         with self._lock:
             fresh = time.monotonic() - self._at < self.ttl
-            names = sorted(wanted | self._queues) if fresh else sorted(wanted)
+            also = frozenset().union(*self._key_queues.values())
+            names = sorted(wanted | also | self._queues) if fresh else sorted(wanted | also)
             generation = self._generation
         error: str | None = None
         try:
@@ -474,17 +480,28 @@ class UsageCache:
         return computed
 
     def key_shares(
-        self, rows: list[TeamQuota], key: ShareKey, *, capacity_centi: int, parent: str
+        self,
+        rows: list[TeamQuota],
+        key: ShareKey,
+        *,
+        capacity_centi: int,
+        parent: str,
+        latest: bool = False,
     ) -> Shares:
         """The shares of ``rows`` (``key``'s rows) in the division of ``key``, with the
-        latest readings: the default key's as ``shares`` computes them; another pool's
-        GPUs through the top level of that pool's shard (its nodes' GPUs among its
-        top-level queues, the org's queue of the pool among them: read from the first
-        time a pool is asked for; till then, and for other resources, the pool alone),
-        with time-based fairshare's kValue and no past usage."""
+        refresher's readings (``latest``: a fresh one): the default key's as ``shares``
+        computes them; another pool's GPUs through the top level of that pool's shard
+        (its nodes' GPUs among its top-level queues, the org's queue of the pool among
+        them: read from the first time a pool is asked for; till then, and for other
+        resources, the pool alone), with time-based fairshare's kValue and no past
+        usage."""
         if key.is_default:
             return self.shares(rows, pool_centi=capacity_centi, parent=parent)
-        usage = self.get([row.queue_name for row in rows], latest=True)
+        names = [row.queue_name for row in rows]
+        with self._lock:
+            self._key_queues[key] = frozenset(names)
+        # A page takes the refresher's reading (``latest``: the collector, a fresh one).
+        usage = self.get(names, latest=latest)
         top = self.pool_top(key)
         division = divide_org(
             OrgInputs.of(rows, usage, key.resource.key),

@@ -452,3 +452,50 @@ def test_each_pools_use_is_sampled_and_priced_in_the_showback(
     assert admin.api("GET", f"/api/v1/teams/{team_id}/history").json()[0]["quota"] == 0.0
     csv = admin.get("/admin/showback.csv").text.splitlines()
     assert any(line.startswith("speech,") and ",l40s,NVIDIA L40S,1.2," in line for line in csv)
+
+
+def test_the_leads_forms_preview_each_pool_asked_with_its_fit_and_the_teams_own_figures(
+    lead: Client, app: FastAPI
+) -> None:
+    """As a lead types another pool's values: before → after, whether it fits the pool's
+    budget beside what other teams hold there, the team's own figures there, and a value
+    past the budget named; on the new-cluster form the fit alone (no team yet)."""
+    htmx = {"HX-Request": "true", "X-CSRF-Token": lead.csrf}
+    typed = {
+        "gpu_quota": "0.33",
+        "gpu_limit": "1",
+        "pools.l40s.gpu_quota": "0.5",
+        "pools.l40s.gpu_limit": "2",
+    }
+    change = lead.post("/teams/1/quota/validate", data=typed, headers=htmx).text
+    block = change.split('data-pool-feedback="l40s"')[1].split("</div>")[0]
+    shown = " ".join(re.sub(r"<[^>]+>", " ", block).split())
+    assert "In pool l40s NVIDIA L40S" in shown
+    assert "0.5 GPU guaranteed, limit 2" in shown
+    assert (
+        "Fits: 0 GPU guaranteed to other teams there, 1.5 of the pool's 2 stay unguaranteed."
+        in shown
+    )
+    assert "If every team were busy 2 GPU" in shown, "alone in the pool: up to its limit"
+    assert "vision" not in change, "no other team's figures"
+    assert "recommender" not in change
+
+    over = lead.post(
+        "/teams/1/quota/validate",
+        data={**typed, "pools.l40s.gpu_quota": "2.5", "pools.l40s.gpu_limit": "2.5"},
+        headers=htmx,
+    ).text
+    assert "in pool l40s: the limit (2.5 GPU) cannot exceed the pool of 2 GPU: enter 2" in over
+
+    new = lead.post(
+        "/teams/new/validate",
+        data={
+            "name": "speech",
+            "gpu_quota": "0",
+            "gpu_limit": "0.5",
+            **{k: v for k, v in typed.items() if k.startswith("pools.")},
+        },
+        headers=htmx,
+    ).text
+    assert 'data-pool-fit="yes"' in new
+    assert "data-pool-own" not in new, "no team yet: nothing divided"

@@ -18,10 +18,10 @@ from app.catalog import service as catalog
 from app.catalog.service import Chosen
 from app.core.db import discard_changes
 from app.core.errors import Conflict, DomainError, InvalidInput, NotFound
-from app.core.models import Team, TeamStatus
+from app.core.models import Org, Team, TeamStatus
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.provisioning.specs import spec_of
-from app.runtime import Portal
+from app.runtime import Portal, portal_of
 from app.teams import members, service
 from app.teams import repository as repo
 from app.teams.podspec import example_pods
@@ -45,7 +45,7 @@ from app.web.deps import (
     viewed_team_reading,
 )
 from app.web.templating import flash, redirect, render
-from app.web.views.impact import own_impact
+from app.web.views.impact import own_impact, pool_changes
 from app.web.views.teams import (
     ShareDetail,
     TeamDetail,
@@ -142,6 +142,7 @@ def _new_form(
                 f"param-{o.template.id}-{p.name}" for o in offered for p in o.spec.parameters
             ],
             "other_pools": [p for p in repo.get_pools(session, org.id) if not p.is_default],
+            **_pool_feedback(session, portal_of(request.app).usage_cache, org, None, values),
         },
         partial="teams/partials/new_feedback.html",
         status_code=status_code,
@@ -477,6 +478,31 @@ def propose_rightsizing(
     return redirect(request, "/admin/requests" if principal.is_admin else f"/teams/{team.id}")
 
 
+def _pool_feedback(
+    session: Session,
+    usage: UsageCache,
+    org: Org,
+    team: Team | None,
+    values: Mapping[str, str],
+) -> dict[str, Any]:
+    """The form's other node pools as typed: each pool changed (before → after, its fit,
+    the team's own figures there) and what is wrong with the typed values."""
+    held = team.quota_by_pool() if team is not None else {}
+    try:
+        typed = parse_pool_fields(values)
+    except InvalidInput as exc:
+        return {"pool_changes": [], "pool_errors": dict(exc.errors)}
+    if typed is None:
+        return {"pool_changes": [], "pool_errors": {}}
+    after, errors = service.resolve_pools(session, org, typed)
+    if errors:
+        return {"pool_changes": [], "pool_errors": errors}
+    return {
+        "pool_changes": pool_changes(session, usage, org, team, held, after),
+        "pool_errors": {},
+    }
+
+
 def _quota_form(
     request: Request,
     session: Session,
@@ -512,6 +538,7 @@ def _quota_form(
             "preview": service.preview(session, requested_centi=requested, exclude_team_id=team.id),
             "own": own_impact(session, usage, org, team, parsed) if parsed is not None else None,
             "other_pools": [p for p in repo.get_pools(session, org.id) if not p.is_default],
+            **_pool_feedback(session, usage, org, team, values),
         },
         partial="teams/partials/quota_feedback.html",
         status_code=status_code,

@@ -141,17 +141,24 @@ def own_impact(
 
 @dataclass(frozen=True)
 class PoolReview:
-    """One other node pool on a review card: the team's quota there before (a quota
-    change) and after (as asked, or as the admin typed), the pool's budget beside what
-    the other teams are guaranteed there, and every team's share there before and after
-    (the pool's own division, KAI's shard's)."""
+    """One other node pool on a review card or a lead's form: the team's quota there
+    before (a quota change) and after (as asked, or as typed), the pool's budget beside
+    what the other teams are guaranteed there, and every team's share there before and
+    after (the pool's own division, KAI's shard's)."""
 
     pool: Pool
     before: Quota | None
     after: Quota | None  # None: the team holds nothing there after the decision
     budget_centi: int
     others_centi: int
-    impact: Impact
+    impact: Impact | None  # None: no team yet (a new cluster's form)
+
+    @property
+    def own(self) -> TeamImpact | None:
+        """The team's own figures in the pool (what its lead may see)."""
+        if self.impact is None:
+            return None
+        return next((t for t in self.impact.teams if t.is_subject), None)
 
     @property
     def after_centi(self) -> int:
@@ -178,23 +185,39 @@ def pool_reviews(
     team = request.team
     before = team.quota_by_pool() if request.kind == RequestKind.QUOTA_CHANGE else {}
     wanted = request.quota_by_pool() if after is None else dict(after)
-    # A pool whose values the decision leaves as they are has nothing to show.
+    return pool_changes(session, usage, org, team, before, wanted)
+
+
+def pool_changes(
+    session: Session,
+    usage: UsageCache,
+    org: Org,
+    team: Team | None,
+    before: Mapping[Pool, Quota],
+    after: Mapping[Pool, Quota],
+) -> list[PoolReview]:
+    """Each other pool whose values go from ``before`` to ``after`` for ``team`` (None: a
+    team still to be made, nothing to divide yet), in name order; a pool left as it is
+    has nothing to show."""
     pools = sorted(
-        (pool for pool in {*before, *wanted} if before.get(pool) != wanted.get(pool)),
+        (pool for pool in {*before, *after} if before.get(pool) != after.get(pool)),
         key=lambda pool: pool.name,
     )
     if not pools:
         return []
-    others = team_repo.committed_by_pool(session, org.id, exclude_team_id=team.id)
-    view = org_view(session, usage, org)
+    exclude = team.id if team is not None else None
+    others = team_repo.committed_by_pool(session, org.id, exclude_team_id=exclude)
+    view = org_view(session, usage, org) if team is not None else None
     return [
         PoolReview(
             pool=pool,
             before=before.get(pool),
-            after=wanted.get(pool),
+            after=after.get(pool),
             budget_centi=pool.capacity.get(GPU.key, 0),
             others_centi=others.get(pool.id, 0),
-            impact=_pool_impact(session, usage, org, view, team, pool, wanted.get(pool)),
+            impact=_pool_impact(session, usage, org, view, team, pool, after.get(pool))
+            if team is not None and view is not None
+            else None,
         )
         for pool in pools
     ]
