@@ -39,18 +39,19 @@ from app.core.db import (
     reads_of,
 )
 from app.core.jobs import Job, Loop, Role
-from app.core.models import TeamStatus
+from app.core.models import Org, TeamStatus
 from app.notifications import jobs as notification_jobs
 from app.notifications.delivery import Deliverer
 from app.provisioning import jobs as provisioning_jobs
 from app.provisioning.reconciler import Reconciler
 from app.provisioning.restore import restore_from_database
 from app.provisioning.workloads import RefusedPods
+from app.reads.org import pool_views
 from app.teams import repository as teams_repo
 from app.teams.pools import NodePools
 from app.usage import jobs as usage_jobs
 from app.usage.history import Collector, RecentHistory
-from app.usage.service import UsageCache
+from app.usage.service import OrgView, UsageCache
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,11 @@ class Portal:
         return Collector(
             self.session_factory, self.usage_cache, interval=self.settings.usage_sample_seconds
         )
+
+    def warm_views(self, session: Session, org: Org, view: OrgView) -> None:
+        """Divide the org's other node pools over a new ready view before a page asks
+        (the refresher's call): the first page after a refresh no longer pays for it."""
+        pool_views(session, self.usage_cache, org, view)
 
     @cached_property
     def recent_history(self) -> RecentHistory:

@@ -41,7 +41,7 @@ from app.usage.sources import ClusterTop, QueueUsage, TopQueue
 SIMULATED_NOTICE = "SIMULATED cluster backend: nothing was created in any real cluster."
 
 
-@dataclass
+@dataclass(slots=True)
 class _Object:
     spec: TeamSpec
     ready_at: float

@@ -27,7 +27,7 @@ class BackendError(Exception):
     """A cluster call failed; the reconciler records it and retries with backoff."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResourceQuota:
     """One KAI resource entry, in KAI's units (GPUs, millicpus, megabytes)."""
 
@@ -47,7 +47,7 @@ def each_resource(entry: ResourceQuota) -> Entries:
 DEFAULT_POOL_LABEL = "kai.scheduler/node-pool"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PoolQueue:
     """A team's queue in another pool than the default: its own queue under the org's
     queue of that pool, both labelled ``<pool label key>: <label value>`` (KAI's shard
@@ -61,9 +61,10 @@ class PoolQueue:
     org_resources: Entries
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TeamSpec:
-    """Everything a backend needs to know about a team, in the cluster's terms."""
+    """Everything a backend needs to know about a team, in the cluster's terms (slotted:
+    the simulated cluster holds one per team and per queue in another pool)."""
 
     team: str
     namespace: str

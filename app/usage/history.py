@@ -15,6 +15,7 @@ import math
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -24,13 +25,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.config import Settings
 from app.core.db import unit_of_work
 from app.core.errors import InvalidInput
-from app.core.models import utcnow
+from app.core.models import Org, utcnow
 from app.core.quota import GPU
 from app.teams import repository as teams
 from app.usage import repository as repo
 from app.usage import rightsizing
 from app.usage.model import ShareKey
-from app.usage.service import Shares, TeamQuota, UsageCache
+from app.usage.service import OrgView, Shares, TeamQuota, UsageCache
 
 log = logging.getLogger(__name__)
 
@@ -175,9 +176,17 @@ class ViewRefresher:
     is ``app.usage.jobs.view_refresher_loop``). The quota rows are read again only when
     the database's digest of them moved (on PostgreSQL): most refreshes nothing did."""
 
-    def __init__(self, session_factory: sessionmaker[Session], usage: UsageCache) -> None:
+    def __init__(
+        self,
+        session_factory: sessionmaker[Session],
+        usage: UsageCache,
+        *,
+        then: Callable[[Session, Org, OrgView], object] | None = None,
+    ) -> None:
         self.session_factory = session_factory
         self.usage = usage
+        # What else a new view lets the refresher compute ahead (the other pools').
+        self.then = then
         self._kept: repo.QuotaRows | None = None
         self.rows_read = 0  # times the rows were read (the others kept them)
 
@@ -190,9 +199,11 @@ class ViewRefresher:
                 self.rows_read += 1
             # The same list while nothing moved: the view then compares rows by identity.
             rows = self._kept.rows
-            self.usage.refresh_view(
+            view = self.usage.refresh_view(
                 lambda: rows, pool_centi=org.gpus_centi, parent=org.parent_queue
             )
+            if self.then is not None:
+                self.then(session, org, view)
 
 
 @dataclass(frozen=True)

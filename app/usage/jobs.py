@@ -11,9 +11,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.config import Settings
 from app.core.db import unit_of_work
 from app.core.jobs import Job, Loop, Role
+from app.core.models import Org
 from app.usage import digest
 from app.usage.history import Collector, RightsizingRun, ViewRefresher
-from app.usage.service import UsageCache
+from app.usage.service import OrgView, UsageCache
 
 DIGEST_CHECK_SECONDS = 60.0
 
@@ -34,6 +35,7 @@ class Parts(Protocol):
     def usage_cache(self) -> UsageCache: ...
     @property
     def collector(self) -> Collector: ...
+    def warm_views(self, session: Session, org: Org, view: OrgView) -> None: ...
 
 
 def collector_loop(parts: Parts) -> Loop:
@@ -62,7 +64,7 @@ def rightsizing_loop(parts: Parts) -> Loop:
 
 def view_refresher_loop(parts: Parts) -> Loop:
     """While it runs, pages read the org view it keeps instead of computing one."""
-    refresher = ViewRefresher(parts.session_factory, parts.usage_cache)
+    refresher = ViewRefresher(parts.session_factory, parts.usage_cache, then=parts.warm_views)
     cache = parts.usage_cache
     period = max(0.2, cache.ttl / 2)
 

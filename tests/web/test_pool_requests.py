@@ -499,3 +499,32 @@ def test_the_leads_forms_preview_each_pool_asked_with_its_fit_and_the_teams_own_
     ).text
     assert 'data-pool-fit="yes"' in new
     assert "data-pool-own" not in new, "no team yet: nothing divided"
+
+
+def test_the_refresher_divides_each_pool_ahead_of_the_pages(
+    admin: Client, lead: Client, app: FastAPI
+) -> None:
+    """A new ready view comes with each other pool already divided over it: the first
+    page after a refresh takes the pool's division instead of computing it."""
+    from app.reads.org import org_view
+    from app.usage.history import ViewRefresher
+
+    made = _ask(lead, "speech", {"l40s": {"gpu_quota": "1", "gpu_limit": "2"}})
+    admin.api("POST", f"/api/v1/requests/{made.json()['id']}/approve", {})
+    portal = portal_of(app)
+    for _ in range(6):
+        portal.reconciler.run_once()
+    portal.usage_cache.ttl = 60.0  # a view lasts (the tests' portal computes one a page)
+    refresher = ViewRefresher(portal.session_factory, portal.usage_cache, then=portal.warm_views)
+    portal.usage_cache.forget()
+    refresher.refresh_once()
+
+    def divided_again() -> object:
+        raise AssertionError("a page divided the pool again")
+
+    with unit_of_work(portal.session_factory) as session:
+        org = repo.get_org(session)
+        view = org_view(session, portal.usage_cache, org)
+        (key,) = usage_repo.other_keys(session, made.json()["team_id"])
+        shares = portal.usage_cache.remembered(view, ("key", key), divided_again)
+    assert made.json()["team_id"] in shares  # type: ignore[operator]
