@@ -3,6 +3,7 @@ bounded usage history."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -221,13 +222,21 @@ def quota_rows_since(session: Session, org_id: int, kept: QuotaRows | None) -> Q
 DEFAULT_POOL = ""  # a sample's pool: the org's default pool
 
 
-def add_samples(session: Session, rows: list[dict[str, object]]) -> None:
-    """Insert samples; a period another process already wrote is left as it is."""
-    if not rows:
-        return
+SAMPLES_BATCH = 2000  # rows sent in one statement
+
+
+def add_samples(session: Session, rows: Iterable[dict[str, object]]) -> int:
+    """Insert samples, a batch at a time (never every team's rows held at once); a period
+    another process already wrote is left as it is. Returns how many were offered."""
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    session.execute(insert(UsageSample).on_conflict_do_nothing(), rows)
+    statement = insert(UsageSample).on_conflict_do_nothing()
+    offered = 0
+    source = iter(rows)
+    while batch := list(itertools.islice(source, SAMPLES_BATCH)):
+        session.execute(statement, batch)
+        offered += len(batch)
+    return offered
 
 
 def rolled_up_before(
