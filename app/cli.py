@@ -57,16 +57,21 @@ def migrate(settings: Settings, revision: str = "head") -> None:
 
 
 def seed(settings: Settings) -> bool:
-    from app.teams.seed import seed_example, seed_pool_use
+    from app.teams.seed import seed_example, seed_pool_use, seed_sleep
     from app.usage.demo import seed_history
 
     engine = make_engine(settings.database_url)
     try:
         factory = make_session_factory(engine)
         with unit_of_work(factory) as session:
-            # The demo's org, with two weeks of history for right-sizing to speak of, and
-            # one team holding GPUs of the L40S pool too.
-            return seed_example(session) and seed_pool_use(session) and seed_history(session) > 0
+            # The demo's org, with two weeks of history for right-sizing to speak of, one
+            # team holding GPUs of the L40S pool too, and one asleep.
+            return (
+                seed_example(session)
+                and seed_pool_use(session)
+                and seed_sleep(session)
+                and seed_history(session) > 0
+            )
     finally:
         engine.dispose()
 

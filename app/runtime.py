@@ -43,6 +43,7 @@ from app.core.models import Org, TeamStatus
 from app.notifications import jobs as notification_jobs
 from app.notifications.delivery import Deliverer
 from app.provisioning import jobs as provisioning_jobs
+from app.provisioning import repository as provisioning_repo
 from app.provisioning.reconciler import Reconciler
 from app.provisioning.restore import restore_from_database
 from app.provisioning.workloads import RefusedPods
@@ -217,10 +218,13 @@ class Portal:
     def metrics_registry(self) -> CollectorRegistry:
         def count_teams() -> dict[str, int]:
             with self.session_factory() as session:
-                return teams_repo.count_by_status(session)
+                counts = teams_repo.count_by_status(session)
+                counts["asleep"] = provisioning_repo.count_asleep(session)
+                return counts
 
         return metrics.app_registry(
-            metrics.TeamsByStatus(count_teams, [s.value for s in TeamStatus])
+            metrics.TeamsByStatus(count_teams, [s.value for s in TeamStatus]),
+            metrics.Asleep(count_teams),
         )
 
     def built(self, name: str) -> bool:

@@ -23,6 +23,7 @@ from app.core.events import Event
 from app.core.models import KubeconfigGrant, MemberRole, Team, TeamStatus, User, utcnow
 from app.notifications import events
 from app.notifications.events import TeamRef
+from app.provisioning import sleep
 from app.provisioning.backend import BackendError, TeamSpec
 from app.provisioning.specs import spec_of
 from app.teams import repository as teams
@@ -104,6 +105,7 @@ def issue(
         raise Conflict(f"team {team.name} is {team.status}: kubeconfigs exist once it is ready")
     person = person_for(settings, session, team, actor)
     spec = spec_of(session, team, settings)
+    sleep.touch(team, utcnow())  # a use of the team's cluster: the sleep policy waits
     # The name the team page's commands use; each person keeps their own on their machine.
     filename = f"kubeconfig-{team.name}.yaml"
     if settings.kubeconfigs.mode == "oidc":

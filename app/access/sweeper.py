@@ -25,7 +25,7 @@ from app.access.credentials import CredentialIssuer
 from app.core import metrics
 from app.core.config import Settings
 from app.core.db import unit_of_work
-from app.core.models import TeamStatus, utcnow
+from app.core.models import Sleep, TeamStatus, utcnow
 from app.provisioning.backend import BackendError, TeamSpec
 from app.provisioning.specs import spec_of
 from app.teams import repository as teams
@@ -78,6 +78,8 @@ class Sweeper:
             team = teams.get_team(session, team_id)
             spec = spec_of(session, team, self.settings)
             status = TeamStatus(team.status)
+        if status != TeamStatus.DECOMMISSIONED and spec.sleep != Sleep.AWAKE:
+            return  # no API to call while it sleeps: swept once it is awake again
         try:
             if status == TeamStatus.DECOMMISSIONED:
                 keep: set[str] = set()  # the vCluster and every account in it are gone

@@ -21,8 +21,9 @@ import numpy.typing as npt
 
 from app.access import kubeconfigs
 from app.access.credentials import Account, IssuedCredential, Person
-from app.core.models import Step
+from app.core.models import Sleep, Step
 from app.provisioning.backend import (
+    ASLEEP,
     DONE,
     MISSING,
     OUTDATED,
@@ -101,6 +102,8 @@ class SimulatedBackend:
         self._accounts: dict[str, dict[str, _Account]] = {}
         # What of each team's template someone deleted inside its vCluster ("Kind name").
         self._template_gone: dict[str, set[str]] = {}
+        # The teams whose vCluster is paused (its objects kept, its pods gone: no demand).
+        self._asleep: set[str] = set()
         self._lock = threading.Lock()
         self.calls = 0
 
@@ -166,6 +169,10 @@ class SimulatedBackend:
             obj = self._objects.get((step, spec.team))
             if obj is None:
                 return Observation(MISSING, f"{_describe(step, spec)} does not exist")
+            if step == Step.VCLUSTER and spec.team in self._asleep:
+                return Observation(
+                    ASLEEP, f"{_describe(step, spec)} is asleep (simulated)", obj.version
+                )
             if step == Step.QUEUE and obj.spec != spec:
                 return Observation(
                     MISSING, f"queue {spec.queue_name} differs from the approved quota"
@@ -200,6 +207,62 @@ class SimulatedBackend:
                     self._template_gone.pop(spec.team, None)  # a new install applies it all
         return self.observe(step, spec)
 
+    def sleep(self, spec: TeamSpec) -> Observation:
+        """Paused at once: a simulated vCluster has no pods to wait for."""
+        self._slow_call()
+        with self._lock:
+            self.calls += 1
+            self._maybe_fail(Step.VCLUSTER, spec.team)
+            if (Step.VCLUSTER, spec.team) not in self._objects:
+                raise BackendError(f"vCluster {spec.vcluster_name} does not exist")
+            self._asleep.add(spec.team)
+            self._queue_specs = None  # its demand goes
+        return self.observe(Step.VCLUSTER, spec)
+
+    def wake(self, spec: TeamSpec) -> Observation:
+        """Resumed: its control plane starts again (a vCluster step's time)."""
+        self._slow_call()
+        with self._lock:
+            self.calls += 1
+            self._maybe_fail(Step.VCLUSTER, spec.team)
+            obj = self._objects.get((Step.VCLUSTER, spec.team))
+            if obj is None:
+                raise BackendError(f"vCluster {spec.vcluster_name} does not exist")
+            if spec.team in self._asleep:
+                self._asleep.discard(spec.team)
+                obj.ready_at = time.monotonic() + self._delay(Step.VCLUSTER)
+                self._queue_specs = None
+        return self.observe(Step.VCLUSTER, spec)
+
+    def running_pods(self) -> dict[str, int]:
+        """A pod per GPU (rounded up) of each awake team's demand now, in its namespace;
+        an idle team (its wave at rest, or held at nothing by ``pin_usage``) runs none."""
+        with self._lock:
+            columns = self._columns_locked()
+            pinned = dict(self._pinned)
+        if columns is None:
+            return {}
+        demand = columns.demand(time.time()).tolist()
+        found: dict[str, int] = {}
+        for name, row in columns.at.items():
+            want = pinned[name][1] if name in pinned else demand[row]
+            if want > 0.01 and columns.specs[name].team not in self._asleep:
+                found[columns.specs[name].namespace] = math.ceil(want)
+        return found
+
+    def pause_by_hand(self, team: str) -> None:
+        """Play an operator running `vcluster pause` on the team's vCluster."""
+        with self._lock:
+            self._asleep.add(team)
+            self._queue_specs = None
+
+    def resume_by_hand(self, team: str) -> None:
+        """Play an operator running `vcluster resume`."""
+        with self._lock:
+            if team in self._asleep:
+                self._asleep.discard(team)
+                self._queue_specs = None
+
     @property
     def empty(self) -> bool:
         with self._lock:
@@ -214,6 +277,8 @@ class SimulatedBackend:
                 if step != Step.KUBECONFIG:
                     kept = version if step == Step.VCLUSTER else None
                     self._objects.setdefault((step, spec.team), _Object(spec, 0.0, kept))
+            if spec.sleep == Sleep.ASLEEP:  # paused before the restart: still paused
+                self._asleep.add(spec.team)
             self._queue_specs = None
 
     def remove(self, step: Step, spec: TeamSpec) -> Observation:
@@ -225,6 +290,7 @@ class SimulatedBackend:
             self._queue_specs = None
             if step == Step.VCLUSTER:
                 self._accounts.pop(spec.team, None)  # its accounts go with it
+                self._asleep.discard(spec.team)
         return Observation(DONE, f"{_describe(step, spec)} deleted (simulated)")
 
     def delete_template_object(self, team: str, what: str) -> None:
@@ -373,7 +439,7 @@ class SimulatedBackend:
             for name, held, want in zip(wanted, allocated, requested, strict=True)
         }
         for name, (held, want) in pinned.items():
-            if name in found:
+            if name in found and columns.specs[name].team not in self._asleep:
                 found[name] = replace(
                     found[name],
                     allocated_gpu=math.floor(held * 100 + 1e-6) / 100,
@@ -426,7 +492,7 @@ class SimulatedBackend:
                     org_resources=pool.org_resources,
                     pools=(),
                 )
-        built = {value: _QueueColumns.of(queues) for value, queues in by_pool.items()}
+        built = {value: _QueueColumns.of(queues, self._asleep) for value, queues in by_pool.items()}
         self._pool_columns = (specs, built)
         return built
 
@@ -448,7 +514,7 @@ class SimulatedBackend:
         if not specs:
             return None
         if self._columns is None or self._columns.specs is not specs:
-            self._columns = _QueueColumns.of(specs)
+            self._columns = _QueueColumns.of(specs, self._asleep)
         return self._columns
 
     def _total(self, columns: _QueueColumns) -> float:
@@ -509,7 +575,8 @@ class _QueueColumns:
     period: npt.NDArray[np.float64]
 
     @classmethod
-    def of(cls, specs: dict[str, TeamSpec]) -> _QueueColumns:
+    def of(cls, specs: dict[str, TeamSpec], asleep: Collection[str] = ()) -> _QueueColumns:
+        """``asleep``: the teams whose vCluster is paused (no pods: no demand)."""
         names = list(specs)
         gpu = [specs[name].gpu for name in names]
         waves = [_wave(name) for name in names]
@@ -523,7 +590,9 @@ class _QueueColumns:
             limit=limit,
             weight=np.array([g.over_quota_weight for g in gpu], dtype=np.float64),
             priority=np.array([specs[name].priority for name in names], dtype=np.int64),
-            scale=np.maximum(0.0, limit) * 1.2,
+            scale=np.maximum(0.0, limit)
+            * 1.2
+            * np.array([specs[name].team not in asleep for name in names], dtype=np.float64),
             phase=np.array([phase for phase, _ in waves], dtype=np.float64),
             period=np.array([period for _, period in waves], dtype=np.float64),
         )

@@ -408,6 +408,24 @@ class Settings(BaseSettings):
         le=3600,
         description="How often the worker looks for work when nothing wakes it.",
     )
+    vcluster_memory_mib: int = Field(
+        default=585,
+        gt=0,
+        le=1_000_000,
+        description=(
+            "Host memory one awake team vCluster holds (its syncer, kine, virtual API "
+            "server and controller manager), for what sleeping clusters save."
+        ),
+    )
+    sleep_policy_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description=(
+            "How often the sleep policy looks for idle team clusters (one listing of the "
+            "vClusters' pods on the host each time)."
+        ),
+    )
     worker_resync_seconds: float = Field(
         default=300.0, gt=0, le=86400, description="How often a ready team is re-checked for drift."
     )

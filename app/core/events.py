@@ -50,6 +50,12 @@ class Event(StrEnum):
     ROLLOUT_STOPPED = "vcluster.rollout_stopped"
     ROLLOUT_RESUMED = "vcluster.rollout_resumed"
     SIMULATED_RESTARTED = "provisioning.simulated_restarted"  # the in-memory cluster restored
+    # Sleep and wake
+    SLEEP_ASKED = "vcluster.sleep_asked"  # by a person, or the org's policy
+    SLEEP_SOON = "vcluster.sleep_soon"  # the policy will pause it within the hour
+    VCLUSTER_ASLEEP = "vcluster.asleep"  # seen paused (by the portal or by hand)
+    WAKE_ASKED = "vcluster.wake_asked"
+    VCLUSTER_AWAKE = "vcluster.awake"  # its control plane answers again
     # Personal kubeconfigs
     KUBECONFIG_ISSUED = "kubeconfig.issued"
     KUBECONFIG_REVOKED = "kubeconfig.revoked"
@@ -100,4 +106,7 @@ HEARD: dict[Event, Heard] = {
     Event.MEMBER_ADDED: Heard("team.member_added", (Audience.PERSON,)),
     Event.KUBECONFIG_EXPIRING: Heard("kubeconfig.expiring", (Audience.PERSON,)),
     Event.RIGHTSIZING_DIGEST: Heard("rightsizing.digest", (Audience.LEADS,)),
+    Event.SLEEP_SOON: Heard("cluster.sleep", (Audience.LEADS,)),
+    Event.VCLUSTER_ASLEEP: Heard("cluster.sleep", (Audience.LEADS,)),
+    Event.WAKE_ASKED: Heard("cluster.sleep", (Audience.LEADS,)),
 }

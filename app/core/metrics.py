@@ -83,6 +83,23 @@ LEASES_RELEASED = Counter(
     "Team leases this process gave back at shutdown, for another replica to take at once.",
     registry=PROCESS,
 )
+SLEEPS = Counter(
+    "portal_vcluster_sleeps_total",
+    "Team vClusters seen paused (by the portal's policy, a person, or by hand).",
+    registry=PROCESS,
+)
+WAKES = Counter(
+    "portal_vcluster_wakes_total",
+    "Wakes asked of sleeping team vClusters, by what asked (person, kubeconfig, api).",
+    ["cause"],
+    registry=PROCESS,
+)
+WAKE_SECONDS = Histogram(
+    "portal_vcluster_wake_seconds",
+    "From a wake asked to the vCluster's control plane answering again.",
+    buckets=(1, 2.5, 5, 10, 15, 20, 30, 45, 60, 90, 120, 300),
+    registry=PROCESS,
+)
 
 
 class _Process(Collector):
@@ -104,6 +121,18 @@ class TeamsByStatus(Collector):
         counts = self.count()
         for status in self.statuses:
             family.add_metric([status], counts.get(status, 0))
+        yield family
+
+
+class Asleep(Collector):
+    """``portal_vclusters_asleep``: team vClusters paused now (the ``asleep`` count)."""
+
+    def __init__(self, count: Callable[[], dict[str, int]]) -> None:
+        self.count = count
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily("portal_vclusters_asleep", "Team vClusters asleep now.")
+        family.add_metric([], self.count().get("asleep", 0))
         yield family
 
 

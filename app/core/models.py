@@ -15,6 +15,7 @@ from typing import Any, Generic, NamedTuple, Self, TypeVar, cast, overload
 from sqlalchemy import (
     JSON,
     REAL,
+    BigInteger,
     Boolean,
     CheckConstraint,
     DateTime,
@@ -76,6 +77,20 @@ class TeamStatus(StrEnum):
     FAILED = "failed"
     DECOMMISSIONING = "decommissioning"
     DECOMMISSIONED = "decommissioned"
+
+
+class Sleep(StrEnum):
+    """Where a team's vCluster is on its way between running and paused (as `vcluster
+    pause`/`resume` pause and resume it); the reconciler brings the cluster there."""
+
+    AWAKE = "awake"
+    FALLING_ASLEEP = "falling_asleep"  # to be paused
+    ASLEEP = "asleep"  # seen paused: no control plane, no pods; queue and state kept
+    WAKING = "waking"  # to be resumed, until its API answers
+
+    @property
+    def wanted_asleep(self) -> bool:
+        return self in (Sleep.FALLING_ASLEEP, Sleep.ASLEEP)
 
 
 # Teams in these states hold their guarantee in the pool.
@@ -218,6 +233,21 @@ class Org(Base):
     lock_version: Mapped[int] = mapped_column(Integer, default=0)
     # Non-admins must choose a cluster template when they request a cluster.
     require_template: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    # Sleep policy: a team's idle vCluster is paused after this many hours (None: never
+    # by policy); a team may choose up to ``sleep_max_hours``.
+    sleep_after_hours: Mapped[int | None] = mapped_column(
+        Integer,
+        CheckConstraint(
+            "sleep_after_hours IS NULL OR sleep_after_hours > 0", name="sleep_after_positive"
+        ),
+        nullable=True,
+    )
+    sleep_max_hours: Mapped[int] = mapped_column(Integer, default=168, server_default="168")
+    # The month ("2026-12") and its cluster-seconds asleep so far, counted up to
+    # ``slept_counted_at`` by the sleep job.
+    slept_month: Mapped[str] = mapped_column(String(7), default="", server_default="")
+    slept_seconds: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    slept_counted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     # Read once a session (a few rows; the identity map keeps them).
@@ -541,6 +571,13 @@ class Team(QuotaOwner, Base):
         Index("ix_teams_name_id", "name", "id"),
         # Teams by status (the worker's schedule is in ``team_schedules``).
         Index("ix_teams_status", "status"),
+        # The sleeping teams alone (the overview counts them on every view).
+        Index(
+            "ix_teams_sleeping",
+            "sleep",
+            sqlite_where=text("sleep <> 'awake'"),
+            postgresql_where=text("sleep <> 'awake'"),
+        ),
         # Teams behind a chart rollout, found without counting every team: their chart
         # version (a range either side of the wanted one) and, almost always empty, those
         # whose installed template is not the wanted one. The predicates are written as
@@ -590,6 +627,23 @@ class Team(QuotaOwner, Base):
     # place), and when that was.
     template_drift: Mapped[str | None] = mapped_column(Text, nullable=True)
     template_checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # Sleep and wake (migration 0021): where the vCluster is on its way, since when it
+    # sleeps, a lead's "keep awake until", the last use the portal saw, the team's choice.
+    sleep: Mapped[Sleep] = mapped_column(
+        choice(Sleep, 20), default=Sleep.AWAKE, server_default=Sleep.AWAKE.value
+    )
+    asleep_since: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    sleep_asked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    sleep_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
+    awake_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    active_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    sleep_after_hours: Mapped[int | None] = mapped_column(
+        Integer,
+        CheckConstraint(
+            "sleep_after_hours IS NULL OR sleep_after_hours > 0", name="sleep_after_positive"
+        ),
+        nullable=True,
+    )
 
     org: Mapped[Org] = relationship(lazy="raise")
     # The quota's lines, by pool and resource (read with the teams, one query a load).

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import yaml
 
 from app.core import quota
-from app.core.models import Org, Step, Team
+from app.core.models import Org, Sleep, Step, Team
 from app.core.quantities import gpus
 from app.core.quota import GPU
 
@@ -92,6 +92,8 @@ class TeamSpec:
     # The team's queues in other pools than the default, and the label that names a pool.
     pools: tuple[PoolQueue, ...] = ()
     pool_label: str = DEFAULT_POOL_LABEL
+    # Where the team's vCluster is on its way between running and paused.
+    sleep: Sleep = Sleep.AWAKE
 
     @property
     def gpu(self) -> ResourceQuota:
@@ -146,6 +148,7 @@ def spec_for(
         queue_label=queue_label,
         pools=tuple(pools),
         pool_label=pool_label,
+        sleep=Sleep(team.sleep),
     )
 
 
@@ -197,6 +200,9 @@ DONE = "done"
 PROGRESSING = "progressing"
 MISSING = "missing"
 OUTDATED = "outdated"  # works, at another version than configured: upgrade in turn
+# The vCluster is paused (as `vcluster pause` pauses it): no control plane, none of its
+# pods on the host; its state, secrets and the team's queue kept.
+ASLEEP = "asleep"
 
 
 @dataclass(frozen=True)
@@ -234,6 +240,21 @@ class ClusterBackend(Protocol):
 
     def remove(self, step: Step, spec: TeamSpec) -> Observation:
         """Delete what ``step`` created; DONE once it is gone."""
+        ...
+
+    def sleep(self, spec: TeamSpec) -> Observation:
+        """Pause the team's vCluster as `vcluster pause` does; ASLEEP once nothing of it
+        runs on the host (PROGRESSING until then)."""
+        ...
+
+    def wake(self, spec: TeamSpec) -> Observation:
+        """Resume a paused vCluster as `vcluster resume` does; then observed as any
+        vCluster starting (DONE once its control plane answers)."""
+        ...
+
+    def running_pods(self) -> dict[str, int]:
+        """The pods the team vClusters made on the host, running or waiting, counted by
+        host namespace (one read of the cluster: the sleep policy's signal)."""
         ...
 
     def check_template(self, spec: TeamSpec, *, repair: bool) -> TemplateCheck:

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from app.core.events import Event
-from app.core.models import STEP_ORDER, Step, StepStatus, TeamStatus
+from app.core.models import STEP_ORDER, Sleep, Step, StepStatus, TeamStatus
 from app.provisioning.backend import DONE, OUTDATED, PROGRESSING, Observation, TeamSpec
 
 POLL_SECONDS = 1.0
@@ -77,9 +77,10 @@ def check_template(
     status: TeamStatus, spec: TeamSpec, *, settled: bool, upgrading: bool, installed: bool
 ) -> bool:
     """Every step in place: is what the template installs still there? Not while its
-    vCluster is upgraded or was just installed (it restarts)."""
+    vCluster is upgraded or was just installed (it restarts), nor while it sleeps or wakes."""
     return (
         status == TeamStatus.READY
+        and spec.sleep == Sleep.AWAKE
         and settled
         and spec.has_template_objects
         and spec.template_installed

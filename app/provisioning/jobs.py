@@ -5,9 +5,14 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+from sqlalchemy.orm import Session, sessionmaker
+
 from app.core.config import Settings
-from app.core.db import Effect
+from app.core.db import Effect, unit_of_work
 from app.core.jobs import Job, Loop, Role
+from app.core.models import utcnow
+from app.provisioning import sleep
+from app.provisioning.backend import ClusterBackend
 from app.provisioning.reconciler import POLL_SECONDS, Reconciler
 
 log = logging.getLogger(__name__)
@@ -18,6 +23,10 @@ class Parts(Protocol):
     def settings(self) -> Settings: ...
     @property
     def reconciler(self) -> Reconciler: ...
+    @property
+    def backend(self) -> ClusterBackend: ...
+    @property
+    def session_factory(self) -> sessionmaker[Session]: ...
 
 
 def worker_loop(parts: Parts) -> Loop:
@@ -46,11 +55,41 @@ def worker_loop(parts: Parts) -> Loop:
     )
 
 
+def sleep_loop(parts: Parts) -> Loop:
+    """The org's sleep policy: idle team clusters put to sleep, their leads told first;
+    and the month's hours asleep counted up."""
+    backend, factory = parts.backend, parts.session_factory
+
+    def run() -> None:
+        with unit_of_work(factory) as session:
+            sleep.count_slept(session, utcnow())  # the month's hours asleep, for the overview
+            if not sleep.policy_on(session):
+                return  # no cluster read while nothing sleeps by policy
+        running = backend.running_pods()  # read outside the transaction: no lock held
+        with unit_of_work(factory) as session:
+            slept = sleep.idle_pass(session, running, utcnow())
+        if slept:
+            log.info("the sleep policy put %d idle cluster(s) to sleep", slept)
+
+    return Loop(
+        name="sleep_policy",
+        run=run,
+        period=parts.settings.sleep_policy_seconds,
+        failure="pass failed; trying again",
+    )
+
+
 JOBS: tuple[Job[Parts], ...] = (
     Job(
         name="provisioning_worker",
         roles=frozenset({Role.WORK}),
         build=worker_loop,
         wakes_on=(Effect.PROVISIONING_DUE,),
+    ),
+    Job(
+        name="sleep_policy",
+        roles=frozenset({Role.WORK}),
+        build=sleep_loop,
+        enabled=lambda settings: settings.worker_enabled,
     ),
 )

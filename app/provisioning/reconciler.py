@@ -30,6 +30,7 @@ from app.core.models import (
     ProvisioningStep,
     RequestKind,
     RequestStatus,
+    Sleep,
     Step,
     StepStatus,
     Team,
@@ -39,7 +40,10 @@ from app.core.models import (
 from app.notifications import events
 from app.provisioning import repository as repo
 from app.provisioning.backend import (
+    ASLEEP,
     DONE,
+    MISSING,
+    OUTDATED,
     PROGRESSING,
     BackendError,
     ClusterBackend,
@@ -62,6 +66,7 @@ from app.provisioning.decide import (
     step_choice,
     with_template,
 )
+from app.provisioning.sleep import WAKE_SECONDS_SHOWN
 from app.provisioning.specs import spec_of
 from app.teams import repository as teams
 
@@ -316,6 +321,7 @@ class Reconciler:
             ),
             installed=one.installed,
             checked=one.checked,
+            sleep=(spec.sleep, one.sleep_seen) if one.sleep_seen is not None else None,
         )
 
     def _remove_all(self, spec: TeamSpec, one: _Pass) -> None:
@@ -334,6 +340,8 @@ class Reconciler:
         for step in STEP_ORDER:
             one.failed_step = step
             seen = with_template(self.backend.observe(step, spec), step, spec)
+            if step == Step.VCLUSTER:
+                seen = self._to_sleep(spec, seen, one)
             choice = step_choice(seen, status)
             if choice == StepChoice.UPGRADE:
                 # Upgraded in turn (one rollout turn for the chart and the template).
@@ -354,6 +362,28 @@ class Reconciler:
             if not seen.done:
                 return False
         return True
+
+    def _to_sleep(self, spec: TeamSpec, seen: Observation, one: _Pass) -> Observation:
+        """The vCluster paused or resumed where the team's sleep wants it (``spec.sleep``).
+        Asleep as wanted counts as in place (no drift); a vCluster paused or resumed by
+        hand (`vcluster pause`/`resume`) is taken as the team's new state, not undone."""
+        wanted = spec.sleep
+        if seen.state == ASLEEP and wanted == Sleep.WAKING:
+            seen = self.backend.wake(spec)  # then as any vCluster starting
+        if seen.state == ASLEEP:
+            one.sleep_seen = Sleep.ASLEEP
+            return Observation(DONE, seen.message, seen.version)
+        if seen.state == MISSING:
+            return seen  # installed first: nothing sleeps before it exists
+        if wanted == Sleep.FALLING_ASLEEP:
+            slept = self.backend.sleep(spec)
+            if slept.state != ASLEEP:
+                return slept  # its pods still go
+            one.sleep_seen = Sleep.ASLEEP
+            return Observation(DONE, slept.message, slept.version)
+        if seen.state in (DONE, OUTDATED):
+            one.sleep_seen = Sleep.AWAKE  # serving (an outdated one is upgraded in turn)
+        return seen
 
     def _check_template(self, spec: TeamSpec, one: _Pass) -> None:
         """What the template installs, checked inside (and put back if it says so); a
@@ -427,9 +457,11 @@ class Reconciler:
         *,
         installed: int | None = None,
         checked: TemplateCheck | None = None,
+        sleep: tuple[Sleep, Sleep] | None = None,
     ) -> None:
         """Write what the pass means (``decide``) unless the team moved on meanwhile;
-        ``installed``: the template version the vCluster was just installed with."""
+        ``installed``: the template version the vCluster was just installed with;
+        ``sleep``: the team's sleep when the pass began, and its vCluster as seen."""
         now = utcnow()
         with unit_of_work(self.session_factory) as session:
             team = teams.get_team(session, team_id)
@@ -470,6 +502,11 @@ class Reconciler:
                 team.template_checked_at = now
             verdict = decide(result, _now(team, rows), self.timing)
             _write(session, team, rows, verdict)
+            if sleep is not None:
+                _sleep_seen(session, team, *sleep, now=now)
+            if result.error is None and Sleep(team.sleep) in (Sleep.FALLING_ASLEEP, Sleep.WAKING):
+                # Still on its way (installed first, say): looked at again shortly.
+                team.next_attempt_at = now + timedelta(seconds=POLL_SECONDS)
             _tell(session, team)
             if result.error is not None and team.next_attempt_at is not None:
                 metrics.RETRIES.inc()
@@ -489,6 +526,7 @@ class _Pass:
     repaired: list[str] = field(default_factory=list)
     failed_step: Step | None = None
     error: str | None = None
+    sleep_seen: Sleep | None = None  # the vCluster seen asleep or awake (serving)
 
 
 def _tell(session: Session, team: Team) -> None:
@@ -505,6 +543,50 @@ def _tell(session: Session, team: Team) -> None:
             summary=f"told the leads and admins: provisioning {team.name} failed "
             f"{team.attempts} times in a row",
             facts={"attempts": team.attempts, "error": team.last_error or ""},
+        )
+
+
+def _sleep_seen(session: Session, team: Team, wanted: Sleep, seen: Sleep, *, now: datetime) -> None:
+    """The team's sleep follows its vCluster as seen: asleep once paused, awake once it
+    serves again; a pause or resume by hand is recorded as such. A sleep or wake asked
+    during the pass is left for the next one (looked at now)."""
+    current = Sleep(team.sleep)
+    if current != wanted:
+        team.next_attempt_at = now
+        return
+    if seen == Sleep.ASLEEP and current != Sleep.ASLEEP:
+        if current == Sleep.AWAKE:  # nobody asked the portal: paused by hand
+            team.sleep_reason = "paused outside the portal (vcluster pause)"
+        team.sleep, team.asleep_since = Sleep.ASLEEP, now
+        metrics.SLEEPS.inc()
+        events.record(
+            session,
+            Event.VCLUSTER_ASLEEP,
+            actor=None,
+            team=team,
+            summary=f"{team.name}'s vCluster {team.vcluster_name} is asleep: "
+            f"{team.sleep_reason or 'paused'}",
+            facts={"reason": team.sleep_reason, "wake_seconds": WAKE_SECONDS_SHOWN},
+        )
+    elif seen == Sleep.AWAKE and current in (Sleep.ASLEEP, Sleep.WAKING):
+        asked = team.sleep_asked_at if current == Sleep.WAKING else None
+        seconds = (now - asked).total_seconds() if asked is not None else None
+        if seconds is not None:
+            metrics.WAKE_SECONDS.observe(seconds)
+        how = (
+            f"{seconds:.0f} s after it was asked to wake"
+            if seconds is not None
+            else "resumed outside the portal (vcluster resume)"
+        )
+        team.sleep, team.asleep_since = Sleep.AWAKE, None
+        team.sleep_reason = ""
+        events.record(
+            session,
+            Event.VCLUSTER_AWAKE,
+            actor=None,
+            team=team,
+            summary=f"{team.name}'s vCluster {team.vcluster_name} is awake: {how}",
+            facts={"seconds": round(seconds, 1) if seconds is not None else None},
         )
 
 

@@ -27,6 +27,7 @@ from app.core.db import constant, constants
 from app.core.models import (
     ChartRollout,
     RolloutState,
+    Sleep,
     Team,
     TeamSchedule,
     TeamStatus,
@@ -293,6 +294,7 @@ class RolloutProgress:
     holder: str | None  # the team being upgraded
     started_at: datetime | None
     error: str | None
+    asleep: int = 0  # of those behind, asleep: upgraded once woken (a paused one stays so)
 
     @property
     def behind(self) -> int:
@@ -335,19 +337,22 @@ def rollout_columns(version: str) -> tuple[ColumnElement[Any], ...]:
 
     # Both counts in one pass over the teams: a common table expression that the two
     # columns read (PostgreSQL computes a CTE used twice once).
+    at_wanted = and_(
+        Team.vcluster_version == wanted,
+        or_(
+            Team.template_version_id.is_(None),
+            Team.template_installed_id == Team.template_version_id,
+        ),
+    )
     counts = (
         select(
             func.count().label("total"),
             # At the chart version and, with a template, installed at its wanted version.
+            func.count().filter(at_wanted).label("upgraded"),
+            # Behind and asleep: a paused vCluster is upgraded once woken, not before.
             func.count()
-            .filter(
-                Team.vcluster_version == wanted,
-                or_(
-                    Team.template_version_id.is_(None),
-                    Team.template_installed_id == Team.template_version_id,
-                ),
-            )
-            .label("upgraded"),
+            .filter(~at_wanted, Team.__table__.c.sleep != constant(Sleep.AWAKE.value))
+            .label("asleep"),
         )
         .where(*_HOLDERS)
         .cte("rollout_counts")
@@ -371,6 +376,10 @@ def rollout_columns(version: str) -> tuple[ColumnElement[Any], ...]:
             (select(shown).scalar_subquery(), select(counts.c.upgraded).scalar_subquery()),
             else_=0,
         ),
+        case(
+            (select(shown).scalar_subquery(), select(counts.c.asleep).scalar_subquery()),
+            else_=0,
+        ),
         of_row(ChartRollout.state),
         of_row(ChartRollout.started_at),
         of_row(ChartRollout.error),
@@ -384,7 +393,7 @@ def rollout_columns(version: str) -> tuple[ColumnElement[Any], ...]:
 def rollout_from(version: str, values: Sequence[Any]) -> RolloutProgress | None:
     """The rollout's progress from the values of ``rollout_columns``; None when no team
     runs another version and no rollout is stopped."""
-    total, upgraded, state, started_at, error, holder = values
+    total, upgraded, asleep, state, started_at, error, holder = values
     if total == upgraded and state in (None, "running"):
         return None
     return RolloutProgress(
@@ -395,8 +404,34 @@ def rollout_from(version: str, values: Sequence[Any]) -> RolloutProgress | None:
         holder=holder,
         started_at=started_at,
         error=error,
+        asleep=int(asleep or 0),
     )
 
 
 def rollout_progress(session: Session, version: str) -> RolloutProgress | None:
     return rollout_from(version, session.execute(select(*rollout_columns(version))).one())
+
+
+def awake_ready_teams(session: Session) -> Sequence[Team]:
+    """The ready teams whose vCluster is awake (the sleep policy's candidates)."""
+    return session.scalars(
+        select(Team).where(Team.status == TeamStatus.READY, Team.sleep == Sleep.AWAKE)
+    ).all()
+
+
+def count_asleep(session: Session) -> int:
+    """The teams whose vCluster sleeps now (from the index of sleeping teams)."""
+    return int(session.execute(select(asleep_count_column())).scalar() or 0)
+
+
+def asleep_count_column() -> ColumnElement[Any]:
+    """How many team vClusters sleep now, as a column of the overview's one statement."""
+    return (
+        select(func.count())
+        .select_from(Team)
+        .where(
+            Team.__table__.c.sleep != constant(Sleep.AWAKE.value),
+            Team.__table__.c.sleep == constant(Sleep.ASLEEP.value),
+        )
+        .scalar_subquery()
+    )

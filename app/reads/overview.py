@@ -34,6 +34,7 @@ class OverviewFigures:
     rightsizing: tuple[int, int, int]  # idle teams, their idle hundredths, starved teams
     rollout: RolloutProgress | None
     repair_ids: tuple[int, ...]  # the newest drift repairs' audit events, newest first
+    asleep: int = 0  # team vClusters asleep now
 
 
 REPAIRS_SHOWN = 5
@@ -47,6 +48,7 @@ def _figure_groups(version: str) -> tuple[tuple[ColumnElement[Any], ...], ...]:
         usage_repo.suggestion_totals_columns(),
         provisioning.rollout_columns(version),
         audit.newest_ids_columns(Event.DRIFT_REPAIRED, REPAIRS_SHOWN),
+        (provisioning.asleep_count_column(),),
     )
 
 
@@ -70,11 +72,12 @@ def _figures(
     for group in _figure_groups(chart_version):  # the values, cut back into their groups
         groups.append(values[: len(group)])
         values = values[len(group) :]
-    (pending,), (idle, idle_centi, starved), rollout, repairs = groups
+    (pending,), (idle, idle_centi, starved), rollout, repairs, (asleep,) = groups
     return OverviewFigures(
         org=org,
         pending_count=int(pending),
         rightsizing=(int(idle), int(idle_centi), int(starved)),
         rollout=provisioning.rollout_from(chart_version, rollout),
         repair_ids=tuple(int(i) for i in repairs if i is not None),
+        asleep=int(asleep or 0),
     )

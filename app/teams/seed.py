@@ -10,7 +10,7 @@ from app.auth import repository as users
 from app.catalog import service as catalog
 from app.catalog.schema import ValuesSchema
 from app.core.events import Event
-from app.core.models import Org, Pool, User, utcnow
+from app.core.models import Org, Pool, Sleep, User, utcnow
 from app.core.quota import Quota
 from app.teams import repository as repo
 from app.teams import service
@@ -143,6 +143,21 @@ def seed_example(session: Session) -> bool:
             ),
         )
         service.approve(session, actor=admin, request_id=request.id)
+    return True
+
+
+def seed_sleep(session: Session) -> bool:
+    """The demo's sleep policy (idle clusters sleep after 8 hours) and a team asleep
+    already: the reconciler installs recommender's vCluster, then pauses it, so a
+    newcomer sees one asleep."""
+    org = repo.get_org(session)
+    recommender = repo.get_live_team_by_name(session, "recommender")
+    if recommender is None:
+        return False
+    org.sleep_after_hours = 8
+    recommender.sleep = Sleep.FALLING_ASLEEP
+    recommender.sleep_reason = "nothing ran in it and nobody used it for 8 hours"
+    recommender.next_attempt_at = utcnow()
     return True
 
 

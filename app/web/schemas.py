@@ -388,6 +388,43 @@ class StepOut(BaseModel):
     updated_at: datetime
 
 
+class SleepOut(BaseModel):
+    state: str = Field(description="awake, falling_asleep, asleep or waking")
+    asleep_since: datetime | None
+    reason: str = Field(description="Why it sleeps or wakes, in people's words")
+    asked_at: datetime | None = Field(description="When the last sleep or wake was asked")
+    awake_until: datetime | None = Field(description="A lead's keep-awake: not asleep before")
+    sleep_after_hours: int | None = Field(
+        description="The team's own idle hours before sleep (null: the org's policy)"
+    )
+
+
+class SleepIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    awake_until: datetime | None = Field(
+        default=None, description="Keep the cluster awake until then (null: no longer)"
+    )
+    sleep_after_hours: int | None = Field(
+        default=None,
+        description="Idle hours before sleep, within the org's bounds (null: the org's)",
+    )
+
+
+class SleepPolicyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    sleep_after_hours: int | None = Field(
+        description="Idle hours before a team's cluster sleeps (null: nothing sleeps by policy)"
+    )
+    sleep_max_hours: int = Field(default=168, description="The most idle hours a team may choose")
+
+
+class SleepPolicyOut(BaseModel):
+    sleep_after_hours: int | None
+    sleep_max_hours: int
+
+
 class TeamOut(BaseModel):
     id: int
     name: str
@@ -405,6 +442,7 @@ class TeamOut(BaseModel):
     gpu_share: GpuShareOut | None = None
     steps: list[StepOut] | None = None
     template: TemplateRefOut | None = None
+    sleep: SleepOut | None = None
 
 
 class DecisionOut(BaseModel):

@@ -351,23 +351,37 @@ def _vcluster_step(app: FastAPI, team: str) -> str:
     return steps.get(Step.VCLUSTER) or ""
 
 
+def _sleep_of(app: FastAPI, team: str) -> str:
+    with portal_of(app).session_factory() as session:
+        found = repo.get_live_team_by_name(session, team)
+        assert found is not None
+        return str(found.sleep)
+
+
 def test_changing_the_chart_version_upgrades_one_team_at_a_time(
     kube_settings: Any, admin_api: Any, clean_cluster: None
 ) -> None:
+    """One team at a time; a sleeping team's vCluster stays asleep through the rollout
+    (a chart upgrade would render its replicas again and wake it) and is upgraded in its
+    turn once woken."""
     with portal(kube_settings.model_copy(update=real_installer("0.36.0"))) as app:
         reconcile_until(app, lambda: all_ready(app))
         assert {chart_of(admin_api, t) for t in TEAMS} == {"vcluster-0.36.0"}
+        sleeper = client_for(app, "lead-recommender@example.org")
+        assert sleeper.api("POST", "/api/v1/teams/3/sleep").status_code == 200
+        reconcile_until(app, lambda: _sleep_of(app, "recommender") == "asleep", timeout=120)
         use(app, **real_installer("0.36.1"))
+        awake = ("nlp", "vision")
         admin = client_for(app, "admin@example.org", admin=True)
         pages: list[str] = []
         most_in_flight = 0
 
-        def upgraded() -> bool:
+        def upgraded(teams: tuple[str, ...] = awake) -> bool:
             nonlocal most_in_flight
             most_in_flight = max(most_in_flight, _in_flight(admin_api))
             pages.append(admin.get("/admin").text)
-            return {chart_of(admin_api, t) for t in TEAMS} == {"vcluster-0.36.1"} and all(
-                _vcluster_step(app, t).endswith("(chart 0.36.1)") for t in TEAMS
+            return {chart_of(admin_api, t) for t in teams} == {"vcluster-0.36.1"} and all(
+                _vcluster_step(app, t).endswith("(chart 0.36.1)") for t in teams
             )
 
         reconcile_until(app, upgraded, timeout=180)
@@ -377,6 +391,19 @@ def test_changing_the_chart_version_upgrades_one_team_at_a_time(
         assert most_in_flight <= 1, "two vClusters were upgraded at once"
         assert any("vCluster upgrade to 0.36.1" in p and "of 3 teams" in p for p in pages)
         assert any("Upgrading <b>" in p for p in pages)
+        # The sleeping one: still paused, at its chart, and the card says why it waits.
+        sleeping = client.AppsV1Api(admin_api).read_namespaced_stateful_set(
+            "recommender", "vcluster-recommender"
+        )
+        assert sleeping.spec.replicas == 0
+        assert sleeping.metadata.annotations["loft.sh/paused"] == "true"
+        assert chart_of(admin_api, "recommender") == "vcluster-0.36.0"
+        assert "1 of them asleep: kept asleep, and upgraded once woken." in admin.get("/admin").text
+        assert sleeper.api("POST", "/api/v1/teams/3/wake").json()["sleep"]["state"] == "waking"
+        reconcile_until(
+            app, lambda: upgraded(TEAMS) and _sleep_of(app, "recommender") == "awake", timeout=240
+        )
+        assert most_in_flight <= 1, "two vClusters were upgraded at once"
         with portal_of(app).session_factory() as session:
             summaries = session.scalars(
                 select(AuditEvent.summary)
@@ -387,6 +414,7 @@ def test_changing_the_chart_version_upgrades_one_team_at_a_time(
         assert sorted(summaries) == sorted(
             f"{t}'s vCluster upgraded to chart 0.36.1" for t in TEAMS
         )
+        assert summaries[-1] == "recommender's vCluster upgraded to chart 0.36.1"
         assert row is not None
         assert row.upgraded == 3
         assert row.team_id is None

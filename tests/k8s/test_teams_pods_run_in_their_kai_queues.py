@@ -35,13 +35,14 @@ from app.core.db import unit_of_work
 from app.core.models import AuditEvent
 from app.main import create_app
 from app.runtime import portal_of
+from app.teams import repository as repo
 from app.teams.seed import seed_example
 from tests.conftest import settings_for
 from tests.k8s import kai
 from tests.k8s.conftest import all_ready, portal_identity, real_installer, reconcile_until
 from tests.k8s.control_plane import ControlPlane, control_plane
 from tests.k8s.vcluster_runtime import VClusterRuntime, vcluster_runtime
-from tests.servers import free_port, prometheus_server, wait_http
+from tests.servers import free_port, prometheus_server, tool, wait_http
 from tests.web.conftest import Client, client_for
 
 TEAMS = {"nlp": 1, "vision": 2, "recommender": 3}
@@ -781,3 +782,152 @@ def test_two_queues_whose_names_clash_each_get_their_own_numbers(host: Host) -> 
         params={"query": 'kai_queue_fair_share_gpu{queue_name="team-a"}'},
     ).json()["data"]["result"]
     assert {r["metric"]["queue_metadata_name"] for r in by_name} == {"team-team-a"}
+
+
+def _sleep_of(app: FastAPI, team: str) -> str:
+    with portal_of(app).session_factory() as session:
+        found = repo.get_live_team_by_name(session, team)
+        assert found is not None
+        return str(found.sleep)
+
+
+def _statefulset(host: Host, team: str) -> Any:
+    return client.AppsV1Api(host.api).read_namespaced_stateful_set(team, f"vcluster-{team}")
+
+
+def _host_pods(host: Host, team: str, selector: str) -> list[str]:
+    pods = client.CoreV1Api(host.api).list_namespaced_pod(
+        f"vcluster-{team}", label_selector=selector
+    )
+    return [str(p.metadata.name) for p in pods.items]
+
+
+def _vcluster_list(host: Host) -> dict[str, str]:
+    """`vcluster list` as a platform engineer runs it: each vCluster's status."""
+    import json
+    import os
+    import subprocess
+
+    env = {**os.environ, "KUBECONFIG": str(host.plane.kubeconfig)}
+    env["VCLUSTER_SKIP_VERSION_CHECK"] = "true"
+    env["PATH"] = f"{tool('helm').parent}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run(
+        [str(tool("vcluster")), "list", "--output", "json", "--driver", "helm"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=60,
+    )
+    return {item["Name"]: item["Status"] for item in json.loads(done.stdout)}
+
+
+def _vcluster_cli(host: Host, *args: str) -> None:
+    import os
+    import subprocess
+
+    env = {**os.environ, "KUBECONFIG": str(host.plane.kubeconfig)}
+    env["VCLUSTER_SKIP_VERSION_CHECK"] = "true"
+    env["PATH"] = f"{tool('helm').parent}{os.pathsep}{env.get('PATH', '')}"
+    subprocess.run(
+        [str(tool("vcluster")), *args, "--driver", "helm"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=240,
+    )
+
+
+def _look_now(app: FastAPI, team: str) -> None:
+    """The reconciler's next look at ``team`` now, its vCluster read afresh (as its
+    resync would, within the deep-check interval)."""
+    from app.core.models import utcnow
+    from tests.parts import kubernetes_backend
+
+    kubernetes_backend(app).kube.forget(team, ("vCluster",))
+    with unit_of_work(portal_of(app).session_factory) as session:
+        found = repo.get_live_team_by_name(session, team)
+        assert found is not None
+        found.next_attempt_at = utcnow()
+
+
+def test_a_team_sleeps_once_its_pods_are_gone_and_wakes_to_kai(host: Host, portal: FastAPI) -> None:
+    """Sleep and wake on the real syncer and KAI: refused while a team pod runs; asleep,
+    the StatefulSet holds the CLI's annotations at 0 replicas, no pod of it is left on the
+    host, its queue stays, and `vcluster list` says Paused; woken from the team page, the
+    syncer serves again and a new pod of the lead is bound by KAI. A pause and a resume by
+    hand (the real CLI) are taken as the team's state."""
+    team, team_id = "recommender", TEAMS["recommender"]
+    lead = lead_of(portal, team)
+    api = inside(portal, team)
+    # Its pod from the first test still runs: nothing sleeps while a team pod runs.
+    assert host_pod(host, team, f"{team}-gpu-check") is not None
+    refused = lead.api("POST", f"/api/v1/teams/{team_id}/sleep")
+    assert refused.status_code == 409, refused.text
+    assert (
+        "runs 1 pod on the cluster: nothing sleeps while a team pod runs"
+        in (refused.json()["detail"])
+    )
+    client.CoreV1Api(api).delete_namespaced_pod(f"{team}-gpu-check", "default")
+    wait_for("the pod gone from the host", partial(absent, host, team, f"{team}-gpu-check"))
+    assert lead.api("POST", f"/api/v1/teams/{team_id}/sleep").status_code == 200
+    reconcile_until(portal, lambda: _sleep_of(portal, team) == "asleep", timeout=120)
+
+    sts = _statefulset(host, team)
+    assert sts.spec.replicas == 0
+    marks = sts.metadata.annotations
+    assert marks["loft.sh/paused"] == "true"
+    assert marks["loft.sh/paused-replicas"] == "1"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", marks["loft.sh/paused-date"])
+    assert _host_pods(host, team, f"vcluster.loft.sh/managed-by={team}") == []
+    assert _host_pods(host, team, f"app=vcluster,release={team}") == []
+    assert client.CustomObjectsApi(host.api).get_cluster_custom_object(*QUEUES, f"team-{team}")
+    assert _vcluster_list(host)[team] == "Paused"
+    page = " ".join(re.sub(r"<[^>]+>", " ", lead.get(f"/teams/{team_id}").text).split())
+    assert "Asleep since" in page
+    assert "put to sleep by lead-recommender@example.org" in page
+    # A resync of the sleeping team changes nothing (asleep is expected, not drift).
+    _look_now(portal, team)
+    portal_of(portal).reconciler.run_once()
+    assert _statefulset(host, team).spec.replicas == 0
+
+    woke = lead.form(f"/teams/{team_id}/wake", follow_redirects=True)
+    assert f"Waking {team}" in woke.text
+    reconcile_until(portal, lambda: _sleep_of(portal, team) == "awake", timeout=180)
+    assert "loft.sh/paused" not in (_statefulset(host, team).metadata.annotations or {})
+    # The kubeconfig from before the sleep still works; the lead's new pod is bound by KAI.
+    pod = offered_pod(portal, team, "fraction")
+    pod["metadata"]["name"] = f"{team}-after-sleep"
+    wait_for("the woken vCluster's API", lambda: _created(api, pod), timeout=60)
+    bound = wait_for(
+        "KAI binding the pod after the wake",
+        partial(bound_pod, host, team, pod["metadata"]["name"]),
+    )
+    assert bound.metadata.labels["kai.scheduler/queue"] == f"team-{team}"
+
+    # By hand, with the real CLI: paused is shown as asleep, resumed as awake.
+    _vcluster_cli(host, "pause", "vision", "--namespace", "vcluster-vision")
+    _look_now(portal, "vision")
+    reconcile_until(portal, lambda: _sleep_of(portal, "vision") == "asleep", timeout=60)
+    _vcluster_cli(host, "resume", "vision", "--namespace", "vcluster-vision")
+    _look_now(portal, "vision")
+    reconcile_until(portal, lambda: _sleep_of(portal, "vision") == "awake", timeout=180)
+    with portal_of(portal).session_factory() as session:
+        summaries = session.scalars(
+            select(AuditEvent.summary)
+            .where(AuditEvent.action.in_(["vcluster.asleep", "vcluster.awake"]))
+            .order_by(AuditEvent.id)
+        ).all()
+    assert [s.split(": ", 1)[1] for s in summaries[-2:]] == [
+        "paused outside the portal (vcluster pause)",
+        "resumed outside the portal (vcluster resume)",
+    ]
+
+
+def _created(api: client.ApiClient, pod: dict[str, Any]) -> bool:
+    try:
+        client.CoreV1Api(api).create_namespaced_pod("default", pod)
+    except Exception:  # the woken API server is not serving yet
+        return False
+    return True

@@ -38,18 +38,6 @@ from tests.conftest import settings_for
 from tests.factories import make_org, make_user, request_values, submit
 
 
-@pytest.fixture
-def backend() -> SimulatedBackend:
-    return SimulatedBackend(step_seconds=0)
-
-
-@pytest.fixture
-def reconciler(
-    session_factory: sessionmaker[Session], backend: SimulatedBackend, db_url: str
-) -> Reconciler:
-    return Reconciler(session_factory, backend, settings_for(db_url), owner="worker-a")
-
-
 def approved_team(factory: sessionmaker[Session], name: str = "nlp", **values: str) -> int:
     with unit_of_work(factory) as session:
         org = session.scalars(select(Team.org_id).limit(1)).first()

@@ -123,6 +123,18 @@ class KubernetesBackend:
             Step.KUBECONFIG: lambda _spec: Observation(DONE, "goes with the vCluster"),
         }[step](spec)
 
+    def sleep(self, spec: TeamSpec) -> Observation:
+        self.kube.forget(spec.team, ("vCluster", "kubeconfig"))
+        self.access.forget(spec.team)  # no calls into a paused vCluster
+        return self.vclusters.pause(spec)
+
+    def wake(self, spec: TeamSpec) -> Observation:
+        self.kube.forget(spec.team, ("vCluster", "kubeconfig"))
+        return self.vclusters.resume(spec)
+
+    def running_pods(self) -> dict[str, int]:
+        return self.vclusters.running_pods()
+
     def check_template(self, spec: TeamSpec, *, repair: bool) -> TemplateCheck:
         return self.access.check_template(spec, repair=repair)
 

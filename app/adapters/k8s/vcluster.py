@@ -12,6 +12,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from app.adapters.k8s import vcluster_values
 from app.adapters.k8s.client import Part
 from app.core.config import Settings
 from app.provisioning.backend import (
+    ASLEEP,
     DONE,
     MISSING,
     OUTDATED,
@@ -32,6 +34,20 @@ from app.provisioning.backend import (
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 REVISION = "controller-revision-hash"
+# What `vcluster pause` writes on the StatefulSet (vCluster's pkg/constants): the same
+# annotations, so `vcluster resume` by hand and `vcluster list` agree with the portal.
+PAUSED = "loft.sh/paused"
+RESTORING = "loft.sh/restoring"  # a paused-for-restore cluster, as the CLI counts it
+PAUSED_REPLICAS = "loft.sh/paused-replicas"
+PAUSED_DATE = "loft.sh/paused-date"
+MANAGED_BY = "vcluster.loft.sh/managed-by"  # on each host pod a vCluster's syncer made
+OBJECT_NAMESPACE = "vcluster.loft.sh/object-namespace"  # its namespace inside
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def is_paused(annotations: dict[str, str] | None) -> bool:
+    marks = annotations or {}
+    return marks.get(PAUSED) == "true" or marks.get(RESTORING) == "true"
 
 
 class VClusterInstaller(Part):
@@ -55,15 +71,13 @@ class VClusterInstaller(Part):
 
     def _check(self, spec: TeamSpec) -> Observation:
         name = spec.vcluster_name
-        installed: Any = self._call(
-            f"reading statefulset {name}",
-            lambda: self.kube.apps.read_namespaced_stateful_set(name, spec.namespace),
-            missing_ok=True,
-        )
+        installed = self._read_statefulset(spec)
         if installed is None:
             return Observation(MISSING, f"vCluster {name} is not installed")
         chart = (installed.metadata.labels or {}).get("chart", "")
         version = chart.removeprefix("vcluster-") or None
+        if is_paused(installed.metadata.annotations):
+            return self._asleep(spec, installed, version)
         wanted = self.settings.chart_version
         if version != wanted:
             return Observation(
@@ -98,6 +112,120 @@ class VClusterInstaller(Part):
         return Observation(
             PROGRESSING, f"vCluster {name} control plane is starting", version=version
         )
+
+    def _asleep(self, spec: TeamSpec, installed: Any, version: str | None) -> Observation:
+        """A paused vCluster: asleep once its control plane and its pods are gone."""
+        name = spec.vcluster_name
+        left = len(self._control_plane_pods(spec)) + len(self._synced_pods(spec))
+        if left or (installed.status and installed.status.replicas):
+            return Observation(
+                PROGRESSING,
+                f"vCluster {name} is going to sleep: {left} of its pods still stop",
+                version=version,
+            )
+        since = (installed.metadata.annotations or {}).get(PAUSED_DATE, "")
+        return Observation(
+            ASLEEP,
+            f"vCluster {name} is asleep (paused{' since ' + since if since else ''}); "
+            "its state, secrets and queue are kept",
+            version=version,
+        )
+
+    def _synced_pods(self, spec: TeamSpec) -> list[Any]:
+        pods = self._call(
+            f"listing the pods vCluster {spec.vcluster_name} made in {spec.namespace}",
+            lambda: self.kube.core.list_namespaced_pod(
+                spec.namespace, label_selector=f"{MANAGED_BY}={spec.vcluster_name}"
+            ),
+            missing_ok=True,
+        )
+        return list(pods.items) if pods is not None else []
+
+    def _read_statefulset(self, spec: TeamSpec) -> Any:
+        """The vCluster's StatefulSet (None: not installed)."""
+        return self._call(
+            f"reading statefulset {spec.vcluster_name}",
+            lambda: self.kube.apps.read_namespaced_stateful_set(spec.vcluster_name, spec.namespace),
+            missing_ok=True,
+        )
+
+    def _statefulset(self, spec: TeamSpec) -> Any:
+        installed = self._read_statefulset(spec)
+        if installed is None:
+            raise BackendError(f"vCluster {spec.vcluster_name} is not installed")
+        return installed
+
+    def pause(self, spec: TeamSpec) -> Observation:
+        """As `vcluster pause`: the StatefulSet annotated (its replicas kept in one) and
+        scaled to 0, then every host pod the vCluster made deleted."""
+        name = spec.vcluster_name
+        installed = self._statefulset(spec)
+        if not is_paused(installed.metadata.annotations):
+            replicas = installed.spec.replicas if installed.spec else None
+            now = datetime.now(UTC)
+            body = {
+                "metadata": {
+                    "annotations": {
+                        PAUSED: "true",
+                        PAUSED_REPLICAS: str(replicas or 1),
+                        PAUSED_DATE: now.strftime("%Y-%m-%dT%H:%M:%S.")
+                        + f"{now.microsecond // 1000:03d}Z",
+                    }
+                },
+                "spec": {"replicas": 0},
+            }
+            self._call(
+                f"pausing vCluster {name}",
+                lambda: self.kube.apps.patch_namespaced_stateful_set(
+                    name, spec.namespace, body, _content_type=MERGE_PATCH
+                ),
+            )
+        for pod in self._synced_pods(spec):
+            pod_name = pod.metadata.name
+            self._call(
+                f"deleting pod {pod_name} of vCluster {name}",
+                functools.partial(self.kube.core.delete_namespaced_pod, pod_name, spec.namespace),
+                missing_ok=True,
+            )
+        return self._check(spec)
+
+    def resume(self, spec: TeamSpec) -> Observation:
+        """As `vcluster resume`: the replicas back from the annotation, the annotations
+        gone; the syncer starts and makes the vCluster's pods again."""
+        name = spec.vcluster_name
+        installed = self._statefulset(spec)
+        annotations = installed.metadata.annotations or {}
+        if is_paused(annotations):
+            try:
+                replicas = max(1, int(annotations.get(PAUSED_REPLICAS) or 1))
+            except ValueError:
+                replicas = 1
+            gone = dict.fromkeys((PAUSED, RESTORING, PAUSED_REPLICAS, PAUSED_DATE))
+            body = {"metadata": {"annotations": gone}, "spec": {"replicas": replicas}}
+            self._call(
+                f"resuming vCluster {name}",
+                lambda: self.kube.apps.patch_namespaced_stateful_set(
+                    name, spec.namespace, body, _content_type=MERGE_PATCH
+                ),
+            )
+        return self._check(spec)
+
+    def running_pods(self) -> dict[str, int]:
+        """The pods every vCluster made on the host for its team, running or waiting, per
+        namespace (not the vCluster's own CoreDNS: its kube-system runs while idle)."""
+        pods: Any = self._call(
+            "listing the pods of every vCluster",
+            lambda: self.kube.core.list_pod_for_all_namespaces(label_selector=MANAGED_BY),
+        )
+        found: dict[str, int] = {}
+        for pod in pods.items if pods is not None else []:
+            phase = pod.status.phase if pod.status else None
+            if phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp:
+                continue
+            if (pod.metadata.annotations or {}).get(OBJECT_NAMESPACE) == "kube-system":
+                continue
+            found[pod.metadata.namespace] = found.get(pod.metadata.namespace, 0) + 1
+        return found
 
     def _pending_claim(self, spec: TeamSpec) -> str | None:
         """The control plane's volume claim when it is Pending, with the cluster's reason."""

@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 from app.core import quota
 from app.core.errors import InvalidInput
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.provisioning import sleep
 from app.runtime import Portal
 from app.teams import pools, service
 from app.teams import repository as repo
@@ -23,6 +24,8 @@ from app.web.schemas import (
     NodesOut,
     PoolIn,
     PoolOut,
+    SleepPolicyIn,
+    SleepPolicyOut,
 )
 from app.web.views.api import impact_out
 from app.web.views.impact import org_impact
@@ -97,6 +100,35 @@ def _rows(session: Session, portal: Portal) -> list[pools.PoolRow]:
         session, repo.get_org(session), portal.node_pools.get().found
     )
     return rows
+
+
+@router.get("/sleep-policy", response_model=SleepPolicyOut)
+def get_sleep_policy(session: SessionDep, principal: CurrentPrincipal) -> SleepPolicyOut:
+    """After how many idle hours a team's cluster sleeps (null: never by policy), and the
+    most a team may choose."""
+    org = repo.get_org(session)
+    return SleepPolicyOut(
+        sleep_after_hours=org.sleep_after_hours, sleep_max_hours=org.sleep_max_hours
+    )
+
+
+@router.put("/sleep-policy", response_model=SleepPolicyOut)
+def put_sleep_policy(
+    session: SessionDep, principal: AdminPrincipal, body: SleepPolicyIn
+) -> SleepPolicyOut:
+    """Set the org's sleep policy (admin). Idle means: no pod of the team's vCluster on
+    the host, no kubeconfig handed out, no wake."""
+    org = repo.get_org(session)
+    sleep.set_policy(
+        session,
+        org,
+        after_hours=body.sleep_after_hours,
+        max_hours=body.sleep_max_hours,
+        actor=principal.user,
+    )
+    return SleepPolicyOut(
+        sleep_after_hours=org.sleep_after_hours, sleep_max_hours=org.sleep_max_hours
+    )
 
 
 @router.get("/pools", response_model=list[NodePoolOut], responses=PAGED)

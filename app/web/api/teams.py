@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Request, Response
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 
 from app.access import service as access
 from app.auth import repository as users
 from app.catalog import service as catalog
+from app.core.models import Sleep, utcnow
+from app.provisioning import sleep
 from app.teams import members, service
 from app.teams import repository as repo
 from app.web.deps import (
@@ -33,6 +36,7 @@ from app.web.schemas import (
     RequestOut,
     RevokedOut,
     RevokeIn,
+    SleepIn,
     TeamOut,
     TemplateAcceptIn,
 )
@@ -100,6 +104,14 @@ def issue_kubeconfig(
     """A kubeconfig for you alone, made now in the team's vCluster: a token that expires
     after `ttl` (30m, 8h, 7d; default and maximum set by the admins) and stops working
     when you leave the team, your role changes or it is revoked. Every issue is audited."""
+    if team.sleep != Sleep.AWAKE:
+        # Woken (and the wake committed); the credential is made once its API answers.
+        said = sleep.wake_for_kubeconfig(session, team, actor=principal.user)
+        return JSONResponse(
+            {"detail": f"{said}: ask again in about {sleep.WAKE_SECONDS_SHOWN} s"},
+            status_code=503,
+            headers={"Retry-After": str(sleep.WAKE_SECONDS_SHOWN)},
+        )
     download = access.issue(
         session, backend=backend, settings=settings, actor=principal.user, team=team, ttl=ttl
     )
@@ -187,6 +199,49 @@ def accept_template(
     for leads to accept); the vCluster is then installed with it in turn. `parameters`
     sets what the new version adds or no longer allows (the rest carry over)."""
     catalog.accept_latest(session, actor=principal.user, team=team, chosen=body.parameters)
+    return team_out(team)
+
+
+@router.post("/teams/{team_id}/wake", response_model=TeamOut, responses=PROBLEMS)
+def wake_team(team: TeamForViewer, session: SessionDep, principal: CurrentPrincipal) -> TeamOut:
+    """Wake the team's sleeping cluster (anyone of the team, or an admin); `sleep.state`
+    says `waking` until its API answers, then `awake`. Waking an awake cluster changes
+    nothing."""
+    who = principal.user.email
+    sleep.wake(session, team, actor=principal.user, cause="api", reason=f"woken by {who}")
+    return team_out(team)
+
+
+@router.post("/teams/{team_id}/sleep", response_model=TeamOut, responses=PROBLEMS)
+def sleep_team(
+    team: TeamForLead, session: SessionDep, principal: CurrentPrincipal, backend: BackendDep
+) -> TeamOut:
+    """Put the team's cluster to sleep now (a lead): paused as `vcluster pause` pauses it,
+    its queue, objects and kubeconfigs kept. Refused while a team pod runs."""
+    sleep.ask_sleep(
+        session,
+        team,
+        actor=principal.user,
+        reason=f"put to sleep by {principal.user.email}",
+        running=backend.running_pods().get(team.namespace, 0),
+    )
+    return team_out(team)
+
+
+@router.put("/teams/{team_id}/sleep", response_model=TeamOut, responses=PROBLEMS)
+def set_team_sleep(
+    team: TeamForLead, session: SessionDep, principal: CurrentPrincipal, body: SleepIn
+) -> TeamOut:
+    """A lead's choices: keep the cluster awake until a time, and the team's own idle
+    hours before sleep (within the org's bounds)."""
+    now = utcnow()
+    until = body.awake_until
+    if until is not None and until.tzinfo is None:
+        until = until.replace(tzinfo=UTC)
+    if "awake_until" in body.model_fields_set:
+        sleep.keep_awake(session, team, actor=principal.user, until=until, now=now)
+    if "sleep_after_hours" in body.model_fields_set:
+        sleep.set_team_hours(session, team, repo.get_org(session), hours=body.sleep_after_hours)
     return team_out(team)
 
 

@@ -282,6 +282,12 @@ def _render_overview(
             "rollout": figures.rollout,
             "rightsizing": figures.rightsizing,
             "pools": pool_views(session, usage, org, view),
+            "asleep": figures.asleep,
+            "slept_gib_hours": figures.org.slept_seconds
+            * portal.settings.vcluster_memory_mib
+            / 1024
+            / 3600,
+            "vcluster_gib": portal.settings.vcluster_memory_mib / 1024,
         },
         partial="admin/partials/teams_table.html",
     )

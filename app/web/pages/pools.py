@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from app.auth.principal import Principal
 from app.core.db import discard_changes
 from app.core.errors import DomainError, InvalidInput
+from app.provisioning import sleep
 from app.runtime import Portal
 from app.teams import pools
 from app.teams import repository as repo
@@ -48,9 +49,21 @@ def _page(
             "errors": errors or {},
             "typed": typed or {},
             "editing": editing,
+            "org": org,
+            "wake_seconds": sleep.WAKE_SECONDS_SHOWN,
         },
         status_code=status_code,
     )
+
+
+def _hours(data: Mapping[str, str], name: str, label: str, *, optional: bool = False) -> int | None:
+    typed = data.get(name, "").strip()
+    if not typed and optional:
+        return None
+    try:
+        return int(typed)
+    except ValueError:
+        raise InvalidInput({name: f"{label}: a whole number of hours."}) from None
 
 
 @router.get("", response_class=HTMLResponse)
@@ -80,6 +93,33 @@ def add_pool(
         flash(request, f"Pool not added: {exc.message}", "error")
         return redirect(request, "/admin/pools")
     flash(request, f"Pool {pool.name} added.")
+    return redirect(request, "/admin/pools")
+
+
+@router.post("/sleep-policy")
+def set_sleep_policy(
+    request: Request,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    portal: PortalDep,
+    data: FormDep,
+) -> Response:
+    try:
+        after = _hours(data, "sleep_after_hours", "Asleep after idle hours", optional=True)
+        most = _hours(data, "sleep_max_hours", "Most idle hours a team may choose")
+        sleep.set_policy(
+            session,
+            repo.get_org(session),
+            after_hours=after,
+            max_hours=most or 0,
+            actor=principal.user,
+        )
+    except InvalidInput as exc:
+        discard_changes(session)
+        return _page(
+            request, session, portal, principal, errors=exc.errors, typed=data, status_code=422
+        )
+    flash(request, "Sleep policy saved.")
     return redirect(request, "/admin/pools")
 
 

@@ -18,8 +18,9 @@ from app.catalog import service as catalog
 from app.catalog.service import Chosen
 from app.core.db import discard_changes
 from app.core.errors import Conflict, DomainError, InvalidInput, NotFound
-from app.core.models import Org, Team, TeamStatus
+from app.core.models import Org, Sleep, Team, TeamStatus, utcnow
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.provisioning import sleep
 from app.provisioning.specs import spec_of
 from app.runtime import Portal, portal_of
 from app.teams import members, service
@@ -277,6 +278,8 @@ def panels_context(portal: Portal, principal: Principal, detail: TeamDetail) -> 
             pool_label=settings.node_pool_label_key,
             pools=detail.pool_gpus,
         ),
+        "now": utcnow(),
+        "wake_seconds": sleep.WAKE_SECONDS_SHOWN,
     }
 
 
@@ -387,7 +390,15 @@ def kubeconfig(
     settings: SettingsDep,
     values: FormDep,
 ) -> Response:
-    """A personal kubeconfig, made now: a POST, since it creates a credential."""
+    """A personal kubeconfig, made now: a POST, since it creates a credential. A sleeping
+    cluster is woken first (its API makes the credential)."""
+    if team.sleep != Sleep.AWAKE:
+        said = sleep.wake_for_kubeconfig(session, team, actor=principal.user)
+        flash(
+            request,
+            f"{said}: download your kubeconfig again in about {sleep.WAKE_SECONDS_SHOWN} s.",
+        )
+        return redirect(request, f"/teams/{team.id}")
     try:
         download = access.issue(
             session,
@@ -613,6 +624,77 @@ def decommission(
         return redirect(request, f"/teams/{team.id}")
     service.decommission(session, actor=principal.user, team=team)
     flash(request, f"Decommissioning {team.name}.")
+    return redirect(request, f"/teams/{team.id}")
+
+
+@router.post("/teams/{team_id}/wake")
+def wake(
+    request: Request, team: TeamForViewer, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    """Wake the team's sleeping cluster (anyone of the team, or an admin)."""
+    who = principal.user.email
+    try:
+        woke = sleep.wake(
+            session, team, actor=principal.user, cause="person", reason=f"woken by {who}"
+        )
+    except DomainError as exc:
+        flash(request, f"Not woken: {exc.message}", "error")
+        return redirect(request, f"/teams/{team.id}")
+    if woke:
+        flash(
+            request, f"Waking {team.name}: it answers again in about {sleep.WAKE_SECONDS_SHOWN} s."
+        )
+    else:
+        flash(request, f"{team.name}'s cluster is awake already.")
+    return redirect(request, f"/teams/{team.id}")
+
+
+@router.post("/teams/{team_id}/sleep")
+def put_to_sleep(
+    request: Request,
+    team: TeamForLead,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    backend: BackendDep,
+) -> Response:
+    try:
+        sleep.ask_sleep(
+            session,
+            team,
+            actor=principal.user,
+            reason=f"put to sleep by {principal.user.email}",
+            running=backend.running_pods().get(team.namespace, 0),
+        )
+    except DomainError as exc:
+        discard_changes(session)
+        flash(request, f"Not put to sleep: {exc.message}", "error")
+    else:
+        flash(request, f"{team.name}'s cluster goes to sleep.")
+    return redirect(request, f"/teams/{team.id}")
+
+
+@router.post("/teams/{team_id}/keep-awake")
+def keep_awake(
+    request: Request,
+    team: TeamForLead,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    data: FormDep,
+) -> Response:
+    now = utcnow()
+    try:
+        until = sleep.until_from_hours(data.get("hours", ""), now)
+        sleep.keep_awake(session, team, actor=principal.user, until=until, now=now)
+    except DomainError as exc:
+        discard_changes(session)
+        flash(request, f"Not kept awake: {exc.message}", "error")
+        return redirect(request, f"/teams/{team.id}")
+    flash(
+        request,
+        f"{team.name} is kept awake until {until:%Y-%m-%d %H:%M} UTC."
+        if until is not None
+        else f"{team.name} is no longer kept awake.",
+    )
     return redirect(request, f"/teams/{team.id}")
 
 

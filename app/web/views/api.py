@@ -28,6 +28,7 @@ from app.web.schemas import (
     QuotaLineOut,
     QuotaOut,
     RequestOut,
+    SleepOut,
     StepOut,
     TeamImpactOut,
     TeamOut,
@@ -81,6 +82,14 @@ def team_out(
         next_attempt_at=team.next_attempt_at,
         created_at=team.created_at,
         ready_at=team.ready_at,
+        sleep=SleepOut(
+            state=team.sleep,
+            asleep_since=team.asleep_since,
+            reason=team.sleep_reason,
+            asked_at=team.sleep_asked_at,
+            awake_until=team.awake_until,
+            sleep_after_hours=team.sleep_after_hours,
+        ),
         gpu_share=None
         if share is None
         else GpuShareOut(

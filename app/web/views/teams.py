@@ -29,6 +29,7 @@ from app.core.models import (
     RequestKind,
     RequestStatus,
     RightsizingSuggestion,
+    Sleep,
     Team,
     TeamMember,
     TeamStatus,
@@ -36,6 +37,7 @@ from app.core.models import (
     User,
 )
 from app.core.together import Read, read_together
+from app.provisioning import sleep
 from app.reads.org import KeyShare, org_view, other_shares
 from app.teams import repository as repo
 from app.teams.repository import TeamRow
@@ -255,18 +257,34 @@ class TeamDetail(_Gauges):
             tuple((h.user_id, h.expires_at) for h in self.holders),
             tuple(p.email for p in self.pending),
             self.suggestion and (self.suggestion.direction, self.suggestion.suggested_centi),
+            (t.sleep, t.awake_until, t.sleep_after_hours),
         )
         return hashlib.sha256(repr(state).encode()).hexdigest()[:16]
 
     @property
     def working(self) -> bool:
         """Whether the page should keep polling."""
-        return self.team.status in (
-            TeamStatus.APPROVED,
-            TeamStatus.PROVISIONING,
-            TeamStatus.FAILED,
-            TeamStatus.DECOMMISSIONING,
-        ) or any(r.status == "approved" for r in self.requests)
+        return (
+            self.team.status
+            in (
+                TeamStatus.APPROVED,
+                TeamStatus.PROVISIONING,
+                TeamStatus.FAILED,
+                TeamStatus.DECOMMISSIONING,
+            )
+            or self.team.sleep in (Sleep.FALLING_ASLEEP, Sleep.WAKING)
+            or any(r.status == "approved" for r in self.requests)
+        )
+
+    @property
+    def sleeps_at(self) -> datetime | None:
+        """When the org's policy puts the team's idle cluster to sleep (None: it does not)."""
+        idle = sleep.idle_since(self.team, self.org)
+        return idle.at if idle is not None else None
+
+    @property
+    def sleep_hours(self) -> int | None:
+        return sleep.sleep_after(self.team, self.org)
 
 
 TeamLists = tuple[

@@ -1,0 +1,289 @@
+"""Sleep and wake: a team's idle vCluster paused as `vcluster pause` pauses it, and
+resumed in one action.
+
+People and the org's policy only change what the team wants (``Team.sleep``); the
+reconciler pauses or resumes the vCluster (``Reconciler._to_sleep``), so a sleep or a
+wake survives a crash and is retried like any step.
+
+What counts as use, for the policy (``idle_pass``): pods of the team's vCluster on the
+host (running or waiting: one listing of the cluster per pass), a kubeconfig handed out,
+a wake. Each moves ``active_at``. Not used: the vCluster API server's own request
+counters (reading them means a connection into every awake vCluster on every pass, and
+work started inside the team shows as its pods anyway), nor page views (a look at the
+numbers is not a use of the cluster).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from app.core import metrics
+from app.core.db import Effect, request_effect
+from app.core.errors import Conflict, InvalidInput
+from app.core.events import Event
+from app.core.models import Org, Sleep, Team, TeamStatus, User, utcnow
+from app.notifications import events
+from app.provisioning import repository as repo
+from app.teams import repository as teams
+
+log = logging.getLogger(__name__)
+
+# What pages and messages say a wake takes (the syncer's start and the API's first answer).
+WAKE_SECONDS_SHOWN = 30
+WARN_BEFORE = timedelta(hours=1)  # the team is told this long before the policy pauses it
+ACTIVE_WRITE_EVERY = timedelta(minutes=5)  # a page view moves ``active_at`` at most this often
+SLEEP_HOURS_MAX = 24 * 30
+
+
+def ask_sleep(
+    session: Session, team: Team, *, actor: User | None, reason: str, running: int = 0
+) -> None:
+    """Put the team's vCluster to sleep (the reconciler pauses it). ``running``: the
+    team's pods on the host now; nothing sleeps while one runs."""
+    if team.status != TeamStatus.READY:
+        raise Conflict(
+            f"Only a ready cluster can sleep: {team.name} is {TeamStatus(team.status).value}."
+        )
+    state = Sleep(team.sleep)
+    if state.wanted_asleep:
+        raise Conflict(f"{team.name}'s cluster is already asleep or going to sleep.")
+    if state == Sleep.WAKING:
+        raise Conflict(f"{team.name}'s cluster is waking; put it to sleep once it is awake.")
+    if running:
+        raise Conflict(
+            f"{team.name} runs {running} pod{'s' if running != 1 else ''} on the cluster: "
+            "nothing sleeps while a team pod runs. Stop them first."
+        )
+    now = utcnow()
+    team.sleep, team.sleep_asked_at, team.sleep_reason = Sleep.FALLING_ASLEEP, now, reason
+    team.next_attempt_at = now
+    request_effect(session, Effect.PROVISIONING_DUE)
+    events.record(
+        session,
+        Event.SLEEP_ASKED,
+        actor=actor,
+        team=team,
+        summary=f"{team.name}'s vCluster to sleep: {reason}",
+        facts={"reason": reason},
+    )
+
+
+def wake(session: Session, team: Team, *, actor: User | None, cause: str, reason: str) -> bool:
+    """Wake the team's vCluster (the reconciler resumes it and waits for its API). False
+    when it is awake or waking already."""
+    if team.status in (TeamStatus.DECOMMISSIONING, TeamStatus.DECOMMISSIONED):
+        raise Conflict(f"{team.name} is being decommissioned: its cluster is not woken.")
+    state = Sleep(team.sleep)
+    if state in (Sleep.AWAKE, Sleep.WAKING):
+        return False
+    now = utcnow()
+    team.sleep, team.sleep_asked_at, team.sleep_reason = Sleep.WAKING, now, reason
+    team.active_at = now
+    team.next_attempt_at = now
+    request_effect(session, Effect.PROVISIONING_DUE)
+    metrics.WAKES.labels(cause).inc()
+    events.record(
+        session,
+        Event.WAKE_ASKED,
+        actor=actor,
+        team=team,
+        summary=f"{team.name}'s vCluster to wake: {reason}",
+        facts={"reason": reason, "cause": cause, "wake_seconds": WAKE_SECONDS_SHOWN},
+    )
+    return True
+
+
+def wake_for_kubeconfig(session: Session, team: Team, *, actor: User) -> str:
+    """A kubeconfig asked of a sleeping (or waking) cluster: woken, its API makes the
+    credential once it answers; what to tell the person."""
+    wake(
+        session,
+        team,
+        actor=actor,
+        cause="kubeconfig",
+        reason=f"{actor.email} asked for a kubeconfig",
+    )
+    return f"{team.name}'s cluster was asleep and is waking"
+
+
+def keep_awake(
+    session: Session, team: Team, *, actor: User, until: datetime | None, now: datetime
+) -> None:
+    """A lead's "keep awake until" (None: no longer kept awake)."""
+    if until is not None and until <= now:
+        raise InvalidInput({"awake_until": "Choose a time in the future."})
+    if until is not None and until - now > timedelta(hours=SLEEP_HOURS_MAX):
+        raise InvalidInput({"awake_until": "Keep it awake for at most 30 days at a time."})
+    team.awake_until = until
+    events.record(
+        session,
+        Event.SLEEP_ASKED if until is None else Event.WAKE_ASKED,
+        actor=actor,
+        team=team,
+        summary=f"{team.name}'s vCluster kept awake until {until:%Y-%m-%d %H:%M} UTC"
+        if until is not None
+        else f"{team.name}'s vCluster no longer kept awake",
+        facts={"awake_until": until.isoformat() if until is not None else None},
+    )
+
+
+def until_from_hours(hours: str, now: datetime) -> datetime | None:
+    """A form's "keep awake for N hours" ("": no longer kept awake)."""
+    if not hours.strip():
+        return None
+    try:
+        count = int(hours)
+    except ValueError:
+        raise InvalidInput({"hours": "Choose how many hours to keep it awake."}) from None
+    if not 1 <= count <= SLEEP_HOURS_MAX:
+        raise InvalidInput({"hours": f"Choose between 1 and {SLEEP_HOURS_MAX} hours."})
+    return now + timedelta(hours=count)
+
+
+def set_policy(
+    session: Session, org: Org, *, after_hours: int | None, max_hours: int, actor: User
+) -> None:
+    """The org's sleep policy: idle clusters pause after ``after_hours`` (None: never by
+    policy); a team may choose up to ``max_hours``."""
+    errors = {}
+    if after_hours is not None and not 1 <= after_hours <= SLEEP_HOURS_MAX:
+        errors["sleep_after_hours"] = (
+            f"Choose between 1 and {SLEEP_HOURS_MAX} hours, or leave it empty for never."
+        )
+    if not 1 <= max_hours <= SLEEP_HOURS_MAX:
+        errors["sleep_max_hours"] = f"Choose between 1 and {SLEEP_HOURS_MAX} hours."
+    elif after_hours is not None and after_hours > max_hours:
+        errors["sleep_max_hours"] = "The longest a team may choose is at least the default."
+    if errors:
+        raise InvalidInput(errors)
+    org.sleep_after_hours, org.sleep_max_hours = after_hours, max_hours
+    events.record(
+        session,
+        Event.SLEEP_ASKED,
+        actor=actor,
+        summary=f"sleep policy: idle clusters sleep after {after_hours} hours"
+        if after_hours is not None
+        else "sleep policy: nothing sleeps by policy",
+        facts={"after_hours": after_hours, "max_hours": max_hours},
+    )
+
+
+def set_team_hours(session: Session, team: Team, org: Org, *, hours: int | None) -> None:
+    """A team's own "asleep after N idle hours", within the org's bounds (None: the org's)."""
+    if hours is not None and not 1 <= hours <= org.sleep_max_hours:
+        raise InvalidInput(
+            {"sleep_after_hours": f"Choose between 1 and {org.sleep_max_hours} hours."}
+        )
+    team.sleep_after_hours = hours
+
+
+def touch(team: Team, now: datetime) -> None:
+    """Someone used the team's cluster from the portal (a page view, a kubeconfig):
+    written at most every few minutes."""
+    if team.active_at is None or now - team.active_at >= ACTIVE_WRITE_EVERY:
+        team.active_at = now
+
+
+def sleep_after(team: Team, org: Org) -> int | None:
+    """The idle hours after which the policy pauses the team's cluster (None: never)."""
+    if org.sleep_after_hours is None:
+        return None
+    return team.sleep_after_hours or org.sleep_after_hours
+
+
+@dataclass(frozen=True)
+class Idle:
+    """When the policy pauses a team's cluster, and from what."""
+
+    last_use: datetime
+    hours: int
+    awake_until: datetime | None = None  # a lead's "keep awake until"
+
+    @property
+    def at(self) -> datetime:
+        after = self.last_use + timedelta(hours=self.hours)
+        return max(after, self.awake_until) if self.awake_until is not None else after
+
+
+def idle_since(team: Team, org: Org) -> Idle | None:
+    """When the team's cluster goes to sleep by policy (None: it does not)."""
+    hours = sleep_after(team, org)
+    if hours is None or team.status != TeamStatus.READY or Sleep(team.sleep) != Sleep.AWAKE:
+        return None
+    uses = [t for t in (team.active_at, team.ready_at) if t is not None]
+    if not uses:
+        return None
+    return Idle(max(uses), hours, team.awake_until)
+
+
+def count_slept(session: Session, now: datetime) -> None:
+    """Add the cluster-seconds asleep since the last count to the month's (the clusters
+    asleep now, over the time since: off by at most one pass for a cluster that fell
+    asleep or woke in between). A new month starts from its first second."""
+    org = teams.get_org(session)
+    month = f"{now:%Y-%m}"
+    since = org.slept_counted_at or now
+    if org.slept_month != month:
+        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        org.slept_month, org.slept_seconds = month, 0
+        since = max(since, start)
+    asleep = repo.count_asleep(session)
+    org.slept_seconds += int(asleep * max(0.0, (now - since).total_seconds()))
+    org.slept_counted_at = now
+
+
+def policy_on(session: Session) -> bool:
+    return teams.get_org(session).sleep_after_hours is not None
+
+
+def idle_pass(session: Session, running: Mapping[str, int], now: datetime) -> int:
+    """One pass of the policy over the ready, awake teams: a team with pods on the host
+    is in use now; one idle past its hours is put to sleep; one within the last hour is
+    told once. ``running``: pods per host namespace. Returns how many were put to sleep."""
+    org = teams.get_org(session)
+    if org.sleep_after_hours is None:
+        return 0
+    slept = 0
+    for team in repo.awake_ready_teams(session):
+        if running.get(team.namespace, 0):
+            touch(team, now)
+            continue
+        idle = idle_since(team, org)
+        if idle is None:
+            continue
+        if idle.at <= now:
+            hours = idle.hours
+            ask_sleep(
+                session,
+                team,
+                actor=None,
+                reason=f"nothing ran in it and nobody used it for {hours} hour"
+                + ("s" if hours != 1 else ""),
+            )
+            slept += 1
+        elif idle.at - now <= WARN_BEFORE and not _warned(team, idle):
+            team.sleep_asked_at = now  # told once per idle stretch
+            events.record(
+                session,
+                Event.SLEEP_SOON,
+                actor=None,
+                team=team,
+                summary=f"told {team.name}'s leads its cluster sleeps at {idle.at:%H:%M} UTC",
+                facts={
+                    "at": f"{idle.at:%Y-%m-%d %H:%M}",
+                    "hours": idle.hours,
+                    "wake_seconds": WAKE_SECONDS_SHOWN,
+                },
+            )
+    return slept
+
+
+def _warned(team: Team, idle: Idle) -> bool:
+    """Told already in this idle stretch (a warning is the last thing asked of an awake
+    cluster: ``sleep_asked_at`` after its last use)."""
+    return team.sleep_asked_at is not None and team.sleep_asked_at > idle.last_use

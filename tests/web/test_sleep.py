@@ -1,0 +1,154 @@
+"""Sleep and wake through the pages and the API: what a lead and an admin see and may do."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from fastapi import FastAPI
+
+from app.adapters.simulated import SimulatedBackend
+from app.core.db import unit_of_work
+from app.core.models import Sleep
+from app.runtime import portal_of
+from app.teams import repository as repo
+from app.teams.seed import seed_sleep
+from tests.web.conftest import Client, client_for
+
+
+def demo_sleep(app: FastAPI) -> None:
+    """The demo's sleep (``make run``): the policy on and recommender put to sleep."""
+    with unit_of_work(portal_of(app).session_factory) as session:
+        assert seed_sleep(session)
+    settle(app)
+
+
+def settle(app: FastAPI) -> None:
+    """The reconciler's passes until nothing is due now (a sleep is installed, then paused)."""
+    reconciler = portal_of(app).reconciler
+    for _ in range(5):
+        if not reconciler.run_once():
+            return
+
+
+def sleep_of(app: FastAPI, name: str) -> str:
+    with portal_of(app).session_factory() as session:
+        team = repo.get_live_team_by_name(session, name)
+        assert team is not None
+        return str(team.sleep)
+
+
+def text_of(page: str) -> str:
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)))
+
+
+def test_the_example_org_shows_a_sleeping_team_and_its_lead_wakes_it(app: FastAPI) -> None:
+    demo_sleep(app)
+    assert sleep_of(app, "recommender") == Sleep.ASLEEP
+    lead = client_for(app, "lead-recommender@example.org")
+    page = text_of(lead.get("/teams/3").text)
+    assert "Asleep since" in page
+    assert "nothing ran in it and nobody used it for 8 hours" in page
+    assert "Wake now" in page
+    assert "It answers again in about 30 s" in page
+    response = lead.form("/teams/3/wake", follow_redirects=True)
+    assert "Waking recommender: it answers again in about 30 s." in text_of(response.text)
+    assert sleep_of(app, "recommender") == Sleep.WAKING
+    assert "Waking since" in text_of(lead.get("/teams/3").text)
+    settle(app)
+    assert sleep_of(app, "recommender") == Sleep.AWAKE
+    page = text_of(lead.get("/teams/3").text)
+    assert re.search(
+        r"Awake\. If nothing runs in it and nobody uses it, it sleeps in [78] h \(8 idle hours\)",
+        page,
+    ), page
+    # Its leads heard of the sleep; the wake they asked for themselves is not news to them.
+    bell = text_of(lead.get("/notifications").text)
+    assert "recommender's cluster is asleep: nothing ran in it" in bell
+
+
+def test_the_overview_counts_the_sleeping_clusters_and_the_memory_they_save(
+    app: FastAPI, admin: Client
+) -> None:
+    demo_sleep(app)
+    page = admin.get("/admin")
+    found = re.search(r'data-testid="asleep">(\d+)<', page.text)
+    assert found
+    assert found.group(1) == "1"
+    assert "1 cluster asleep saves 0.6 GiB of host memory now (0.57 GiB an awake vCluster" in (
+        text_of(page.text)
+    )
+
+
+def test_a_kubeconfig_download_wakes_a_sleeping_cluster_and_says_when_to_ask_again(
+    app: FastAPI,
+) -> None:
+    demo_sleep(app)
+    lead = client_for(app, "lead-recommender@example.org")
+    response = lead.api("POST", "/api/v1/teams/3/kubeconfig")
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "30"
+    assert "was asleep and is waking: ask again in about 30 s" in response.json()["detail"]
+    assert sleep_of(app, "recommender") == Sleep.WAKING
+    settle(app)
+    assert lead.api("POST", "/api/v1/teams/3/kubeconfig").status_code == 200
+
+
+def test_the_api_sleeps_and_wakes_and_refuses_what_it_must(app: FastAPI, lead: Client) -> None:
+    settle(app)
+    backend = portal_of(app).backend
+    assert isinstance(backend, SimulatedBackend)
+    backend.pin_usage("nlp", allocated=0.5, requested=0.5)
+    refused = lead.api("POST", "/api/v1/teams/1/sleep")
+    assert refused.status_code == 409
+    assert (
+        "nlp runs 1 pod on the cluster: nothing sleeps while a team pod runs"
+        in (refused.json()["detail"])
+    )
+    backend.pin_usage("nlp", allocated=0, requested=0)
+    slept = lead.api("POST", "/api/v1/teams/1/sleep")
+    assert slept.status_code == 200, slept.text
+    assert slept.json()["sleep"]["state"] == "falling_asleep"
+    settle(app)
+    got = lead.get("/api/v1/teams/1").json()["sleep"]
+    assert got["state"] == "asleep"
+    assert got["reason"] == "put to sleep by lead-nlp@example.org"
+    # Another team's lead may not wake it; a member of the team may.
+    assert client_for(app, "lead-vision@example.org").api(
+        "POST", "/api/v1/teams/1/wake"
+    ).status_code in (
+        403,
+        404,
+    )
+    member = client_for(app, "member-nlp@example.org")
+    assert member.api("POST", "/api/v1/teams/1/wake").json()["sleep"]["state"] == "waking"
+    # Without the CSRF header a browser session's POST is refused.
+    assert member.post("/api/v1/teams/1/wake").status_code == 403
+    # Bad choices say which field to change.
+    bad = lead.api("PUT", "/api/v1/teams/1/sleep", {"sleep_after_hours": 500})
+    assert bad.status_code == 422
+    assert "sleep_after_hours" in bad.json()["errors"]
+
+
+def test_the_admin_sets_the_policy_and_a_lead_cannot(
+    app: FastAPI, admin: Client, lead: Client
+) -> None:
+    assert lead.api("PUT", "/api/v1/sleep-policy", {"sleep_after_hours": 2}).status_code == 403
+    bad = admin.api("PUT", "/api/v1/sleep-policy", {"sleep_after_hours": 0, "sleep_max_hours": 24})
+    assert bad.status_code == 422
+    assert "sleep_after_hours" in bad.json()["errors"]
+    page = admin.form(
+        "/admin/pools/sleep-policy", {"sleep_after_hours": "4", "sleep_max_hours": "48"}
+    )
+    assert page.status_code in (200, 303)
+    assert admin.get("/api/v1/sleep-policy").json() == {
+        "sleep_after_hours": 4,
+        "sleep_max_hours": 48,
+    }
+    form = admin.form(
+        "/admin/pools/sleep-policy", {"sleep_after_hours": "x", "sleep_max_hours": "48"}
+    )
+    assert form.status_code == 422
+    assert "Asleep after idle hours: a whole number of hours." in text_of(form.text)
+    with unit_of_work(portal_of(app).session_factory) as session:
+        assert repo.get_org(session).sleep_after_hours == 4
