@@ -29,6 +29,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
 from sqlalchemy import func, select, update
@@ -184,8 +185,6 @@ def provision(args: argparse.Namespace) -> None:
 
 def first_pod() -> None:
     """Approval → the team's first pod bound by KAI, for the design source's teams."""
-    import html
-    import re
     import shutil
 
     import yaml
@@ -207,7 +206,7 @@ def first_pod() -> None:
         with (
             kai.kai_scheduler(plane),
             kai.gpu_nodes(admin_api) as nodes,
-            vcluster_runtime(plane, admin_api, ready_seconds=0.2),
+            vcluster_runtime(plane, admin_api, ready_seconds=0.2) as runtime,
         ):
             nodes.add("gpu-node-1", 1)
             url = f"sqlite:///{folder / 'portal.db'}"
@@ -256,12 +255,7 @@ def first_pod() -> None:
                     ready = time.perf_counter()
                     answer = lead.api("POST", f"/api/v1/teams/{team_id}/kubeconfig?ttl=1h")
                     inside = config.new_client_from_config_dict(yaml.safe_load(answer.text))
-                    page = lead.get(f"/teams/{team_id}").text
-                    found = re.search(
-                        r'<pre id="pod-spec-fraction"[^>]*><code>(.*?)</code></pre>', page, re.S
-                    )
-                    assert found, "the team page offers no GPU-fraction pod"
-                    pod = yaml.safe_load(html.unescape(found.group(1)))
+                    pod = _offered_pod(lead, team_id)
                     client.CoreV1Api(inside).create_namespaced_pod("default", pod)
                     name = pod["metadata"]["name"]
                     while True:
@@ -286,13 +280,127 @@ def first_pod() -> None:
                 totals = [a + b for a, b in timings.values()]
                 to_ready = statistics.median(a for a, _ in timings.values())
                 to_bound = statistics.median(b for _, b in timings.values())
+                first_starts = [_syncer_start(runtime, core, t) for t in leads]
                 print(
                     f"approval → first pod bound by KAI: median {statistics.median(totals):.1f} s "
                     f"(approval → ready median {to_ready:.1f} s, ready → bound median "
-                    f"{to_bound:.1f} s) over {len(totals)} teams, one at a time"
+                    f"{to_bound:.1f} s) over {len(totals)} teams, one at a time; the syncer's "
+                    f"own start (process started → serving) median "
+                    f"{statistics.median(first_starts):.1f} s"
                 )
+                wakes(app, leads, requested, core, runtime)
             portal_of(app).engine.dispose()
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def _syncer_start(runtime: Any, core: Any, team: str) -> float:
+    """The syncer's own start for the team's current control-plane pod: its process
+    started → its proxy serving (as the pod's readiness probe asks)."""
+    pods = core.list_namespaced_pod(
+        f"vcluster-{team}", label_selector=f"app=vcluster,release={team}"
+    ).items
+    began, served = runtime.starts[pods[0].metadata.uid]
+    assert served is not None, f"{team}'s syncer never served"
+    return float(served - began)
+
+
+def wakes(
+    app: Any, leads: dict[str, Any], requested: dict[str, Any], core: Any, runtime: Any
+) -> None:
+    """Each team put to sleep, then woken: wake asked → the vCluster's API answers the
+    lead's kubeconfig from before the sleep → a new pod of the lead bound by KAI; beside
+    the syncer's own start on that wake."""
+    rows = [
+        _wake_one(app, lead, team, requested[team]["team_id"], core, runtime)
+        for team, lead in leads.items()
+    ]
+    served_s = statistics.median(r[0] for r in rows)
+    bound_s = statistics.median(r[1] for r in rows)
+    syncer_s = statistics.median(r[2] for r in rows)
+    print(
+        f"wake → API served: median {served_s:.1f} s, → first pod bound by KAI median "
+        f"{bound_s:.1f} s, over {len(rows)} teams; the syncer's own start median "
+        f"{syncer_s:.1f} s: the portal adds {served_s - syncer_s:.1f} s to the API served"
+    )
+
+
+def _passes_until(app: Any, done: Any, limit: float = 300) -> None:
+    """Reconciler passes over every team (as the worker's) until ``done()``."""
+    from app.runtime import portal_of
+
+    factory = portal_of(app).session_factory
+    started = time.perf_counter()
+    while not done():
+        if time.perf_counter() - started > limit:
+            raise SystemExit(f"not in {limit:.0f} s")
+        with unit_of_work(factory) as session:
+            session.execute(update(TeamSchedule).values(next_attempt_at=utcnow()))
+        portal_of(app).reconciler.run_once()
+        time.sleep(0.1)
+
+
+def _wake_one(
+    app: Any, lead: Any, team: str, team_id: int, core: Any, runtime: Any
+) -> tuple[float, float, float]:
+    inside = client.CoreV1Api(_inside(lead, team_id))
+    for pod in inside.list_namespaced_pod("default").items:
+        inside.delete_namespaced_pod(pod.metadata.name, "default", grace_period_seconds=0)
+    url = f"/api/v1/teams/{team_id}"
+    _passes_until(app, lambda: lead.api("POST", f"{url}/sleep").status_code == 200)
+    _passes_until(app, lambda: lead.get(url).json()["sleep"]["state"] == "asleep")
+    asked = time.perf_counter()
+    lead.api("POST", f"{url}/wake")
+
+    def served() -> bool:
+        try:
+            inside.list_namespaced_pod("default", _request_timeout=2)
+        except Exception:  # not served yet
+            return False
+        return True
+
+    _passes_until(app, served)
+    answered = time.perf_counter()
+    name = f"{team}-after-wake"
+    pod = _offered_pod(lead, team_id)
+    pod["metadata"]["name"] = name
+    inside.create_namespaced_pod("default", pod)
+    while not any(
+        (p.metadata.annotations or {}).get("vcluster.loft.sh/object-name") == name
+        and p.spec.node_name
+        for p in core.list_namespaced_pod(f"vcluster-{team}").items
+    ):
+        if time.perf_counter() - answered > 300:
+            raise SystemExit(f"{team}'s pod was not bound in 300 s after the wake")
+        time.sleep(0.1)
+    bound = time.perf_counter()
+    syncer = _syncer_start(runtime, core, team)
+    print(
+        f"{team}: wake → API served {answered - asked:.1f} s, → pod bound by KAI "
+        f"{bound - asked:.1f} s; the syncer's own start {syncer:.1f} s"
+    )
+    return answered - asked, bound - asked, syncer
+
+
+def _offered_pod(lead: Any, team_id: int) -> dict[str, Any]:
+    """The GPU-fraction pod the team page offers, as shown."""
+    import html
+    import re
+
+    import yaml
+
+    page = lead.get(f"/teams/{team_id}").text
+    found = re.search(r'<pre id="pod-spec-fraction"[^>]*><code>(.*?)</code></pre>', page, re.S)
+    assert found, "the team page offers no GPU-fraction pod"
+    pod: dict[str, Any] = yaml.safe_load(html.unescape(found.group(1)))
+    return pod
+
+
+def _inside(lead: Any, team_id: int) -> Any:
+    import yaml
+
+    answer = lead.api("POST", f"/api/v1/teams/{team_id}/kubeconfig?ttl=1h")
+    assert answer.status_code == 200, answer.text
+    return config.new_client_from_config_dict(yaml.safe_load(answer.text))
 
 
 if __name__ == "__main__":

@@ -147,6 +147,9 @@ class TemplateSpec:
     parameters: tuple[Parameter, ...] = ()
     default_quota: Mapping[str, str] = field(default_factory=dict)
     repair_drift: bool = False
+    # Idle hours before a team's cluster sleeps, for teams of this template that chose
+    # none (None: the org's policy).
+    sleep_after_hours: int | None = None
 
     def parameter(self, name: str) -> Parameter | None:
         return next((p for p in self.parameters if p.name == name), None)
@@ -483,6 +486,16 @@ def parse_spec(
                 parse_hundredths(value, what=label(in_pool.group(2) if in_pool else str(key)))
             except ValueError as exc:
                 errors[f"default_quota.{key}"] = str(exc)
+    sleep_hours = raw.get("sleep_after_hours")
+    if sleep_hours is not None and (
+        isinstance(sleep_hours, bool)
+        or not isinstance(sleep_hours, int)
+        or not 1 <= sleep_hours <= SLEEP_HOURS_MOST
+    ):
+        errors["sleep_after_hours"] = (
+            f"idle hours before a team's cluster sleeps: a whole number from 1 to "
+            f"{SLEEP_HOURS_MOST} (left out: the org's policy)"
+        )
     if errors:
         raise InvalidInput(errors)
     return TemplateSpec(
@@ -492,7 +505,11 @@ def parse_spec(
         parameters=parameters,
         default_quota={str(k): str(v) for k, v in quota.items()},
         repair_drift=bool(raw.get("repair_drift", False)),
+        sleep_after_hours=sleep_hours if isinstance(sleep_hours, int) else None,
     )
+
+
+SLEEP_HOURS_MOST = 24 * 30  # as the org's policy allows
 
 
 # A template's suggestion for another node pool: its GPU guarantee, limit or weight there,

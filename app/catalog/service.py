@@ -63,6 +63,7 @@ def stored(spec: TemplateSpec) -> dict[str, Any]:
             for p in spec.parameters
         ],
         "default_quota": dict(spec.default_quota),
+        "sleep_after_hours": spec.sleep_after_hours,
         "repair_drift": spec.repair_drift,
     }
 
@@ -86,6 +87,7 @@ def spec_of(version: TemplateVersion) -> TemplateSpec:
         ),
         default_quota=dict(data.get("default_quota", {})),
         repair_drift=bool(data.get("repair_drift", False)),
+        sleep_after_hours=data.get("sleep_after_hours"),
     )
 
 

@@ -28,6 +28,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     event,
+    false,
     select,
     text,
 )
@@ -243,6 +244,11 @@ class Org(Base):
         nullable=True,
     )
     sleep_max_hours: Mapped[int] = mapped_column(Integer, default=168, server_default="168")
+    # Quiet hours (migration 0022): daily windows ("22:00-07:00, 12:00-13:00") and the
+    # weekends, in ``time_zone``, when an idle cluster sleeps after an hour.
+    sleep_quiet_hours: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    sleep_weekends: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    time_zone: Mapped[str] = mapped_column(String(64), default="UTC", server_default="UTC")
     # The month ("2026-12") and its cluster-seconds asleep so far, counted up to
     # ``slept_counted_at`` by the sleep job.
     slept_month: Mapped[str] = mapped_column(String(7), default="", server_default="")

@@ -22,13 +22,16 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from app.catalog import service as catalog
 from app.core import metrics
 from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, InvalidInput
 from app.core.events import Event
 from app.core.models import Org, Sleep, Team, TeamStatus, User, utcnow
 from app.notifications import events
+from app.provisioning import quiet
 from app.provisioning import repository as repo
+from app.provisioning.quiet import Quiet
 from app.teams import repository as teams
 
 log = logging.getLogger(__name__)
@@ -146,10 +149,19 @@ def until_from_hours(hours: str, now: datetime) -> datetime | None:
 
 
 def set_policy(
-    session: Session, org: Org, *, after_hours: int | None, max_hours: int, actor: User
+    session: Session,
+    org: Org,
+    *,
+    after_hours: int | None,
+    max_hours: int,
+    actor: User,
+    quiet_hours: str = "",
+    weekends: bool = False,
+    time_zone: str = "UTC",
 ) -> None:
-    """The org's sleep policy: idle clusters pause after ``after_hours`` (None: never by
-    policy); a team may choose up to ``max_hours``."""
+    """The org's sleep policy: idle clusters pause after ``after_hours`` (None: not by
+    the hours) or after an hour in quiet hours (``quiet_hours``, ``weekends``, in
+    ``time_zone``); a team may choose up to ``max_hours``."""
     errors = {}
     if after_hours is not None and not 1 <= after_hours <= SLEEP_HOURS_MAX:
         errors["sleep_after_hours"] = (
@@ -159,17 +171,35 @@ def set_policy(
         errors["sleep_max_hours"] = f"Choose between 1 and {SLEEP_HOURS_MAX} hours."
     elif after_hours is not None and after_hours > max_hours:
         errors["sleep_max_hours"] = "The longest a team may choose is at least the default."
+    try:
+        hush = quiet.parse(quiet_hours, weekends=weekends, zone=time_zone.strip() or "UTC")
+    except InvalidInput as exc:
+        errors.update(exc.errors)
+        hush = NO_QUIET
     if errors:
         raise InvalidInput(errors)
     org.sleep_after_hours, org.sleep_max_hours = after_hours, max_hours
+    org.sleep_quiet_hours = ", ".join(
+        f"{s // 60:02d}:{s % 60:02d}-{e // 60:02d}:{e % 60:02d}" for s, e in hush.windows
+    )
+    org.sleep_weekends, org.time_zone = hush.weekends, hush.zone
+    rules = [f"after {after_hours} idle hours"] if after_hours is not None else []
+    if hush.any:
+        rules.append(f"after an idle hour in quiet hours ({hush.describe()})")
     events.record(
         session,
         Event.SLEEP_ASKED,
         actor=actor,
-        summary=f"sleep policy: idle clusters sleep after {after_hours} hours"
-        if after_hours is not None
+        summary="sleep policy: idle clusters sleep " + " or ".join(rules)
+        if rules
         else "sleep policy: nothing sleeps by policy",
-        facts={"after_hours": after_hours, "max_hours": max_hours},
+        facts={
+            "after_hours": after_hours,
+            "max_hours": max_hours,
+            "quiet_hours": org.sleep_quiet_hours,
+            "weekends": hush.weekends,
+            "time_zone": hush.zone,
+        },
     )
 
 
@@ -189,36 +219,85 @@ def touch(team: Team, now: datetime) -> None:
         team.active_at = now
 
 
-def sleep_after(team: Team, org: Org) -> int | None:
-    """The idle hours after which the policy pauses the team's cluster (None: never)."""
+def sleep_after(team: Team, org: Org, template_hours: int | None = None) -> int | None:
+    """The idle hours after which the policy pauses the team's cluster (None: never): the
+    team's own choice, else its template's default (``template_hours``), else the org's."""
     if org.sleep_after_hours is None:
         return None
-    return team.sleep_after_hours or org.sleep_after_hours
+    return team.sleep_after_hours or template_hours or org.sleep_after_hours
+
+
+def template_hours(team: Team) -> int | None:
+    """The idle hours the team's cluster template suggests (None: none)."""
+    version = team.template_version
+    return catalog.spec_of(version).sleep_after_hours if version is not None else None
+
+
+QUIET_IDLE = timedelta(hours=1)  # idle this long in quiet hours: asleep
+NO_QUIET = Quiet()
 
 
 @dataclass(frozen=True)
 class Idle:
-    """When the policy pauses a team's cluster, and from what."""
+    """When the policy pauses a team's cluster, and why."""
 
     last_use: datetime
-    hours: int
+    hours: int | None  # the idle hours (None: only quiet hours put it to sleep)
     awake_until: datetime | None = None  # a lead's "keep awake until"
+    quiet: Quiet = NO_QUIET
+
+    @property
+    def _times(self) -> tuple[datetime | None, datetime | None]:
+        """When the idle hours end, and when quiet hours find it idle an hour."""
+        after = self.last_use + timedelta(hours=self.hours) if self.hours is not None else None
+        return after, self.quiet.first_from(self.last_use + QUIET_IDLE)
 
     @property
     def at(self) -> datetime:
-        after = self.last_use + timedelta(hours=self.hours)
-        return max(after, self.awake_until) if self.awake_until is not None else after
+        found = [t for t in self._times if t is not None]
+        at = min(found) if found else datetime.max.replace(tzinfo=self.last_use.tzinfo)
+        return max(at, self.awake_until) if self.awake_until is not None else at
+
+    @property
+    def short(self) -> str:
+        """What puts it to sleep then: "8 idle hours", "an idle hour in quiet hours (…)"."""
+        after, quiet = self._times
+        if quiet is not None and (after is None or quiet < after):
+            return f"an idle hour in quiet hours ({self.quiet.describe()})"
+        hours = self.hours or 0
+        return f"{hours} idle hour" + ("s" if hours != 1 else "")
+
+    @property
+    def reason(self) -> str:
+        after, quiet = self._times
+        if quiet is not None and (after is None or quiet < after):
+            return (
+                "nothing ran in it and nobody used it for an hour in quiet hours "
+                f"({self.quiet.describe()})"
+            )
+        hours = self.hours or 0
+        return f"nothing ran in it and nobody used it for {hours} hour" + (
+            "s" if hours != 1 else ""
+        )
 
 
-def idle_since(team: Team, org: Org) -> Idle | None:
-    """When the team's cluster goes to sleep by policy (None: it does not)."""
-    hours = sleep_after(team, org)
-    if hours is None or team.status != TeamStatus.READY or Sleep(team.sleep) != Sleep.AWAKE:
+def quiet_of(org: Org) -> Quiet:
+    return Quiet(quiet.stored(org.sleep_quiet_hours), org.sleep_weekends, org.time_zone)
+
+
+def idle_since(team: Team, org: Org, suggested: int | None = None) -> Idle | None:
+    """When the team's cluster goes to sleep by policy (None: it does not); ``suggested``:
+    its template's idle hours."""
+    hours = sleep_after(team, org, suggested)
+    hush = quiet_of(org)
+    if hours is None and not hush.any:
+        return None
+    if team.status != TeamStatus.READY or Sleep(team.sleep) != Sleep.AWAKE:
         return None
     uses = [t for t in (team.active_at, team.ready_at) if t is not None]
     if not uses:
         return None
-    return Idle(max(uses), hours, team.awake_until)
+    return Idle(max(uses), hours, team.awake_until, hush)
 
 
 def count_slept(session: Session, now: datetime) -> None:
@@ -238,7 +317,8 @@ def count_slept(session: Session, now: datetime) -> None:
 
 
 def policy_on(session: Session) -> bool:
-    return teams.get_org(session).sleep_after_hours is not None
+    org = teams.get_org(session)
+    return org.sleep_after_hours is not None or quiet_of(org).any
 
 
 def idle_pass(session: Session, running: Mapping[str, int], now: datetime) -> int:
@@ -246,25 +326,18 @@ def idle_pass(session: Session, running: Mapping[str, int], now: datetime) -> in
     is in use now; one idle past its hours is put to sleep; one within the last hour is
     told once. ``running``: pods per host namespace. Returns how many were put to sleep."""
     org = teams.get_org(session)
-    if org.sleep_after_hours is None:
+    if not policy_on(session):
         return 0
     slept = 0
     for team in repo.awake_ready_teams(session):
         if running.get(team.namespace, 0):
             touch(team, now)
             continue
-        idle = idle_since(team, org)
+        idle = idle_since(team, org, template_hours(team))
         if idle is None:
             continue
         if idle.at <= now:
-            hours = idle.hours
-            ask_sleep(
-                session,
-                team,
-                actor=None,
-                reason=f"nothing ran in it and nobody used it for {hours} hour"
-                + ("s" if hours != 1 else ""),
-            )
+            ask_sleep(session, team, actor=None, reason=idle.reason)
             slept += 1
         elif idle.at - now <= WARN_BEFORE and not _warned(team, idle):
             team.sleep_asked_at = now  # told once per idle stretch
@@ -276,7 +349,7 @@ def idle_pass(session: Session, running: Mapping[str, int], now: datetime) -> in
                 summary=f"told {team.name}'s leads its cluster sleeps at {idle.at:%H:%M} UTC",
                 facts={
                     "at": f"{idle.at:%Y-%m-%d %H:%M}",
-                    "hours": idle.hours,
+                    "why": idle.reason,
                     "wake_seconds": WAKE_SECONDS_SHOWN,
                 },
             )

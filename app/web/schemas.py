@@ -418,11 +418,24 @@ class SleepPolicyIn(BaseModel):
         description="Idle hours before a team's cluster sleeps (null: nothing sleeps by policy)"
     )
     sleep_max_hours: int = Field(default=168, description="The most idle hours a team may choose")
+    sleep_quiet_hours: str = Field(
+        default="",
+        max_length=200,
+        description="Daily windows when an idle cluster sleeps after an hour: 22:00-07:00, "
+        "several separated by commas (empty: none)",
+    )
+    sleep_weekends: bool = Field(default=False, description="Saturdays and Sundays are quiet")
+    sleep_time_zone: str = Field(
+        default="UTC", max_length=64, description="The quiet hours' time zone (tz database name)"
+    )
 
 
 class SleepPolicyOut(BaseModel):
     sleep_after_hours: int | None
     sleep_max_hours: int
+    sleep_quiet_hours: str
+    sleep_weekends: bool
+    sleep_time_zone: str
 
 
 class TeamOut(BaseModel):

@@ -64,6 +64,9 @@ class VClusterRuntime:
         self.syncers: dict[str, syncers.Syncer] = {}  # by control-plane pod uid
         self._lock = threading.Lock()
         self.exits: dict[str, list[str]] = {}  # by pod uid: each exit and its log
+        # By pod uid: when its syncer was started and when it first served (monotonic):
+        # the syncer's own start, for the benchmark to set the portal's time beside.
+        self.starts: dict[str, tuple[float, float | None]] = {}
         self.errors: list[str] = []
 
     def address(self, namespace: str, name: str) -> str:
@@ -183,9 +186,11 @@ class VClusterRuntime:
             running = None
         if running is None:
             self._ensure_node()
+            began = time.monotonic()
             self.syncers[uid] = syncers.start(
                 self.plane, self.api, pod, node=NODE, address=self.address(namespace, name)
             )
+            self.starts.setdefault(uid, (began, None))
             return
         if _ready(pod) and self.retire_ready and self._secret_written(namespace, name):
             self._retired.add(uid)
@@ -193,6 +198,8 @@ class VClusterRuntime:
             return
         if _ready(pod) or not running.serving():
             return
+        began, _served = self.starts.get(uid, (time.monotonic(), None))
+        self.starts[uid] = (began, time.monotonic())
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.core.patch_namespaced_pod_status(
             pod.metadata.name,

@@ -3,7 +3,7 @@ by the reconciler, resumable, and a pause or resume by hand taken as the team's 
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import select
@@ -13,7 +13,7 @@ from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
 from app.core.errors import Conflict, InvalidInput
 from app.core.models import AuditEvent, Notification, Sleep, Step, Team, TeamStatus, User, utcnow
-from app.provisioning import sleep
+from app.provisioning import quiet, sleep
 from app.provisioning.reconciler import Reconciler
 from app.teams import repository as repo
 from tests.provisioning.test_reconciler import approved_team
@@ -209,3 +209,64 @@ def test_keep_awake_holds_the_policy_off_until_then(
     with unit_of_work(session_factory) as session:
         assert sleep.idle_pass(session, {}, now + timedelta(hours=1)) == 0
         assert sleep.idle_pass(session, {}, now + timedelta(hours=2, minutes=1)) == 1
+
+
+def test_quiet_hours_are_read_as_people_write_them_and_overlaps_refused() -> None:
+    night = quiet.parse("22:00-07:00, 12:00 - 13:00", weekends=True, zone="Europe/Berlin")
+    assert night.windows == ((22 * 60, 7 * 60), (12 * 60, 13 * 60))
+    assert night.describe() == "22:00-07:00 and 12:00-13:00 and weekends, Europe/Berlin"
+    with pytest.raises(InvalidInput, match="22:00-07:00 and 06:00-08:00 overlap"):
+        quiet.parse("22:00-07:00, 06:00-08:00", weekends=False, zone="UTC")
+    with pytest.raises(InvalidInput, match="write each window as HH:MM-HH:MM"):
+        quiet.parse("10pm-7am", weekends=False, zone="UTC")
+    with pytest.raises(InvalidInput, match="starts and ends at different times"):
+        quiet.parse("08:00-08:00", weekends=False, zone="UTC")
+    with pytest.raises(InvalidInput, match="'Mars/Olympus' is not a time zone"):
+        quiet.parse("", weekends=True, zone="Mars/Olympus")
+
+
+def test_quiet_hours_find_the_next_quiet_moment_in_the_orgs_time_zone() -> None:
+    berlin = quiet.parse("22:00-07:00", weekends=True, zone="Europe/Berlin")
+    # Wednesday 2026-12-09 15:00 UTC is 16:00 in Berlin: quiet from 22:00 Berlin, 21:00 UTC.
+    afternoon = datetime(2026, 12, 9, 15, 0, tzinfo=UTC)
+    assert not berlin.holds(afternoon)
+    assert berlin.first_from(afternoon) == datetime(2026, 12, 9, 21, 0, tzinfo=UTC)
+    # 05:30 UTC is 06:30 in Berlin: within the night window.
+    assert berlin.holds(datetime(2026, 12, 10, 5, 30, tzinfo=UTC))
+    assert not berlin.holds(datetime(2026, 12, 10, 6, 30, tzinfo=UTC))
+    # Saturday noon is quiet (weekends); a summer evening keeps to local time (UTC+2).
+    assert berlin.holds(datetime(2026, 12, 12, 11, 0, tzinfo=UTC))
+    summer = datetime(2026, 7, 8, 12, 0, tzinfo=UTC)
+    assert berlin.first_from(summer) == datetime(2026, 7, 8, 20, 0, tzinfo=UTC)
+    assert quiet.Quiet().first_from(summer) is None
+
+
+def test_in_quiet_hours_an_idle_cluster_sleeps_after_an_hour(
+    session_factory: sessionmaker[Session], reconciler: Reconciler
+) -> None:
+    team_id = ready_team(session_factory, reconciler)
+    # A Thursday, 23:30 in UTC: within 22:00-07:00.
+    night = datetime(2026, 12, 10, 23, 30, tzinfo=UTC)
+    with unit_of_work(session_factory) as session:
+        org = repo.get_org(session)
+        admin = session.scalars(select(User).where(User.is_admin)).one()
+        with pytest.raises(InvalidInput, match="overlap"):
+            sleep.set_policy(
+                session,
+                org,
+                after_hours=None,
+                max_hours=24,
+                actor=admin,
+                quiet_hours="22:00-07:00, 23:00-23:30",
+            )
+        sleep.set_policy(
+            session, org, after_hours=None, max_hours=24, actor=admin, quiet_hours="22:00-07:00"
+        )
+        nlp = repo.get_team(session, team_id)
+        nlp.ready_at = nlp.active_at = night - timedelta(minutes=40)
+    with unit_of_work(session_factory) as session:
+        assert sleep.idle_pass(session, {}, night) == 0  # idle 40 minutes: told, not asleep
+        assert sleep.idle_pass(session, {}, night + timedelta(minutes=21)) == 1
+    assert team(session_factory, team_id).sleep_reason == (
+        "nothing ran in it and nobody used it for an hour in quiet hours (22:00-07:00, UTC)"
+    )

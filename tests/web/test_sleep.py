@@ -144,11 +144,35 @@ def test_the_admin_sets_the_policy_and_a_lead_cannot(
     assert admin.get("/api/v1/sleep-policy").json() == {
         "sleep_after_hours": 4,
         "sleep_max_hours": 48,
+        "sleep_quiet_hours": "",
+        "sleep_weekends": False,
+        "sleep_time_zone": "UTC",
     }
+    zone = admin.api(
+        "PUT",
+        "/api/v1/sleep-policy",
+        {"sleep_after_hours": 4, "sleep_quiet_hours": "22:00-07:00", "sleep_time_zone": "Berlin"},
+    )
+    assert zone.status_code == 422
+    assert "is not a time zone" in zone.json()["errors"]["sleep_time_zone"]
+    quiet = admin.form(
+        "/admin/pools/sleep-policy",
+        {
+            "sleep_after_hours": "",
+            "sleep_max_hours": "48",
+            "sleep_quiet_hours": "22:00-07:00",
+            "sleep_time_zone": "Europe/Berlin",
+            "sleep_weekends": "on",
+        },
+    )
+    assert quiet.status_code in (200, 303)
+    assert lead.get("/api/v1/sleep-policy").json()["sleep_quiet_hours"] == "22:00-07:00"
+    page = text_of(lead.get("/teams/1").text)
+    assert "(an idle hour in quiet hours (22:00-07:00 and weekends, Europe/Berlin))" in page
     form = admin.form(
         "/admin/pools/sleep-policy", {"sleep_after_hours": "x", "sleep_max_hours": "48"}
     )
     assert form.status_code == 422
     assert "Asleep after idle hours: a whole number of hours." in text_of(form.text)
     with unit_of_work(portal_of(app).session_factory) as session:
-        assert repo.get_org(session).sleep_after_hours == 4
+        assert repo.get_org(session).sleep_after_hours is None

@@ -7,6 +7,7 @@ from sqlalchemy.orm import Session
 
 from app.core import quota
 from app.core.errors import InvalidInput
+from app.core.models import Org
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.provisioning import sleep
 from app.runtime import Portal
@@ -104,12 +105,9 @@ def _rows(session: Session, portal: Portal) -> list[pools.PoolRow]:
 
 @router.get("/sleep-policy", response_model=SleepPolicyOut)
 def get_sleep_policy(session: SessionDep, principal: CurrentPrincipal) -> SleepPolicyOut:
-    """After how many idle hours a team's cluster sleeps (null: never by policy), and the
-    most a team may choose."""
-    org = repo.get_org(session)
-    return SleepPolicyOut(
-        sleep_after_hours=org.sleep_after_hours, sleep_max_hours=org.sleep_max_hours
-    )
+    """After how many idle hours a team's cluster sleeps (null: not by the hours), the
+    quiet hours when it sleeps after an idle hour, and the most a team may choose."""
+    return _policy_out(repo.get_org(session))
 
 
 @router.put("/sleep-policy", response_model=SleepPolicyOut)
@@ -125,9 +123,20 @@ def put_sleep_policy(
         after_hours=body.sleep_after_hours,
         max_hours=body.sleep_max_hours,
         actor=principal.user,
+        quiet_hours=body.sleep_quiet_hours,
+        weekends=body.sleep_weekends,
+        time_zone=body.sleep_time_zone,
     )
+    return _policy_out(org)
+
+
+def _policy_out(org: Org) -> SleepPolicyOut:
     return SleepPolicyOut(
-        sleep_after_hours=org.sleep_after_hours, sleep_max_hours=org.sleep_max_hours
+        sleep_after_hours=org.sleep_after_hours,
+        sleep_max_hours=org.sleep_max_hours,
+        sleep_quiet_hours=org.sleep_quiet_hours,
+        sleep_weekends=org.sleep_weekends,
+        sleep_time_zone=org.time_zone,
     )
 
 

@@ -113,6 +113,9 @@ def set_sleep_policy(
             after_hours=after,
             max_hours=most or 0,
             actor=principal.user,
+            quiet_hours=data.get("sleep_quiet_hours", ""),
+            weekends=data.get("sleep_weekends") == "on",
+            time_zone=data.get("sleep_time_zone", ""),
         )
     except InvalidInput as exc:
         discard_changes(session)

@@ -277,14 +277,17 @@ class TeamDetail(_Gauges):
         )
 
     @property
-    def sleeps_at(self) -> datetime | None:
-        """When the org's policy puts the team's idle cluster to sleep (None: it does not)."""
-        idle = sleep.idle_since(self.team, self.org)
-        return idle.at if idle is not None else None
+    def _template_sleep_hours(self) -> int | None:
+        t = self.template
+        if t is None or t.asked:
+            return None
+        return catalog.spec_of(t.version).sleep_after_hours
 
     @property
-    def sleep_hours(self) -> int | None:
-        return sleep.sleep_after(self.team, self.org)
+    def sleep_idle(self) -> sleep.Idle | None:
+        """When and why the org's policy puts the team's idle cluster to sleep (None: it
+        does not)."""
+        return sleep.idle_since(self.team, self.org, self._template_sleep_hours)
 
 
 TeamLists = tuple[
