@@ -28,6 +28,7 @@ from app.core.models import (
     ProvisioningStep,
     RequestKind,
     RequestStatus,
+    Sleep,
     StepStatus,
     Team,
     TeamMember,
@@ -451,6 +452,9 @@ def decommission(session: Session, *, actor: User, team: Team) -> None:
     team.next_attempt_at = utcnow()
     team.attempts = 0
     team.last_error = None
+    # A sleeping cluster is deleted as it is (no wake first): it no longer counts as one
+    # asleep, nor as memory sleep saves.
+    team.sleep, team.asleep_since = Sleep.AWAKE, None
     for request in repo.get_requests(session, status=RequestStatus.SUBMITTED, team_ids=[team.id]):
         request.status = RequestStatus.CANCELLED
     session.flush()

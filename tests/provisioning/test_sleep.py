@@ -14,8 +14,10 @@ from app.core.db import unit_of_work
 from app.core.errors import Conflict, InvalidInput
 from app.core.models import AuditEvent, Notification, Sleep, Step, Team, TeamStatus, User, utcnow
 from app.provisioning import quiet, sleep
+from app.provisioning import repository as provisioning_repo
 from app.provisioning.reconciler import Reconciler
 from app.teams import repository as repo
+from app.teams import service
 from tests.provisioning.test_reconciler import approved_team
 
 
@@ -270,3 +272,22 @@ def test_in_quiet_hours_an_idle_cluster_sleeps_after_an_hour(
     assert team(session_factory, team_id).sleep_reason == (
         "nothing ran in it and nobody used it for an hour in quiet hours (22:00-07:00, UTC)"
     )
+
+
+def test_a_sleeping_cluster_is_decommissioned_as_it_is(
+    session_factory: sessionmaker[Session], reconciler: Reconciler, backend: SimulatedBackend
+) -> None:
+    team_id = ready_team(session_factory, reconciler)
+    with unit_of_work(session_factory) as session:
+        sleep.ask_sleep(session, repo.get_team(session, team_id), actor=None, reason="asked")
+    reconciler.run_once()
+    assert team(session_factory, team_id).sleep == Sleep.ASLEEP
+    with unit_of_work(session_factory) as session:
+        admin = session.scalars(select(User).where(User.is_admin)).one()
+        service.decommission(session, actor=admin, team=repo.get_team(session, team_id))
+        assert provisioning_repo.count_asleep(session) == 0  # no longer counted asleep
+    for _ in range(3):
+        reconciler.run_once()
+    gone = team(session_factory, team_id)
+    assert gone.status == TeamStatus.DECOMMISSIONED
+    assert backend.empty

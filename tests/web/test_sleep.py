@@ -167,8 +167,8 @@ def test_the_admin_sets_the_policy_and_a_lead_cannot(
     )
     assert quiet.status_code in (200, 303)
     assert lead.get("/api/v1/sleep-policy").json()["sleep_quiet_hours"] == "22:00-07:00"
-    page = text_of(lead.get("/teams/1").text)
-    assert "(an idle hour in quiet hours (22:00-07:00 and weekends, Europe/Berlin))" in page
+    shown = text_of(lead.get("/teams/1").text)
+    assert "(an idle hour in quiet hours (22:00-07:00 and weekends, Europe/Berlin))" in shown
     form = admin.form(
         "/admin/pools/sleep-policy", {"sleep_after_hours": "x", "sleep_max_hours": "48"}
     )
