@@ -92,7 +92,11 @@ def test_each_process_runs_the_jobs_of_its_roles(tmp_path: Path) -> None:
         "rightsizing",
         "view_refresher",
     }
-    assert names(on, frozenset({Role.WORK})) == {"provisioning_worker", "access_sweeper"}
+    assert names(on, frozenset({Role.WORK})) == {
+        "provisioning_worker",
+        "access_sweeper",
+        "sleep_policy",
+    }
     assert names(on, frozenset({Role.DELIVER})) == {
         "notification_delivery",
         "kubeconfig_expiry_notices",

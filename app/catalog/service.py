@@ -63,8 +63,13 @@ def stored(spec: TemplateSpec) -> dict[str, Any]:
             for p in spec.parameters
         ],
         "default_quota": dict(spec.default_quota),
-        "sleep_after_hours": spec.sleep_after_hours,
         "repair_drift": spec.repair_drift,
+        # Only when set: a spec without it reads as it always did.
+        **(
+            {"sleep_after_hours": spec.sleep_after_hours}
+            if spec.sleep_after_hours is not None
+            else {}
+        ),
     }
 
 
@@ -460,11 +465,19 @@ def _checked(
     if not isinstance(raw, Mapping):
         errors["spec"] = "a mapping: manifests, charts, vcluster_values, parameters, …"
         return None
-    known = {"manifests", "charts", "vcluster_values", "parameters", "default_quota"}
-    unknown = sorted(set(raw) - known - {"repair_drift"})
+    known = {
+        "manifests",
+        "charts",
+        "vcluster_values",
+        "parameters",
+        "default_quota",
+        "repair_drift",
+        "sleep_after_hours",
+    }
+    unknown = sorted(set(raw) - known)
     if unknown:
         errors["spec"] = f"unknown field {', '.join(unknown)}: a template has " + ", ".join(
-            sorted(known | {"repair_drift"})
+            sorted(known)
         )
         return None
     try:

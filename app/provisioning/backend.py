@@ -148,7 +148,7 @@ def spec_for(
         queue_label=queue_label,
         pools=tuple(pools),
         pool_label=pool_label,
-        sleep=Sleep(team.sleep),
+        sleep=Sleep(team.sleep or Sleep.AWAKE),
     )
 
 

@@ -98,7 +98,7 @@ def pool_views(
         return []
     found = []
     for pool in usage_repo.other_pools(session, org.id):
-        key = ShareKey(GPU, pool.id, pool.name, pool.label_value or "")
+        key = ShareKey.of_pool(pool)
         shares = shares_of(session, usage, org, key, view)
         inputs = shares.division.inputs
         reported = bool(inputs.shown.any())

@@ -26,7 +26,6 @@ from app.core.config import Settings
 from app.core.db import unit_of_work
 from app.core.errors import InvalidInput
 from app.core.models import Org, utcnow
-from app.core.quota import GPU
 from app.teams import repository as teams
 from app.usage import repository as repo
 from app.usage import rightsizing
@@ -76,7 +75,7 @@ class Collector:
             )
             # Each other node pool from its own division (KAI's shard for it).
             for pool in repo.other_pools(session, org.id):
-                key = ShareKey(GPU, pool.id, pool.name, pool.label_value or "")
+                key = ShareKey.of_pool(pool)
                 held = repo.get_quota_rows(session, org.id, key)
                 if held:
                     divided = self.usage.key_shares(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from app.core.models import in_pool
+from app.core.models import Pool, in_pool
 from app.core.quota import GPU, Resource
 from app.usage.sources import ClusterTop
 
@@ -57,6 +57,11 @@ class ShareKey:
     pool_name: str = ""
     # The pool's node label value: what KAI's shard for it selects its nodes by.
     pool_label: str = ""
+
+    @classmethod
+    def of_pool(cls, pool: Pool) -> ShareKey:
+        """GPUs in another node pool than the default: what its shard divides."""
+        return cls(GPU, pool.id, pool.name, pool.label_value or "")
 
     @property
     def is_default(self) -> bool:

@@ -30,7 +30,6 @@ from app.core.config import Settings
 from app.core.errors import Conflict
 from app.core.models import ClusterRequest, RightsizingSuggestion, Team, User, utcnow
 from app.core.quantities import format_hundredths, gpus
-from app.core.quota import GPU
 from app.teams import repository as teams
 from app.teams import service as team_service
 from app.usage import repository as repo
@@ -125,7 +124,7 @@ def recompute(session: Session, settings: Settings, now: datetime | None = None)
     since = now - timedelta(days=settings.rightsizing_days)
     scopes = [(repo.DEFAULT_POOL, repo.get_quota_rows(session, org.id), org.gpus_centi)]
     for pool in repo.other_pools(session, org.id):
-        key = ShareKey(GPU, pool.id, pool.name, pool.label_value or "")
+        key = ShareKey.of_pool(pool)
         held = repo.get_quota_rows(session, org.id, key)
         if held:
             scopes.append((pool.name, held, repo.pool_capacity(session, key, org.id)))

@@ -97,11 +97,33 @@ def sign_in(browser: Any, portal: str, email: str, *, admin: bool = False, **con
     return page
 
 
-def wait_ready(page: Any, portal: str, seconds: float = 30) -> None:
-    """Until the worker has made every team ready (asked through the page's session)."""
+def wait_ready(page: Any, portal: str, seconds: float = 30, *, awake: bool = True) -> None:
+    """Until the worker has made every team ready (asked through the page's session);
+    with ``awake``, every team's cluster awake too: the demo's recommender team sleeps
+    (`make run` shows one asleep), and the design source's case, every team busy on the
+    one GPU, needs it woken (by the API, as its page's button does)."""
     deadline = time.monotonic() + seconds
-    while any(t["status"] != "ready" for t in page.request.get(portal + "/api/v1/teams").json()):
+
+    def teams() -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = page.request.get(portal + "/api/v1/teams").json()
+        return found
+
+    while any(t["status"] != "ready" or t["sleep"]["state"] == "falling_asleep" for t in teams()):
         assert time.monotonic() < deadline, "the teams never became ready"
+        time.sleep(0.3)
+    if not awake:
+        return
+    token = page.locator('meta[name="csrf-token"]').get_attribute("content")
+    woken = set()
+    for team in teams():
+        if team["sleep"]["state"] == "asleep":
+            answer = page.request.post(
+                f"{portal}/api/v1/teams/{team['id']}/wake", headers={"X-CSRF-Token": token}
+            )
+            if answer.ok:  # (a lead may wake only their own team's)
+                woken.add(team["id"])
+    while any(t["sleep"]["state"] != "awake" for t in teams() if t["id"] in woken):
+        assert time.monotonic() < deadline, "the teams never woke"
         time.sleep(0.3)
 
 

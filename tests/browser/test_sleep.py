@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.browser.conftest import seeded_portal
+from tests.browser.conftest import seeded_portal, wait_ready
 from tests.browser.test_share import _api, _sign_in
 
 pytestmark = pytest.mark.browser
@@ -34,8 +34,9 @@ def test_a_lead_wakes_the_sleeping_cluster_and_watches_it_wake(
 
     admin = _sign_in(browser, portal, admin=True)
     assert isinstance(admin, Page)
+    wait_ready(admin, portal, awake=False)  # recommender's vCluster installed, then paused
     admin.goto(portal + "/admin")
-    expect(admin.locator('[data-testid="asleep"]')).to_have_text("1", timeout=30_000)
+    expect(admin.locator('[data-testid="asleep"]')).to_have_text("1")
     expect(admin.locator('[data-testid="sleep-saves"]')).to_contain_text(
         "1 cluster asleep saves 0.6 GiB of host memory now"
     )

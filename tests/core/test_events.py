@@ -46,6 +46,17 @@ FACTS: dict[Event, dict[str, object]] = {
     Event.PROVISIONING_FAILING: {"attempts": 3, "error": "quota webhook down"},
     Event.MEMBER_ADDED: {"email": "a@example.org", "role": "member"},
     Event.KUBECONFIG_EXPIRING: {"user_id": 2, "expires_at": "2026-12-02 10:00"},
+    Event.SLEEP_SOON: {
+        "at": "2026-12-07 22:00",
+        "why": "nothing ran in it and nobody used it for 8 hours",
+        "wake_seconds": 30,
+    },
+    Event.VCLUSTER_ASLEEP: {"reason": "put to sleep by lead-nlp@example.org", "wake_seconds": 30},
+    Event.WAKE_ASKED: {
+        "reason": "lead-nlp@example.org asked for a kubeconfig",
+        "cause": "kubeconfig",
+        "wake_seconds": 30,
+    },
     Event.RIGHTSIZING_DIGEST: {
         "week": "2026-W49",
         "used": "0.12",

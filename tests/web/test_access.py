@@ -13,7 +13,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
+from app.adapters.simulated import SimulatedBackend
 from app.main import ROUTERS
+from app.runtime import portal_of
 from tests.web.conftest import Client, client_for
 
 ROLES = ("anonymous", "member", "lead", "other", "admin")
@@ -61,6 +63,12 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "POST /teams/{team_id}/template/accept": ({}, (303, 403, 303, 404, 303)),
     "POST /teams/{team_id}/decommission": ({"confirm": "nlp"}, (303, 403, 303, 404, 303)),
     "POST /teams/{team_id}/retry": ({}, (303, 403, 403, 404, 409)),
+    # Sleep: anyone of the team wakes (nlp is awake: told so, 303); leads put to sleep
+    # and keep awake; the org's policy is the admins'.
+    "POST /teams/{team_id}/wake": ({}, (303, 303, 303, 404, 303)),
+    "POST /teams/{team_id}/sleep": ({}, (303, 403, 303, 404, 303)),
+    "POST /teams/{team_id}/keep-awake": ({"hours": "8"}, (303, 403, 303, 404, 303)),
+    "POST /admin/pools/sleep-policy": ({"sleep_max_hours": "24"}, (303, 403, 403, 403, 303)),
     "POST /teams/{team_id}/members": ({"email": "x@example.org"}, (303, 403, 303, 404, 303)),
     "POST /teams/{team_id}/members/{user_id}/remove": ({}, (303, 403, 303, 404, 303)),
     "GET /admin": (None, (303, 403, 403, 403, 200)),
@@ -106,6 +114,11 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "GET /audit": (None, (303, 200, 200, 200, 200)),
     "GET /api/v1/me": (None, (401, 200, 200, 200, 200)),
     "GET /api/v1/pool": (None, (401, 200, 200, 200, 200)),
+    "GET /api/v1/sleep-policy": (None, (401, 200, 200, 200, 200)),
+    "PUT /api/v1/sleep-policy": ({"sleep_after_hours": 8}, (401, 403, 403, 403, 200)),
+    "POST /api/v1/teams/{team_id}/wake": (None, (401, 200, 200, 404, 200)),
+    "POST /api/v1/teams/{team_id}/sleep": (None, (401, 403, 200, 404, 200)),
+    "PUT /api/v1/teams/{team_id}/sleep": ({}, (401, 403, 200, 404, 200)),
     "GET /api/v1/pools": (None, (401, 200, 200, 200, 200)),
     "POST /api/v1/pools": ({"label_value": "a100", "gpus": "1"}, (401, 403, 403, 403, 201)),
     "PATCH /api/v1/pools/{pool_id}": ({"price": "1"}, (401, 403, 403, 403, 200)),
@@ -210,6 +223,10 @@ def test_every_route_has_a_rule() -> None:
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_access_matrix(app: FastAPI, rule: str, role: str) -> None:
     body, expected = RULES[rule]
+    if "sleep" in rule:  # nlp idle: no pod of it runs (the simulated demand would vary)
+        backend = portal_of(app).backend
+        assert isinstance(backend, SimulatedBackend)
+        backend.pin_usage("nlp", allocated=0, requested=0)
     client = client_as(app, role)
     status = call(client, rule, body, csrf=client.csrf)
     assert status == expected[ROLES.index(role)], f"{role}: {rule} -> {status}"

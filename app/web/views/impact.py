@@ -234,7 +234,7 @@ def _pool_impact(
 ) -> Impact:
     """Every team's share in ``pool`` before and after the team holds ``after`` there
     (None: nothing), once per decision input and ready view."""
-    key = ShareKey(GPU, pool.id, pool.name, pool.label_value or "")
+    key = ShareKey.of_pool(pool)
     row = quota_row(team, after or Quota.of_gpu(0, 0), pool.name)
 
     def compute() -> Impact:
@@ -514,9 +514,10 @@ def _scope(
 ) -> tuple[_Scope, tuple[str, ...]]:
     """The pool the what-if tries (``in_pool``: another pool's name; unknown or empty:
     the default pool) and the names of the org's other pools."""
-    others = tuple(pool.name for pool in usage_repo.other_pools(session, org.id))
+    pools = {pool.name: pool for pool in usage_repo.other_pools(session, org.id)}
+    others = tuple(pools)
     wanted = str(form.get("in_pool", "")).strip()
-    if wanted not in others:
+    if wanted not in pools:
         fair = usage.fair_override is None
         default = _Scope(
             "",
@@ -528,8 +529,8 @@ def _scope(
             usage.model,
         )
         return default, others
-    pool = next(p for p in usage_repo.other_pools(session, org.id) if p.name == wanted)
-    key = ShareKey(GPU, pool.id, pool.name, pool.label_value or "")
+    pool = pools[wanted]
+    key = ShareKey.of_pool(pool)
     rows = key_rows(session, usage, org, key, view)
     shares = shares_of(session, usage, org, key, view)
     scope = _Scope(
