@@ -126,7 +126,10 @@ def start(
     ).status.token
     ROOT.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix=f"vc-{name}-", dir=plane.folder))
-    (folder / "data").mkdir()
+    # /data is the pod's volume claim, as a kubelet mounts it: the same folder for every
+    # pod of the claim (a restart, an upgrade, a wake keep the virtual cluster's state and
+    # its keys), a new one for a new claim.
+    (folder / "data").symlink_to(_volume(core, plane, pod))
     binaries = folder / "binaries"
     binaries.mkdir()
     for component in ("kube-apiserver", "kube-controller-manager"):
@@ -185,6 +188,21 @@ def start(
         syncer.stop()
         raise
     return syncer
+
+
+def _volume(core: client.CoreV1Api, plane: ControlPlane, pod: Any) -> Path:
+    """The folder that holds the pod's volume claim (its data), made at its first mount."""
+    for volume in pod.spec.volumes or []:
+        if volume.persistent_volume_claim is not None:
+            claim = core.read_namespaced_persistent_volume_claim(
+                volume.persistent_volume_claim.claim_name, pod.metadata.namespace
+            )
+            folder = plane.folder / "volumes" / str(claim.metadata.uid)
+            break
+    else:  # no claim (an emptyDir): the pod's own
+        folder = plane.folder / "volumes" / str(pod.metadata.uid)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _wait_for_namespace(process: subprocess.Popen[bytes], timeout: float = 10) -> str:

@@ -428,8 +428,8 @@ def _in_flight(api: Any) -> int:
     core = client.CoreV1Api(api)
     for team in TEAMS:
         sets = client.AppsV1Api(api).list_namespaced_stateful_set(f"vcluster-{team}").items
-        if not sets:
-            continue
+        if not sets or sets[0].spec.replicas == 0:
+            continue  # none, or paused (asleep): nothing of it rolls
         status = sets[0].status
         pods = core.list_namespaced_pod(f"vcluster-{team}", label_selector="app=vcluster").items
         ready_new = any(

@@ -861,17 +861,24 @@ def test_a_team_sleeps_once_its_pods_are_gone_and_wakes_to_kai(host: Host, porta
     team, team_id = "recommender", TEAMS["recommender"]
     lead = lead_of(portal, team)
     api = inside(portal, team)
-    # Its pod from the first test still runs: nothing sleeps while a team pod runs.
-    assert host_pod(host, team, f"{team}-gpu-check") is not None
+    core = client.CoreV1Api(api)
+    busy = offered_pod(portal, team, "fraction")
+    busy["metadata"]["name"] = f"{team}-busy"
+    core.create_namespaced_pod("default", busy)
+    wait_for("the pod on the host", partial(host_pod, host, team, f"{team}-busy"))
+    # Nothing sleeps while a team pod runs (the earlier tests' pods may run beside it).
     refused = lead.api("POST", f"/api/v1/teams/{team_id}/sleep")
     assert refused.status_code == 409, refused.text
-    assert (
-        "runs 1 pod on the cluster: nothing sleeps while a team pod runs"
-        in (refused.json()["detail"])
-    )
-    client.CoreV1Api(api).delete_namespaced_pod(f"{team}-gpu-check", "default")
-    wait_for("the pod gone from the host", partial(absent, host, team, f"{team}-gpu-check"))
-    assert lead.api("POST", f"/api/v1/teams/{team_id}/sleep").status_code == 200
+    assert "on the cluster: nothing sleeps while a team pod runs" in refused.json()["detail"]
+    names = [p.metadata.name for p in core.list_namespaced_pod("default").items]
+    for name in names:
+        core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+    for name in names:
+        wait_for(f"{name} gone from the host", partial(absent, host, team, name))
+    # Its own CoreDNS (kube-system inside) stays on the host: it is not use.
+    assert _host_pods(host, team, f"vcluster.loft.sh/managed-by={team}") != []
+    slept = lead.api("POST", f"/api/v1/teams/{team_id}/sleep")
+    assert slept.status_code == 200, slept.text
     reconcile_until(portal, lambda: _sleep_of(portal, team) == "asleep", timeout=120)
 
     sts = _statefulset(host, team)
@@ -899,7 +906,10 @@ def test_a_team_sleeps_once_its_pods_are_gone_and_wakes_to_kai(host: Host, porta
     # The kubeconfig from before the sleep still works; the lead's new pod is bound by KAI.
     pod = offered_pod(portal, team, "fraction")
     pod["metadata"]["name"] = f"{team}-after-sleep"
-    wait_for("the woken vCluster's API", lambda: _created(api, pod), timeout=60)
+    try:
+        wait_for("the woken vCluster's API", lambda: _created(api, pod), timeout=60)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last answers: {_CREATE_ERRORS[-3:]}") from None
     bound = wait_for(
         "KAI binding the pod after the wake",
         partial(bound_pod, host, team, pod["metadata"]["name"]),
@@ -925,9 +935,13 @@ def test_a_team_sleeps_once_its_pods_are_gone_and_wakes_to_kai(host: Host, porta
     ]
 
 
+_CREATE_ERRORS: list[str] = []
+
+
 def _created(api: client.ApiClient, pod: dict[str, Any]) -> bool:
     try:
         client.CoreV1Api(api).create_namespaced_pod("default", pod)
-    except Exception:  # the woken API server is not serving yet
+    except Exception as exc:  # the woken API server is not serving yet
+        _CREATE_ERRORS.append(f"{type(exc).__name__}: {str(exc)[:300]}")
         return False
     return True

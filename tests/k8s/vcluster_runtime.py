@@ -14,7 +14,9 @@ sync of pods to the host, and its secret ``vc-<name>``. This helper plays only:
 - the cluster's DNS, for the test process: ``<name>.<namespace>.svc`` resolves to that
   address, as the Service's name does inside a cluster;
 - the kubelet: the control-plane pod, once its claims are bound (and ``ready_seconds``
-  later), is run: its syncer is started with the pod's identity, and the pod is marked
+  later), is run: its syncer is started with the pod's identity and its volume claim's
+  folder as /data (the same folder for every pod of the claim, as a volume keeps the
+  virtual cluster's state across a restart, an upgrade or a wake), and the pod is marked
   Ready when the syncer answers, as its readiness probe would. A deleted pod's syncer
   is stopped; a syncer that exits is started again (and its log kept in ``errors``).
 """
