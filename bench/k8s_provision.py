@@ -346,7 +346,17 @@ def _wake_one(
     for pod in inside.list_namespaced_pod("default").items:
         inside.delete_namespaced_pod(pod.metadata.name, "default", grace_period_seconds=0)
     url = f"/api/v1/teams/{team_id}"
-    _passes_until(app, lambda: lead.api("POST", f"{url}/sleep").status_code == 200)
+    said: list[str] = []
+
+    def slept() -> bool:
+        answer = lead.api("POST", f"{url}/sleep")
+        said.append(answer.text)
+        return bool(answer.status_code == 200)
+
+    try:
+        _passes_until(app, slept, limit=120)
+    except SystemExit:
+        raise SystemExit(f"{team} was not put to sleep: {said[-1]}") from None
     _passes_until(app, lambda: lead.get(url).json()["sleep"]["state"] == "asleep")
     asked = time.perf_counter()
     lead.api("POST", f"{url}/wake")

@@ -85,6 +85,25 @@ class Syncer:
         except OSError:
             return False
 
+    def answers(self) -> bool:
+        """The virtual API server answers through the syncer's proxy (any HTTP answer to
+        /readyz over TLS, as the chart's probe asks; a bare TCP connect is taken by the
+        forwarder before anything listens behind it)."""
+        import ssl
+
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        try:
+            with (
+                socket.create_connection((self.address, LB_PORT), timeout=1) as raw,
+                context.wrap_socket(raw) as tls,
+            ):
+                tls.sendall(b"GET /readyz HTTP/1.1\r\nHost: vcluster\r\nConnection: close\r\n\r\n")
+                return tls.recv(12).startswith(b"HTTP/")
+        except OSError:
+            return False
+
     def alive(self) -> bool:
         return self.process.poll() is None
 

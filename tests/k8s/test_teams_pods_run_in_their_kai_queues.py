@@ -887,7 +887,12 @@ def test_a_team_sleeps_once_its_pods_are_gone_and_wakes_to_kai(host: Host, porta
     assert marks["loft.sh/paused"] == "true"
     assert marks["loft.sh/paused-replicas"] == "1"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", marks["loft.sh/paused-date"])
-    assert _host_pods(host, team, f"vcluster.loft.sh/managed-by={team}") == []
+    # (A terminating pod is its node's to finish: asleep does not wait for that.)
+    wait_for(
+        "no pod of it left on the host",
+        lambda: not _host_pods(host, team, f"vcluster.loft.sh/managed-by={team}"),
+        timeout=60,
+    )
     assert _host_pods(host, team, f"app=vcluster,release={team}") == []
     assert client.CustomObjectsApi(host.api).get_cluster_custom_object(*QUEUES, f"team-{team}")
     assert _vcluster_list(host)[team] == "Paused"

@@ -66,8 +66,9 @@ class VClusterRuntime:
         self.syncers: dict[str, syncers.Syncer] = {}  # by control-plane pod uid
         self._lock = threading.Lock()
         self.exits: dict[str, list[str]] = {}  # by pod uid: each exit and its log
-        # By pod uid: when its syncer was started and when it first served (monotonic):
-        # the syncer's own start, for the benchmark to set the portal's time beside.
+        # By pod uid: when its syncer was started and when its virtual API first answered
+        # (monotonic): the syncer's own start, for the benchmark to set the portal's
+        # time beside.
         self.starts: dict[str, tuple[float, float | None]] = {}
         self.errors: list[str] = []
 
@@ -198,10 +199,11 @@ class VClusterRuntime:
             self._retired.add(uid)
             threading.Thread(target=self.syncers.pop(uid).stop, daemon=True).start()
             return
+        began, served = self.starts.get(uid, (time.monotonic(), None))
+        if served is None and running.answers():
+            self.starts[uid] = (began, time.monotonic())
         if _ready(pod) or not running.serving():
             return
-        began, _served = self.starts.get(uid, (time.monotonic(), None))
-        self.starts[uid] = (began, time.monotonic())
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.core.patch_namespaced_pod_status(
             pod.metadata.name,

@@ -114,9 +114,12 @@ class VClusterInstaller(Part):
         )
 
     def _asleep(self, spec: TeamSpec, installed: Any, version: str | None) -> Observation:
-        """A paused vCluster: asleep once its control plane and its pods are gone."""
+        """A paused vCluster: asleep once its control plane is gone (as `vcluster pause`
+        waits for) and each of its pods on the host is deleted or being deleted (a node's
+        kubelet finishes a terminating one; the portal does not wait for that)."""
         name = spec.vcluster_name
-        left = len(self._control_plane_pods(spec)) + len(self._synced_pods(spec))
+        synced = [p for p in self._synced_pods(spec) if not p.metadata.deletion_timestamp]
+        left = len(self._control_plane_pods(spec)) + len(synced)
         if left or (installed.status and installed.status.replicas):
             return Observation(
                 PROGRESSING,
@@ -181,6 +184,8 @@ class VClusterInstaller(Part):
                 ),
             )
         for pod in self._synced_pods(spec):
+            if pod.metadata.deletion_timestamp:
+                continue  # on its way out
             pod_name = pod.metadata.name
             self._call(
                 f"deleting pod {pod_name} of vCluster {name}",
