@@ -173,7 +173,7 @@ class SimulatedBackend:
                 return Observation(
                     ASLEEP, f"{_describe(step, spec)} is asleep (simulated)", obj.version
                 )
-            if step == Step.QUEUE and obj.spec != spec:
+            if step == Step.QUEUE and _queue_of(obj.spec) != _queue_of(spec):
                 return Observation(
                     MISSING, f"queue {spec.queue_name} differs from the approved quota"
                 )
@@ -638,6 +638,22 @@ def _share(
     fair = fairshare.divide_columns(fairshare.divide(total, [org])[org.name], level)
     used = np.maximum(0.0, np.minimum(fair, fairshare.can_use_columns(limit, asked)))
     return used
+
+
+def _queue_of(spec: TeamSpec) -> TeamSpec:
+    """What of a spec the team's queues are made of (its sleep, template and such are
+    not: a queue does not differ from the approved quota when the cluster sleeps)."""
+    return replace(
+        spec,
+        template="",
+        template_values="",
+        template_version_id=None,
+        template_installed=True,
+        template_manifests="",
+        template_charts=(),
+        template_repair=False,
+        sleep=Sleep.AWAKE,
+    )
 
 
 def _describe(step: Step, spec: TeamSpec) -> str:

@@ -203,7 +203,7 @@ class Reconciler:
 
     def recheck_steady(self, team_ids: list[int]) -> list[int]:
         """The drift re-check of ready teams in one read and one write: each settled ready
-        team (no error, no template to check inside, not holding a rollout turn) has its
+        team (no error, no template to check inside, awake, not holding a rollout turn) has its
         steps observed, and those found exactly as recorded (done, same message, same
         chart) are written back together: re-checked now, next one resync interval after
         each was due (``next_recheck``). The full pass (``reconcile``) would write the
@@ -244,6 +244,7 @@ class Reconciler:
                     and team.attempts == 0
                     and team.last_error is None
                     and team.template_version_id is None
+                    and team.sleep == Sleep.AWAKE  # a sleep or a wake is work
                     and team.id != holder
                     and len(recorded) == len(STEP_ORDER)
                     and all(row.status == StepStatus.DONE for row in recorded.values())

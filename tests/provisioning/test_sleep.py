@@ -291,3 +291,20 @@ def test_a_sleeping_cluster_is_decommissioned_as_it_is(
     gone = team(session_factory, team_id)
     assert gone.status == TeamStatus.DECOMMISSIONED
     assert backend.empty
+
+
+def test_a_steady_ready_team_asked_to_sleep_gets_the_full_pass(
+    session_factory: sessionmaker[Session], reconciler: Reconciler
+) -> None:
+    """Ready teams found as recorded are re-checked together without their full pass: a
+    sleep (or a wake) asked of one is work, never settled as "as recorded"."""
+    team_id = ready_team(session_factory, reconciler)
+    with unit_of_work(session_factory) as session:
+        repo.get_team(session, team_id).next_attempt_at = utcnow()
+    reconciler.run_once()  # settled
+    assert team_id in reconciler._observed_as_recorded([team_id])
+    with unit_of_work(session_factory) as session:
+        sleep.ask_sleep(session, repo.get_team(session, team_id), actor=None, reason="asked")
+    assert reconciler._observed_as_recorded([team_id]) == {}
+    reconciler.run_once()
+    assert team(session_factory, team_id).sleep == Sleep.ASLEEP
