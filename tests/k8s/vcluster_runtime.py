@@ -190,18 +190,20 @@ class VClusterRuntime:
         if running is None:
             self._ensure_node()
             began = time.monotonic()
-            self.syncers[uid] = syncers.start(
+            started = syncers.start(
                 self.plane, self.api, pod, node=NODE, address=self.address(namespace, name)
             )
+            self.syncers[uid] = started
             self.starts.setdefault(uid, (began, None))
+            # Timed on its own thread: a probe in this loop would hold up every other pod.
+            threading.Thread(
+                target=self._time_start, args=(uid, started), name="syncer-start", daemon=True
+            ).start()
             return
         if _ready(pod) and self.retire_ready and self._secret_written(namespace, name):
             self._retired.add(uid)
             threading.Thread(target=self.syncers.pop(uid).stop, daemon=True).start()
             return
-        began, served = self.starts.get(uid, (time.monotonic(), None))
-        if served is None and running.answers():
-            self.starts[uid] = (began, time.monotonic())
         if _ready(pod) or not running.serving():
             return
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -220,6 +222,16 @@ class VClusterRuntime:
                 }
             },
         )
+
+    def _time_start(self, uid: str, started: syncers.Syncer) -> None:
+        """When the syncer's virtual API first answers (its own start, for the benchmark)."""
+        deadline = time.monotonic() + 300
+        while started.alive() and time.monotonic() < deadline:
+            if started.answers():
+                began, _served = self.starts.get(uid, (time.monotonic(), None))
+                self.starts[uid] = (began, time.monotonic())
+                return
+            time.sleep(0.2)
 
     def _secret_written(self, namespace: str, name: str) -> bool:
         found = self.core.list_namespaced_secret(
