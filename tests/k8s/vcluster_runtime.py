@@ -149,9 +149,15 @@ class VClusterRuntime:
                         "persistentVolumeReclaimPolicy": "Delete",
                         "hostPath": {"path": f"/var/tmp/{name}"},
                         "storageClassName": storage_class or "",
+                        # The whole reference, uid included, as a provisioner writes
+                        # it: the volume controller then binds the claim at once (a
+                        # reference without the uid waits for its periodic resync).
                         "claimRef": {
+                            "apiVersion": "v1",
+                            "kind": "PersistentVolumeClaim",
                             "namespace": claim.metadata.namespace,
                             "name": claim.metadata.name,
+                            "uid": claim.metadata.uid,
                         },
                     },
                 }
