@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import ScalarSelect, bindparam, select
 from sqlalchemy.orm import Session
@@ -82,3 +83,15 @@ def get_lines(session: Session, event_ids: Sequence[int]) -> list[tuple[datetime
         .order_by(AuditEvent.id.desc())
     )
     return [(at, summary) for at, summary in rows]
+
+
+def newest_details(session: Session, action: str, count: int) -> list[dict[str, Any]]:
+    """The facts of the newest ``count`` events of ``action``, newest first (a step
+    backwards through the (action, id) index)."""
+    details = session.scalars(
+        select(AuditEvent.details)
+        .where(AuditEvent.action == action)
+        .order_by(AuditEvent.id.desc())
+        .limit(count)
+    )
+    return [facts for facts in details if isinstance(facts, dict)]

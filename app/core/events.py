@@ -106,7 +106,7 @@ HEARD: dict[Event, Heard] = {
     Event.MEMBER_ADDED: Heard("team.member_added", (Audience.PERSON,)),
     Event.KUBECONFIG_EXPIRING: Heard("kubeconfig.expiring", (Audience.PERSON,)),
     Event.RIGHTSIZING_DIGEST: Heard("rightsizing.digest", (Audience.LEADS,)),
-    Event.SLEEP_SOON: Heard("cluster.sleep", (Audience.LEADS,)),
+    Event.SLEEP_SOON: Heard("cluster.sleep", (Audience.LEADS,), "/teams/{team_id}#keep-awake"),
     Event.VCLUSTER_ASLEEP: Heard("cluster.sleep", (Audience.LEADS,)),
     Event.WAKE_ASKED: Heard("cluster.sleep", (Audience.LEADS,)),
 }

@@ -66,7 +66,7 @@ from app.provisioning.decide import (
     step_choice,
     with_template,
 )
-from app.provisioning.sleep import WAKE_SECONDS_SHOWN
+from app.provisioning.sleep import wake_seconds
 from app.provisioning.specs import spec_of
 from app.teams import repository as teams
 
@@ -567,7 +567,7 @@ def _sleep_seen(session: Session, team: Team, wanted: Sleep, seen: Sleep, *, now
             team=team,
             summary=f"{team.name}'s vCluster {team.vcluster_name} is asleep: "
             f"{team.sleep_reason or 'paused'}",
-            facts={"reason": team.sleep_reason, "wake_seconds": WAKE_SECONDS_SHOWN},
+            facts={"reason": team.sleep_reason, "wake_seconds": wake_seconds(session)},
         )
     elif seen == Sleep.AWAKE and current in (Sleep.ASLEEP, Sleep.WAKING):
         asked = team.sleep_asked_at if current == Sleep.WAKING else None

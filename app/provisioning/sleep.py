@@ -16,12 +16,15 @@ numbers is not a use of the cluster).
 from __future__ import annotations
 
 import logging
+import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from app.audit import repository as audit
 from app.catalog import service as catalog
 from app.core import metrics
 from app.core.db import Effect, request_effect
@@ -31,16 +34,45 @@ from app.core.models import Org, Sleep, Team, TeamStatus, User, utcnow
 from app.notifications import events
 from app.provisioning import quiet
 from app.provisioning import repository as repo
+from app.provisioning.backend import ClusterBackend
 from app.provisioning.quiet import Quiet
 from app.teams import repository as teams
 
 log = logging.getLogger(__name__)
 
-# What pages and messages say a wake takes (the syncer's start and the API's first answer).
-WAKE_SECONDS_SHOWN = 30
+# What pages and messages say a wake takes before any wake was measured here (the
+# syncer's start and the API's first answer); then the median of the last measured ones.
+WAKE_SECONDS_FIRST = 30
+WAKES_COUNTED = 20
 WARN_BEFORE = timedelta(hours=1)  # the team is told this long before the policy pauses it
 ACTIVE_WRITE_EVERY = timedelta(minutes=5)  # a page view moves ``active_at`` at most this often
 SLEEP_HOURS_MAX = 24 * 30
+
+
+def ask_sleep_now(session: Session, team: Team, *, actor: User, backend: ClusterBackend) -> None:
+    """A lead's "put to sleep now" (page and API): refused while a team pod runs on the
+    host, as the cluster lists them now."""
+    ask_sleep(
+        session,
+        team,
+        actor=actor,
+        reason=f"put to sleep by {actor.email}",
+        running=backend.running_pods().get(team.namespace, 0),
+    )
+
+
+def wake_seconds(session: Session) -> int:
+    """What a wake takes, as pages and messages say it: the median of the last
+    ``WAKES_COUNTED`` wakes measured here (asked → the control plane answering, from the
+    "awake" audit lines), rounded up to 5 s; ``WAKE_SECONDS_FIRST`` before the first."""
+    measured = [
+        float(seconds)
+        for facts in audit.newest_details(session, Event.VCLUSTER_AWAKE.value, WAKES_COUNTED)
+        if isinstance(seconds := facts.get("seconds"), int | float) and seconds >= 0
+    ]
+    if not measured:
+        return WAKE_SECONDS_FIRST
+    return max(5, math.ceil(statistics.median(measured) / 5) * 5)
 
 
 def ask_sleep(
@@ -96,7 +128,7 @@ def wake(session: Session, team: Team, *, actor: User | None, cause: str, reason
         actor=actor,
         team=team,
         summary=f"{team.name}'s vCluster to wake: {reason}",
-        facts={"reason": reason, "cause": cause, "wake_seconds": WAKE_SECONDS_SHOWN},
+        facts={"reason": reason, "cause": cause, "wake_seconds": wake_seconds(session)},
     )
     return True
 
@@ -203,13 +235,38 @@ def set_policy(
     )
 
 
-def set_team_hours(session: Session, team: Team, org: Org, *, hours: int | None) -> None:
-    """A team's own "asleep after N idle hours", within the org's bounds (None: the org's)."""
+def set_team_hours(
+    session: Session, team: Team, org: Org, *, hours: int | None, actor: User
+) -> None:
+    """A team's own "asleep after N idle hours", within the org's bounds (None: the org's
+    policy); audited."""
     if hours is not None and not 1 <= hours <= org.sleep_max_hours:
         raise InvalidInput(
             {"sleep_after_hours": f"Choose between 1 and {org.sleep_max_hours} hours."}
         )
+    if hours == team.sleep_after_hours:
+        return
     team.sleep_after_hours = hours
+    events.record(
+        session,
+        Event.SLEEP_ASKED,
+        actor=actor,
+        team=team,
+        summary=f"{team.name}'s vCluster sleeps after {hours} idle hours"
+        if hours is not None
+        else f"{team.name}'s vCluster sleeps by the org's policy",
+        facts={"sleep_after_hours": hours},
+    )
+
+
+def hours_from_form(typed: str) -> int | None:
+    """A form's "sleep after N idle hours" ("": the org's policy)."""
+    if not typed.strip():
+        return None
+    try:
+        return int(typed)
+    except ValueError:
+        raise InvalidInput({"sleep_after_hours": "Choose a whole number of hours."}) from None
 
 
 def touch(team: Team, now: datetime) -> None:
@@ -350,7 +407,7 @@ def idle_pass(session: Session, running: Mapping[str, int], now: datetime) -> in
                 facts={
                     "at": f"{idle.at:%Y-%m-%d %H:%M}",
                     "why": idle.reason,
-                    "wake_seconds": WAKE_SECONDS_SHOWN,
+                    "wake_seconds": wake_seconds(session),
                 },
             )
     return slept

@@ -148,7 +148,7 @@ def test_bad_asks_get_clear_answers(
             sleep.set_policy(session, org, after_hours=48, max_hours=24, actor=admin)
         sleep.set_policy(session, org, after_hours=8, max_hours=24, actor=admin)
         with pytest.raises(InvalidInput, match="between 1 and 24 hours"):
-            sleep.set_team_hours(session, nlp, org, hours=25)
+            sleep.set_team_hours(session, nlp, org, hours=25, actor=admin)
         now = utcnow()
         with pytest.raises(InvalidInput, match="in the future"):
             sleep.keep_awake(session, nlp, actor=admin, until=now - timedelta(hours=1), now=now)
@@ -185,6 +185,11 @@ def test_the_policy_sleeps_an_idle_team_after_telling_its_leads_never_one_with_p
             f"{now + timedelta(minutes=30):%Y-%m-%d %H:%M} UTC: keep it awake from the team "
             "page if you need it"
         ]
+        # Its link leads to the keep-awake form on the team page (a form: a link that
+        # changed anything would be followed by mail scanners).
+        assert {n.link for n in told if "goes to sleep" in n.title} == {
+            f"/teams/{idle_id}#keep-awake"
+        }
         # Its pods are use (written at most every few minutes).
         assert repo.get_team(session, busy_id).active_at == now + timedelta(minutes=5)
     with unit_of_work(session_factory) as session:

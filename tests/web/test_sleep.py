@@ -8,8 +8,11 @@ import re
 from fastapi import FastAPI
 
 from app.adapters.simulated import SimulatedBackend
+from app.audit import service as audit
 from app.core.db import unit_of_work
+from app.core.events import Event
 from app.core.models import Sleep
+from app.provisioning import sleep
 from app.runtime import portal_of
 from app.teams import repository as repo
 from app.teams.seed import seed_sleep
@@ -176,3 +179,62 @@ def test_the_admin_sets_the_policy_and_a_lead_cannot(
     assert "Asleep after idle hours: a whole number of hours." in text_of(form.text)
     with unit_of_work(portal_of(app).session_factory) as session:
         assert repo.get_org(session).sleep_after_hours is None
+
+
+def test_a_wake_is_told_as_long_as_the_wakes_measured_here_took(app: FastAPI) -> None:
+    """Before any wake the pages say 30 s; then the median of the last wakes measured
+    (asked → answering), rounded up to 5 s; a wake by hand (no time) does not count."""
+    demo_sleep(app)
+    lead = client_for(app, "lead-recommender@example.org")
+    with unit_of_work(portal_of(app).session_factory) as session:
+        assert sleep.wake_seconds(session) == 30
+        for seconds in (12.0, 14.2, 41.0, None):
+            audit.record(
+                session,
+                actor=None,
+                event=Event.VCLUSTER_AWAKE,
+                summary="awake",
+                details={"seconds": seconds},
+            )
+    assert "It answers again in about 15 s" in text_of(lead.get("/teams/3").text)
+    response = lead.api("POST", "/api/v1/teams/3/kubeconfig")
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "15"
+    assert "ask again in about 15 s" in response.json()["detail"]
+
+
+def test_a_lead_chooses_the_teams_idle_hours_on_the_page(app: FastAPI, lead: Client) -> None:
+    demo_sleep(app)
+    page = lead.get("/teams/1").text
+    assert 'action="/teams/1/sleep-hours"' in page
+    assert 'id="keep-awake"' in page  # where the sleep-soon notice leads
+    assert "idle hours (1 to 168; empty: the default, 8)" in text_of(page)
+    done = lead.form("/teams/1/sleep-hours", {"sleep_after_hours": "4"}, follow_redirects=True)
+    assert "nlp's cluster sleeps after 4 idle hours." in text_of(done.text)
+    assert re.search(r"it sleeps in [34] h \(4 idle hours\)", text_of(done.text))
+    assert lead.get("/api/v1/teams/1").json()["sleep"]["sleep_after_hours"] == 4
+    lines = text_of(lead.get("/teams/1").text)
+    assert "nlp's vCluster sleeps after 4 idle hours" in lines  # the activity line
+    for typed, said in (
+        ("500", "Not changed: Choose between 1 and 168 hours."),
+        ("0", "Not changed: Choose between 1 and 168 hours."),
+        ("four", "Not changed: Choose a whole number of hours."),
+    ):
+        refused = lead.form(
+            "/teams/1/sleep-hours", {"sleep_after_hours": typed}, follow_redirects=True
+        )
+        assert said in text_of(refused.text), typed
+    assert lead.get("/api/v1/teams/1").json()["sleep"]["sleep_after_hours"] == 4
+    back = lead.form("/teams/1/sleep-hours", {"sleep_after_hours": ""}, follow_redirects=True)
+    assert "nlp's cluster sleeps by the org's policy." in text_of(back.text)
+    assert lead.get("/api/v1/teams/1").json()["sleep"]["sleep_after_hours"] is None
+    # A member sees when it sleeps but may not change it; nor may a lead of another team.
+    member = client_for(app, "member-nlp@example.org")
+    assert 'action="/teams/1/sleep-hours"' not in member.get("/teams/1").text
+    assert member.form("/teams/1/sleep-hours", {"sleep_after_hours": "2"}).status_code == 403
+    other = client_for(app, "lead-vision@example.org")
+    assert other.form("/teams/1/sleep-hours", {"sleep_after_hours": "2"}).status_code in (
+        403,
+        404,
+    )
+    assert lead.get("/api/v1/teams/1").json()["sleep"]["sleep_after_hours"] is None

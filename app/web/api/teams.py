@@ -107,10 +107,11 @@ def issue_kubeconfig(
     if team.sleep != Sleep.AWAKE:
         # Woken (and the wake committed); the credential is made once its API answers.
         said = sleep.wake_for_kubeconfig(session, team, actor=principal.user)
+        seconds = sleep.wake_seconds(session)
         return JSONResponse(
-            {"detail": f"{said}: ask again in about {sleep.WAKE_SECONDS_SHOWN} s"},
+            {"detail": f"{said}: ask again in about {seconds} s"},
             status_code=503,
-            headers={"Retry-After": str(sleep.WAKE_SECONDS_SHOWN)},
+            headers={"Retry-After": str(seconds)},
         )
     download = access.issue(
         session, backend=backend, settings=settings, actor=principal.user, team=team, ttl=ttl
@@ -218,13 +219,7 @@ def sleep_team(
 ) -> TeamOut:
     """Put the team's cluster to sleep now (a lead): paused as `vcluster pause` pauses it,
     its queue, objects and kubeconfigs kept. Refused while a team pod runs."""
-    sleep.ask_sleep(
-        session,
-        team,
-        actor=principal.user,
-        reason=f"put to sleep by {principal.user.email}",
-        running=backend.running_pods().get(team.namespace, 0),
-    )
+    sleep.ask_sleep_now(session, team, actor=principal.user, backend=backend)
     return team_out(team)
 
 
@@ -241,7 +236,13 @@ def set_team_sleep(
     if "awake_until" in body.model_fields_set:
         sleep.keep_awake(session, team, actor=principal.user, until=until, now=now)
     if "sleep_after_hours" in body.model_fields_set:
-        sleep.set_team_hours(session, team, repo.get_org(session), hours=body.sleep_after_hours)
+        sleep.set_team_hours(
+            session,
+            team,
+            repo.get_org(session),
+            hours=body.sleep_after_hours,
+            actor=principal.user,
+        )
     return team_out(team)
 
 

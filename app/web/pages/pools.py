@@ -50,7 +50,7 @@ def _page(
             "typed": typed or {},
             "editing": editing,
             "org": org,
-            "wake_seconds": sleep.WAKE_SECONDS_SHOWN,
+            "wake_seconds": sleep.wake_seconds(session),
         },
         status_code=status_code,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from fastapi import APIRouter, Request
@@ -254,14 +254,16 @@ def _team_page(team_id: int, request: Request, session: Session, portal: Portal)
         request,
         "teams/detail.html",
         {
-            **panels_context(portal, principal, detail),
+            **panels_context(portal, session, principal, detail),
             **share_context(portal, session, detail, last="", same=0),
         },
         partial="teams/partials/status.html",
     )
 
 
-def panels_context(portal: Portal, principal: Principal, detail: TeamDetail) -> dict[str, Any]:
+def panels_context(
+    portal: Portal, session: Session, principal: Principal, detail: TeamDetail
+) -> dict[str, Any]:
     """What the team page's panels show: the whole page, and the status poll that
     replaces them when the team changed."""
     settings = portal.settings
@@ -279,7 +281,8 @@ def panels_context(portal: Portal, principal: Principal, detail: TeamDetail) -> 
             pools=detail.pool_gpus,
         ),
         "now": utcnow(),
-        "wake_seconds": sleep.WAKE_SECONDS_SHOWN,
+        # Read only where it is shown: a cluster asleep or waking.
+        "wake_seconds": (sleep.wake_seconds(session) if detail.team.sleep != Sleep.AWAKE else None),
     }
 
 
@@ -340,7 +343,7 @@ def _team_status(team_id: int, request: Request, session: Session, portal: Porta
     team, principal = viewed_team(team_id, request, session, portal.settings)
     detail = team_detail(session, team, portal.usage_cache, portal.settings)
     changed = request.headers.get("X-Page-Version", detail.version) != detail.version
-    context = {**panels_context(portal, principal, detail), "changed": changed}
+    context = {**panels_context(portal, session, principal, detail), "changed": changed}
     response = render(request, "teams/partials/status.html", context)
     if changed:
         # Whatever else listens (the live share gauge) refreshes now, not at its next poll.
@@ -396,7 +399,7 @@ def kubeconfig(
         said = sleep.wake_for_kubeconfig(session, team, actor=principal.user)
         flash(
             request,
-            f"{said}: download your kubeconfig again in about {sleep.WAKE_SECONDS_SHOWN} s.",
+            f"{said}: download your kubeconfig again in about {sleep.wake_seconds(session)} s.",
         )
         return redirect(request, f"/teams/{team.id}")
     try:
@@ -627,26 +630,39 @@ def decommission(
     return redirect(request, f"/teams/{team.id}")
 
 
+def _sleep_action(
+    request: Request, session: Session, team: Team, act: Callable[[], str], *, refused: str
+) -> Response:
+    """A sleep form's action: its answer flashed, or what was refused and why (nothing of
+    it written); back to the team page, where the status card follows it."""
+    try:
+        said = act()
+    except DomainError as exc:
+        discard_changes(session)
+        # A field's message alone: its name is the form's, not the person's.
+        why = "; ".join(exc.errors.values()) if isinstance(exc, InvalidInput) else exc.message
+        flash(request, f"{refused}: {why}", "error")
+    else:
+        flash(request, said)
+    return redirect(request, f"/teams/{team.id}")
+
+
 @router.post("/teams/{team_id}/wake")
 def wake(
     request: Request, team: TeamForViewer, session: SessionDep, principal: CurrentPrincipal
 ) -> Response:
     """Wake the team's sleeping cluster (anyone of the team, or an admin)."""
-    who = principal.user.email
-    try:
-        woke = sleep.wake(
+
+    def act() -> str:
+        who = principal.user.email
+        if not sleep.wake(
             session, team, actor=principal.user, cause="person", reason=f"woken by {who}"
-        )
-    except DomainError as exc:
-        flash(request, f"Not woken: {exc.message}", "error")
-        return redirect(request, f"/teams/{team.id}")
-    if woke:
-        flash(
-            request, f"Waking {team.name}: it answers again in about {sleep.WAKE_SECONDS_SHOWN} s."
-        )
-    else:
-        flash(request, f"{team.name}'s cluster is awake already.")
-    return redirect(request, f"/teams/{team.id}")
+        ):
+            return f"{team.name}'s cluster is awake already."
+        seconds = sleep.wake_seconds(session)
+        return f"Waking {team.name}: it answers again in about {seconds} s."
+
+    return _sleep_action(request, session, team, act, refused="Not woken")
 
 
 @router.post("/teams/{team_id}/sleep")
@@ -657,20 +673,11 @@ def put_to_sleep(
     principal: CurrentPrincipal,
     backend: BackendDep,
 ) -> Response:
-    try:
-        sleep.ask_sleep(
-            session,
-            team,
-            actor=principal.user,
-            reason=f"put to sleep by {principal.user.email}",
-            running=backend.running_pods().get(team.namespace, 0),
-        )
-    except DomainError as exc:
-        discard_changes(session)
-        flash(request, f"Not put to sleep: {exc.message}", "error")
-    else:
-        flash(request, f"{team.name}'s cluster goes to sleep.")
-    return redirect(request, f"/teams/{team.id}")
+    def act() -> str:
+        sleep.ask_sleep_now(session, team, actor=principal.user, backend=backend)
+        return f"{team.name}'s cluster goes to sleep."
+
+    return _sleep_action(request, session, team, act, refused="Not put to sleep")
 
 
 @router.post("/teams/{team_id}/keep-awake")
@@ -681,21 +688,36 @@ def keep_awake(
     principal: CurrentPrincipal,
     data: FormDep,
 ) -> Response:
-    now = utcnow()
-    try:
+    def act() -> str:
+        now = utcnow()
         until = sleep.until_from_hours(data.get("hours", ""), now)
         sleep.keep_awake(session, team, actor=principal.user, until=until, now=now)
-    except DomainError as exc:
-        discard_changes(session)
-        flash(request, f"Not kept awake: {exc.message}", "error")
-        return redirect(request, f"/teams/{team.id}")
-    flash(
-        request,
-        f"{team.name} is kept awake until {until:%Y-%m-%d %H:%M} UTC."
-        if until is not None
-        else f"{team.name} is no longer kept awake.",
-    )
-    return redirect(request, f"/teams/{team.id}")
+        if until is None:
+            return f"{team.name} is no longer kept awake."
+        return f"{team.name} is kept awake until {until:%Y-%m-%d %H:%M} UTC."
+
+    return _sleep_action(request, session, team, act, refused="Not kept awake")
+
+
+@router.post("/teams/{team_id}/sleep-hours")
+def sleep_hours(
+    request: Request,
+    team: TeamForLead,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    data: FormDep,
+) -> Response:
+    """The team's own idle hours before its cluster sleeps, within the org's bounds."""
+
+    def act() -> str:
+        org = repo.get_org(session)
+        hours = sleep.hours_from_form(data.get("sleep_after_hours", ""))
+        sleep.set_team_hours(session, team, org, hours=hours, actor=principal.user)
+        if hours is None:
+            return f"{team.name}'s cluster sleeps by the org's policy."
+        return f"{team.name}'s cluster sleeps after {hours} idle hours."
+
+    return _sleep_action(request, session, team, act, refused="Not changed")
 
 
 @router.post("/teams/{team_id}/retry")

@@ -284,6 +284,14 @@ class TeamDetail(_Gauges):
         return catalog.spec_of(t.version).sleep_after_hours
 
     @property
+    def sleep_default_hours(self) -> int | None:
+        """The idle hours that apply when the team chose none: its template's, else the
+        org's (None: the policy does not count idle hours)."""
+        if self.org.sleep_after_hours is None:
+            return None
+        return self._template_sleep_hours or self.org.sleep_after_hours
+
+    @property
     def sleep_idle(self) -> sleep.Idle | None:
         """When and why the org's policy puts the team's idle cluster to sleep (None: it
         does not)."""
