@@ -996,6 +996,11 @@ class ClusterRequest(QuotaOwner, Base):
     quota_lines: Mapped[list[RequestQuotaLine]] = relationship(
         lazy="selectin", cascade="all, delete-orphan"
     )
+    # Who asked: loaded with the lists that show it (the review card, the API); else from
+    # the session's identity map, or one read.
+    requester: Mapped[User | None] = relationship(
+        foreign_keys=[requested_by_id], viewonly=True, lazy="select"
+    )
     # Read when shown (one row per version, kept by the session's identity map).
     template_version: Mapped[TemplateVersion | None] = relationship(
         primaryjoin="foreign(ClusterRequest.template_version_id) == TemplateVersion.id",

@@ -318,7 +318,7 @@ def get_request(session: Session, request_id: int, *, fresh: bool = False) -> Cl
     request = session.get(
         ClusterRequest,
         request_id,
-        options=[selectinload(ClusterRequest.team)],
+        options=[selectinload(ClusterRequest.team), selectinload(ClusterRequest.requester)],
         populate_existing=fresh,
     )
     if request is None:
@@ -337,7 +337,7 @@ def get_requests(
     """Oldest first (then by id: a stable order to page in)."""
     query = (
         _requests_where(select(ClusterRequest), status, team_ids)
-        .options(selectinload(ClusterRequest.team))
+        .options(selectinload(ClusterRequest.team), selectinload(ClusterRequest.requester))
         .order_by(ClusterRequest.created_at, ClusterRequest.id)
         .offset(offset or None)
         .limit(limit)

@@ -475,6 +475,10 @@ class RequestOut(BaseModel):
     status: str
     purpose: str
     created_at: datetime
+    requested_by: str | None = Field(
+        description="The email of who asked (null: made by the portal itself, or the "
+        "person was removed)"
+    )
     requested: QuotaOut
     template: TemplateRefOut | None = None
     decision: DecisionOut | None = None

@@ -30,6 +30,14 @@ def test_the_review_card_shows_the_asked_values_and_who_loses(admin: Client, lea
         "POST", "/api/v1/requests", {"name": "fresh", "gpu_quota": "0.01", "gpu_limit": "1"}
     ).json()
     card = card_of(admin.get("/admin/requests").text, created["id"])
+    asked_by = re.search(r'data-review="asked-by">asked by ([^<]*?) <time', card)
+    assert asked_by, "the card names who asked"
+    assert asked_by.group(1) == "Nlp lead &lt;lead-nlp@example.org&gt;"
+    assert created["requested_by"] == "lead-nlp@example.org"
+    listed = admin.get("/api/v1/requests?status=submitted").json()
+    assert [r["requested_by"] for r in listed if r["id"] == created["id"]] == [
+        "lead-nlp@example.org"
+    ]
     assert "<b>0.01</b> GPU" in card, "the asked guarantee is on the card"
     assert "<b>1</b> GPU" in card, "and the asked limit"
     assert 'name="gpu_quota" value="0.01"' in card, "the adjust form is prefilled"

@@ -160,6 +160,7 @@ def request_out(request: ClusterRequest, decision: Decision | None = None) -> Re
         status=request.status,
         purpose=request.purpose,
         created_at=request.created_at,
+        requested_by=request.requester.email if request.requester is not None else None,
         requested=quota_out(request),
         template=template_ref(request),
         decision=None
