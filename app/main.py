@@ -11,6 +11,8 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -28,7 +30,7 @@ from app.web.api import requests as requests_api
 from app.web.api import teams as teams_api
 from app.web.api import tokens as tokens_api
 from app.web.api import usage as usage_api
-from app.web.deps import NotAuthenticated, csrf_protect
+from app.web.deps import NotAuthenticated, csrf_protect, page_principal
 from app.web.limits import SESSION_COOKIE, BodyLimit
 from app.web.pages import admin as admin_pages
 from app.web.pages import audit as audit_pages
@@ -160,6 +162,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(NotAuthenticated, _not_authenticated)  # type: ignore[arg-type]
     app.add_exception_handler(DomainError, _domain_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     return app
 
 
@@ -222,16 +225,40 @@ async def _not_authenticated(request: Request, exc: NotAuthenticated) -> Respons
     return RedirectResponse(target, status_code=303)
 
 
+async def _error_page(
+    request: Request, status: int, message: str, errors: dict[str, str] | None = None
+) -> Response:
+    """An error as a page, with the navigation of whoever is signed in."""
+    principal = await run_in_threadpool(page_principal, request)
+    return render(
+        request,
+        "error.html",
+        {"message": message, "errors": errors or {}, "status": status, "principal": principal},
+        status_code=status,
+    )
+
+
 async def _domain_error(request: Request, exc: DomainError) -> Response:
     errors = exc.errors if isinstance(exc, InvalidInput) else None
     if _wants_json(request):
         return JSONResponse({"detail": exc.message, "errors": errors}, status_code=exc.status_code)
-    return render(
-        request,
-        "error.html",
-        {"message": exc.message, "errors": errors or {}, "status": exc.status_code},
-        status_code=exc.status_code,
+    message = exc.message if errors is None else "Some of what was sent needs a change:"
+    return await _error_page(request, exc.status_code, message, errors)
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    """No such page (or method): a page with the navigation for a browser, the API's JSON
+    for anything else."""
+    if _wants_json(request) or "text/html" not in request.headers.get("accept", ""):
+        return JSONResponse(
+            {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
+        )
+    message = (
+        f"There is no page at {request.url.path}: it may have moved, or the link is wrong."
+        if exc.status_code == 404
+        else str(exc.detail)
     )
+    return await _error_page(request, exc.status_code, message)
 
 
 async def _invalid_request(request: Request, exc: RequestValidationError) -> Response:
@@ -244,9 +271,4 @@ async def _invalid_request(request: Request, exc: RequestValidationError) -> Res
     detail = "the request is invalid: " + "; ".join(f"{k}: {v}" for k, v in errors.items())
     if _wants_json(request):
         return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
-    return render(
-        request,
-        "error.html",
-        {"message": detail, "errors": errors, "status": 422},
-        status_code=422,
-    )
+    return await _error_page(request, 422, "Some of what was sent needs a change:", errors)

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from app.core import quota
+from app.core.errors import DomainError, InvalidInput
 
 # field -> (label, unit after a value; "" where the label says it)
 QUOTA_FIELDS: dict[str, tuple[str, str]] = quota.field_labels()
@@ -62,17 +63,70 @@ def _resource_field(name: str, unit: str, kind: str, required: bool) -> FormFiel
     )
 
 
-# Other fields a decision may change.
-OTHER_FIELDS = {"template": "Cluster template"}
+# Every other field a form or a decision names, as its form labels it.
+OTHER_FIELDS = {
+    "template": "Cluster template",
+    "name": "Name",
+    "purpose": "Purpose",
+    "reason": "Reason",
+    "email": "Email",
+    "role": "Role",
+    "ttl": "Valid for",
+    "hours": "Keep awake for",
+    "awake_until": "Keep awake until",
+    "sleep_after_hours": "Sleep after (idle hours)",
+    "sleep_max_hours": "Longest a team may choose (hours)",
+    "sleep_quiet_hours": "Quiet hours",
+    "sleep_time_zone": "Time zone",
+    "gpus": "GPUs",
+    "gpu_type": "GPU type",
+    "label_value": "Node label value",
+    "price": "Price per GPU-hour",
+    "days": "Days",
+    "month": "Month",
+    "url": "URL",
+    "kind": "Kind",
+    "events": "Events",
+    "parameters": "Template parameters",
+    "default_quota": "Default quota",
+    "kai_queue_label": "Queue label",
+    "shown_default": "Shown by default",
+    "sub": "Your identity provider's subject",
+    "page": "Page number",
+    "sort": "Sort by",
+    "status": "Status",
+    "q": "Search",
+    "before": "Older than",
+    "again": "The event to show again",
+}
+# A template's spec: its errors name the YAML path the admin wrote (``vcluster_values.x``),
+# which is the word on the admin's screen; shown as written.
+SPEC_PATHS = ("spec", "vcluster_values", "manifests", "charts", "version")
 
 
 def label(field: str) -> str:
     """The form's label of ``field`` (the field's own name if it has none)."""
-    if field.startswith("param-"):  # a template's parameter (the message names it)
+    if field.startswith(("param-", "parameters.")):  # a template's (the message names it)
         return "Template parameter"
     if field.startswith("pool "):  # the quota in another pool ("pool l40s")
         return f"In {field}:"
+    head, _, rest = field.partition(".")
+    if head == "pools" and rest:  # "pools.l40s.gpu_quota"
+        pool, _, inner = rest.partition(".")
+        return f"In pool {pool}" + (f": {label(inner)}" if inner else "")
+    if head == "default_quota" and rest:
+        return f"Default quota: {label(rest)}"
+    if field.endswith("_id"):  # an id in the address ("team_id")
+        return f"The {field.removesuffix('_id').replace('_', ' ')}'s number in the address"
     return QUOTA_FIELDS.get(field, (OTHER_FIELDS.get(field, field), ""))[0]
+
+
+def said(exc: DomainError) -> str:
+    """A refusal as a person reads it on a page: an invalid form's messages, each after its
+    field's label, never the field's name."""
+    if isinstance(exc, InvalidInput):
+        return "; ".join(f"{label(k)}: {v}" for k, v in exc.errors.items())
+    return exc.message
 
 
 def form_label(field: str) -> str:

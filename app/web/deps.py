@@ -213,6 +213,23 @@ def who_is_asking(request: Request, session: Session, settings: Settings) -> Pri
     return cast(Principal | None, resolved)
 
 
+def page_principal(request: Request) -> Principal | None:
+    """Who sees an error page, for its navigation: as resolved for the request, else
+    looked up now from the browser's session (read only); None when unknown. Never
+    raises: the error being shown is the answer."""
+    resolved = request.scope.get(_PRINCIPAL, _UNRESOLVED)
+    if resolved is not _UNRESOLVED:
+        return cast(Principal | None, resolved)
+    if bearer_token(request) is not None or not isinstance(request.session.get("sid"), str):
+        return None
+    state = portal_of(request.app)
+    try:
+        with state.session_factory() as session:
+            return _resolve(request, session, state.settings)  # closed, not committed
+    except Exception:  # the database is what failed: the page shows without navigation
+        return None
+
+
 def _resolve(request: Request, session: Session, settings: Settings) -> Principal | None:
     """Who is asking: a bearer token (API token or the provider's access token) when one
     is sent, else the browser's session."""

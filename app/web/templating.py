@@ -29,6 +29,7 @@ templates.env.filters["ago"] = ago
 templates.env.filters["stamp"] = stamp
 templates.env.filters["iso"] = iso
 templates.env.filters["num"] = format_figure
+templates.env.filters["label"] = labels.label  # a field as its form labels it
 templates.env.filters["changes"] = labels.changes  # "GPU guarantee 0.25 → 0.2", as messages say
 templates.env.globals["gauge"] = gauge
 templates.env.globals["status_pill"] = status_pill

@@ -472,7 +472,7 @@ def what_if_to_requests(
                 purpose="from the what-if page",
             )
         except DomainError as exc:
-            skipped.append(f"{row.team.name}: {exc.message}")
+            skipped.append(f"{row.team.name}: {labels.said(exc)}")
         else:
             sent.append(row.team.name)
     if sent:
@@ -649,10 +649,10 @@ def approve(
         except NotFound:
             still_open = None
         if still_open != RequestStatus.SUBMITTED:
-            flash(request, f"Request #{request_id} not approved: {exc.message}", "error")
+            flash(request, f"Request #{request_id} not approved: {labels.said(exc)}", "error")
             return redirect(request, "/admin/requests")
         # Keep the card open with what was sent: nothing the admin typed is lost.
-        refused = Refused(request_id, mode, _in_words(exc), data.get("reason", ""))
+        refused = Refused(request_id, mode, labels.said(exc), data.get("reason", ""))
         return _requests_page(
             request,
             session,
@@ -691,13 +691,6 @@ def _template_choice(
     )
 
 
-def _in_words(exc: DomainError) -> str:
-    """A refusal as a person reads it: fields by their labels, not their names."""
-    if isinstance(exc, InvalidInput):
-        return "; ".join(f"{labels.label(k)}: {v}" for k, v in exc.errors.items())
-    return exc.message
-
-
 @router.post("/requests/{request_id}/reject")
 def reject(
     request: Request, request_id: Id, session: SessionDep, principal: AdminPrincipal, data: FormDep
@@ -708,7 +701,7 @@ def reject(
         )
     except DomainError as exc:
         discard_changes(session)
-        flash(request, f"Request #{request_id} not rejected: {exc.message}", "error")
+        flash(request, f"Request #{request_id} not rejected: {labels.said(exc)}", "error")
         return redirect(request, "/admin/requests")
     flash(request, f"Rejected request #{request_id}.")
     return redirect(request, "/admin/requests")

@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
 from app.auth.principal import Principal
+from app.core import labels
 from app.core.db import discard_changes
 from app.core.errors import DomainError, InvalidInput
 from app.provisioning import sleep
@@ -90,7 +91,7 @@ def add_pool(
         )
     except DomainError as exc:
         discard_changes(session)
-        flash(request, f"Pool not added: {exc.message}", "error")
+        flash(request, f"Pool not added: {labels.said(exc)}", "error")
         return redirect(request, "/admin/pools")
     flash(request, f"Pool {pool.name} added.")
     return redirect(request, "/admin/pools")
@@ -157,7 +158,7 @@ def change_pool(
         )
     except DomainError as exc:
         discard_changes(session)
-        flash(request, f"Pool not changed: {exc.message}", "error")
+        flash(request, f"Pool not changed: {labels.said(exc)}", "error")
         return redirect(request, "/admin/pools")
     flash(
         request,
@@ -182,7 +183,7 @@ def remove_pool(
         name = pools.remove_pool(session, actor=principal.user, pool_id=pool_id)
     except DomainError as exc:
         discard_changes(session)
-        flash(request, f"Pool not removed: {exc.message}", "error")
+        flash(request, f"Pool not removed: {labels.said(exc)}", "error")
         return redirect(request, "/admin/pools")
     flash(request, f"Pool {name} removed.")
     return redirect(request, "/admin/pools")

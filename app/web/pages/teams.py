@@ -16,6 +16,7 @@ from app.access import service as access
 from app.auth.principal import Principal
 from app.catalog import service as catalog
 from app.catalog.service import Chosen
+from app.core import labels
 from app.core.db import discard_changes
 from app.core.errors import Conflict, DomainError, InvalidInput, NotFound
 from app.core.models import Org, Sleep, Team, TeamStatus, utcnow
@@ -412,7 +413,7 @@ def kubeconfig(
             ttl=values.get("ttl"),
         )
     except DomainError as exc:
-        flash(request, f"No kubeconfig: {exc.message}", "error")
+        flash(request, f"No kubeconfig: {labels.said(exc)}", "error")
         return redirect(request, f"/teams/{team.id}")
     return PlainTextResponse(
         download.text,
@@ -460,7 +461,7 @@ def accept_template(
         version = catalog.accept_latest(session, actor=principal.user, team=team, chosen=chosen)
     except DomainError as exc:
         discard_changes(session)
-        flash(request, exc.message, "error")
+        flash(request, labels.said(exc), "error")
         return redirect(request, f"/teams/{team.id}")
     flash(request, f"{team.name} moves to {version.label}.")
     return redirect(request, f"/teams/{team.id}")
@@ -639,9 +640,7 @@ def _sleep_action(
         said = act()
     except DomainError as exc:
         discard_changes(session)
-        # A field's message alone: its name is the form's, not the person's.
-        why = "; ".join(exc.errors.values()) if isinstance(exc, InvalidInput) else exc.message
-        flash(request, f"{refused}: {why}", "error")
+        flash(request, f"{refused}: {labels.said(exc)}", "error")
     else:
         flash(request, said)
     return redirect(request, f"/teams/{team.id}")
