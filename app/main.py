@@ -10,14 +10,13 @@ from urllib.parse import quote, urlsplit
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
-from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core import logs
-from app.core.config import PROJECT_ROOT, Settings, get_settings
+from app.core.config import Settings, get_settings
 from app.core.errors import DomainError, InvalidInput
 from app.runtime import Portal, serve_roles
 from app.web import observability
@@ -30,6 +29,7 @@ from app.web.api import requests as requests_api
 from app.web.api import teams as teams_api
 from app.web.api import tokens as tokens_api
 from app.web.api import usage as usage_api
+from app.web.assets import ASSETS
 from app.web.deps import NotAuthenticated, csrf_protect, page_principal
 from app.web.limits import SESSION_COOKIE, BodyLimit
 from app.web.pages import admin as admin_pages
@@ -156,7 +156,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.portal = portal
     _add_middleware(app, settings)
-    app.mount("/static", StaticFiles(directory=str(PROJECT_ROOT / "static")), name="static")
+    app.mount("/static", ASSETS, name="static")
     for router in ROUTERS:
         app.include_router(router)
     app.add_exception_handler(NotAuthenticated, _not_authenticated)  # type: ignore[arg-type]

@@ -214,12 +214,9 @@ def who_is_asking(request: Request, session: Session, settings: Settings) -> Pri
 
 
 def page_principal(request: Request) -> Principal | None:
-    """Who sees an error page, for its navigation: as resolved for the request, else
-    looked up now from the browser's session (read only); None when unknown. Never
-    raises: the error being shown is the answer."""
-    resolved = request.scope.get(_PRINCIPAL, _UNRESOLVED)
-    if resolved is not _UNRESOLVED:
-        return cast(Principal | None, resolved)
+    """Who sees an error page, for its navigation: looked up anew from the browser's
+    session (the request's own session was rolled back with what it had read); None when
+    unknown. Never raises: the error being shown is the answer."""
     if bearer_token(request) is not None or not isinstance(request.session.get("sid"), str):
         return None
     state = portal_of(request.app)

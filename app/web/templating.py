@@ -16,6 +16,7 @@ from app.core.config import PROJECT_ROOT
 from app.core.quantities import format_figure, format_hundredths
 from app.reads.org import shares_in_pools
 from app.runtime import portal_of
+from app.web.assets import ASSETS
 from app.web.deps import csrf_token
 from app.web.gauge import gauge
 from app.web.marks import overview_row, status_pill, steps, timeline
@@ -24,6 +25,7 @@ from app.web.moments import ago, iso, stamp, when
 templates = Jinja2Templates(directory=str(PROJECT_ROOT / "templates"))
 
 
+templates.env.globals["static"] = ASSETS.url  # a file's address with its version
 templates.env.filters["gpu"] = format_hundredths
 templates.env.filters["ago"] = ago
 templates.env.filters["stamp"] = stamp
