@@ -21,6 +21,20 @@
       });
     }
   });
+  // The navigation's groups: one open at a time, closed by a click elsewhere or Escape.
+  var groups = function () { return document.querySelectorAll("details.nav-group[open]"); };
+  document.addEventListener("click", function (evt) {
+    groups().forEach(function (group) {
+      if (!group.contains(evt.target)) { group.removeAttribute("open"); }
+    });
+  });
+  document.addEventListener("keydown", function (evt) {
+    if (evt.key !== "Escape") { return; }
+    groups().forEach(function (group) {
+      group.removeAttribute("open");
+      group.querySelector("summary").focus();
+    });
+  });
   // Polling pauses while the tab is hidden (no eval needed, CSP stays strict).
   document.addEventListener("htmx:confirm", function (evt) {
     var el = evt.target;

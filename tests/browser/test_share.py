@@ -124,6 +124,7 @@ def test_the_what_if_page_recomputes_as_one_types(portal: str, browser: object) 
     assert isinstance(admin, Page)
     errors: list[str] = []
     admin.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    admin.click("nav >> summary:has-text('Plan')")
     admin.click("nav >> text=What if")
     # Today's figures on load, every team listed, unchanged ones marked.
     today = admin.locator('[data-whatif-result="vision"]')

@@ -68,6 +68,7 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "POST /teams/{team_id}/wake": ({}, (303, 303, 303, 404, 303)),
     "POST /teams/{team_id}/sleep": ({}, (303, 403, 303, 404, 303)),
     "POST /teams/{team_id}/keep-awake": ({"hours": "8"}, (303, 403, 303, 404, 303)),
+    "POST /teams/{team_id}/sleep-hours": ({"sleep_after_hours": ""}, (303, 403, 303, 404, 303)),
     "POST /admin/pools/sleep-policy": ({"sleep_max_hours": "24"}, (303, 403, 403, 403, 303)),
     "POST /teams/{team_id}/members": ({"email": "x@example.org"}, (303, 403, 303, 404, 303)),
     "POST /teams/{team_id}/members/{user_id}/remove": ({}, (303, 403, 303, 404, 303)),
