@@ -80,12 +80,20 @@ def check_template(
     vCluster is upgraded or was just installed (it restarts), nor while it sleeps or wakes."""
     return (
         status == TeamStatus.READY
-        and spec.sleep == Sleep.AWAKE
         and settled
-        and spec.has_template_objects
-        and spec.template_installed
+        and template_to_check(spec)
         and not upgrading
         and not installed
+    )
+
+
+def template_to_check(spec: TeamSpec, *, installed_now: bool = False) -> bool:
+    """The team's vCluster is awake and was installed (before, or by this pass:
+    ``installed_now``) with a template that puts objects inside: something to check."""
+    return (
+        spec.sleep == Sleep.AWAKE
+        and spec.has_template_objects
+        and (spec.template_installed or installed_now)
     )
 
 

@@ -64,6 +64,7 @@ from app.provisioning.decide import (
     is_repair,
     next_recheck,
     step_choice,
+    template_to_check,
     with_template,
 )
 from app.provisioning.sleep import wake_seconds
@@ -288,14 +289,19 @@ class Reconciler:
         try:
             if status == TeamStatus.DECOMMISSIONING:
                 self._remove_all(spec, one)
-            elif self._apply_all(team_id, spec, status, settled, one) and check_template(
-                status,
-                spec,
-                settled=settled,
-                upgrading=one.upgrading,
-                installed=one.installed is not None,
-            ):
-                self._check_template(spec, one)
+            elif self._apply_all(team_id, spec, status, settled, one):
+                if check_template(
+                    status,
+                    spec,
+                    settled=settled,
+                    upgrading=one.upgrading,
+                    installed=one.installed is not None,
+                ):
+                    self._check_template(spec, one)
+                else:  # just installed, upgraded or ready: its objects looked at shortly
+                    one.check_soon = template_to_check(
+                        spec, installed_now=one.installed is not None
+                    )
             one.failed_step = None
         except BackendError as exc:
             one.error = str(exc)
@@ -323,6 +329,7 @@ class Reconciler:
             installed=one.installed,
             checked=one.checked,
             sleep=(spec.sleep, one.sleep_seen) if one.sleep_seen is not None else None,
+            check_soon=one.check_soon,
         )
 
     def _remove_all(self, spec: TeamSpec, one: _Pass) -> None:
@@ -459,9 +466,11 @@ class Reconciler:
         installed: int | None = None,
         checked: TemplateCheck | None = None,
         sleep: tuple[Sleep, Sleep] | None = None,
+        check_soon: bool = False,
     ) -> None:
         """Write what the pass means (``decide``) unless the team moved on meanwhile;
         ``installed``: the template version the vCluster was just installed with;
+        ``check_soon``: its template's objects were not checked only for now;
         ``sleep``: the team's sleep when the pass began, and its vCluster as seen."""
         now = utcnow()
         with unit_of_work(self.session_factory) as session:
@@ -483,6 +492,9 @@ class Reconciler:
                 # The version that serves the team (an upgrade counts once it is ready).
                 team.vcluster_version = vcluster.version
             if installed is not None:  # its install call succeeded, whatever came after
+                if team.template_installed_id != installed:
+                    # A new version inside: what was found of the old one says nothing.
+                    team.template_checked_at, team.template_drift = None, None
                 team.template_installed_id = installed
             if checked is not None and checked.unread:
                 team.template_checked_at = None  # shown as not checked, with why below
@@ -503,6 +515,12 @@ class Reconciler:
                 team.template_checked_at = now
             verdict = decide(result, _now(team, rows), self.timing)
             _write(session, team, rows, verdict)
+            if check_soon and result.error is None and team.status == TeamStatus.READY:
+                # Its template is checked inside once the vCluster has settled, not one
+                # resync interval later: until then its page says it is not checked.
+                soon = now + timedelta(seconds=TEMPLATE_CHECK_AFTER_SECONDS)
+                if team.next_attempt_at is None or team.next_attempt_at > soon:
+                    team.next_attempt_at = soon
             if sleep is not None:
                 _sleep_seen(session, team, *sleep, now=now)
             if result.error is None and Sleep(team.sleep) in (Sleep.FALLING_ASLEEP, Sleep.WAKING):
@@ -514,6 +532,8 @@ class Reconciler:
 
 
 FAILURES_TOLD_AFTER = 3  # consecutive failed attempts before people are told
+# A vCluster just ready deploys its template's objects itself: checked this much later.
+TEMPLATE_CHECK_AFTER_SECONDS = 10.0
 
 
 @dataclass
@@ -528,6 +548,7 @@ class _Pass:
     failed_step: Step | None = None
     error: str | None = None
     sleep_seen: Sleep | None = None  # the vCluster seen asleep or awake (serving)
+    check_soon: bool = False  # its template's objects to be checked at a pass shortly
 
 
 def _tell(session: Session, team: Team) -> None:

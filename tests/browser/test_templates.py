@@ -3,6 +3,7 @@ reads both on the review card, the team page shows them installed."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -77,6 +78,17 @@ def test_a_lead_requests_a_kind_of_cluster_with_a_parameter(portal: str, browser
     lead.goto(team_url)
     expect(lead.locator("h1 .pill")).to_have_text("ready", timeout=30_000)
     installed = lead.locator('[data-quota="template"]')
-    expect(installed.locator("[data-template-state]")).to_have_text("installed")
+    # Checked inside by a pass a few seconds after ready; until then it says so.
+    deadline = time.monotonic() + 40
+    while (
+        time.monotonic() < deadline
+        and not installed.locator("[data-template-state=installed]").count()
+    ):
+        expect(installed.locator("[data-template-state]")).to_contain_text("installed")
+        time.sleep(1)
+        lead.reload()
+    expect(installed.locator("[data-template-state=installed]")).to_contain_text(
+        "installed, all in place (checked"
+    )
     expect(installed).to_contain_text("CustomResourceDefinition pytorchjobs.kubeflow.org")
     expect(installed.locator('[data-param="version"]')).to_have_text("version=v1.7.0")

@@ -418,8 +418,15 @@ def test_each_teams_template_is_applied_inside_its_vcluster_by_the_real_syncer(
     vision = objects("vision")  # bare: nothing of the others
     assert not {"playground", "kubeflow"} & vision[0]
     assert not {"experiments.nlp.example.org", "pytorchjobs.kubeflow.org"} & vision[1]
-    page = lead_of(portal, "recommender").get(f"/teams/{TEAMS['recommender']}").text
-    assert 'data-template-state="installed"' in page
+    # Checked inside by the portal's own pass a few seconds after ready: "all in place".
+    wait_for(
+        "recommender's page to say its template is installed and in place",
+        lambda: (
+            'data-template-state="installed">installed, all in place'
+            in lead_of(portal, "recommender").get(f"/teams/{TEAMS['recommender']}").text
+        ),
+        timeout=120,
+    )
     # A CRD of crd-playground deleted inside (the syncer re-applies manifests only when
     # they change): the portal finds it gone through its own connection and puts it back.
     crd = "experiments.nlp.example.org"

@@ -86,7 +86,15 @@ def test_the_example_org_has_the_design_sources_three_kinds(app: FastAPI) -> Non
     assert "kubeflow-training" in cluster
     assert "v1" in cluster
     assert "version=v1.7.0" in cluster
+    # Ready, and what its template puts inside not looked at yet: said so, not "in place".
+    assert 'data-template-state="unchecked"' in cluster
+    assert "installed; what it puts inside is checked shortly" in cluster
+    _due_now(app)  # the pass a few seconds after ready
+    _settle(app, passes=1)
+    team_page = lead.get(f"/teams/{_team_id(app, 'recommender')}").text
+    cluster = _between(team_page, 'data-quota="template"', "</dd>")
     assert 'data-template-state="installed"' in cluster
+    assert 'data-template-state="installed">installed, all in place (checked <time' in cluster
     assert "CustomResourceDefinition pytorchjobs.kubeflow.org" in cluster
     # Wherever the quota is shown, the kind of cluster is too.
     overview = admin.get("/admin").text
@@ -323,6 +331,22 @@ def test_a_template_that_waits_for_leads_moves_when_a_lead_accepts(app: FastAPI)
     assert _team(app, "recommender") == ("kubeflow-training", 2, False, {"version": "v1.7.0"})
     _settle(app, passes=10)
     assert _team(app, "recommender")[:3] == ("kubeflow-training", 2, True)
+    # What was found in place of v1 says nothing of v2: not "in place" until v2 is
+    # checked, at a pass a few seconds later.
+    cluster = _between(lead.get(f"/teams/{team_id}").text, 'data-quota="template"', "</dd>")
+    assert 'data-template-state="unchecked"' in cluster, cluster
+    with portal_of(app).session_factory() as session:
+        due = repo.get_team(session, team_id).next_attempt_at
+        assert due is not None
+        assert (due - utcnow()).total_seconds() <= 10
+    _due_now(app)
+    _settle(app, passes=1)
+    cluster = _between(lead.get(f"/teams/{team_id}").text, 'data-quota="template"', "</dd>")
+    assert 'data-template-state="installed">installed, all in place' in cluster, cluster
+    # Decommissioned: nothing of it is "installed" any more.
+    lead.form(f"/teams/{team_id}/decommission", {"confirm": "recommender"})
+    cluster = _between(lead.get(f"/teams/{team_id}").text, 'data-quota="template"', "</dd>")
+    assert 'data-template-state="removed">removed with the cluster<' in cluster, cluster
 
 
 def test_a_template_is_rendered_into_the_vclusters_values(app: FastAPI) -> None:
@@ -370,7 +394,7 @@ def test_what_a_template_installs_is_checked_inside_and_put_back_if_it_says_so(
     _settle(app, passes=1)
     lead = client_for(app, "lead-nlp@example.org")
     page = lead.get(f"/teams/{_team_id(app, 'nlp')}").text
-    assert "installed, in place" in _between(page, 'data-quota="template"', "</dd>")
+    assert "installed, all in place (checked" in _between(page, 'data-quota="template"', "</dd>")
     # crd-playground puts back what a lead deletes inside.
     backend.delete_template_object("nlp", "CustomResourceDefinition experiments.nlp.example.org")
     # kubeflow-training does not: it is reported.
