@@ -321,6 +321,13 @@ class SimulatedBackend:
             gone.difference_update(repaired)
             return TemplateCheck(tuple(missing), tuple(repaired))
 
+    def finish(self, step: Step, team: str) -> None:
+        """Play a step's time passing: the object made for it is ready now."""
+        with self._lock:
+            made = self._objects.get((step, team))
+            if made is not None:
+                self._objects[(step, team)] = _Object(made.spec, time.monotonic(), made.version)
+
     def delete_object(self, step: Step, team: str) -> None:
         """Play an operator deleting something by hand (drift)."""
         with self._lock:

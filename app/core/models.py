@@ -1052,6 +1052,8 @@ class ProvisioningStep(Base):
     status: Mapped[StepStatus] = mapped_column(choice(StepStatus, 20), default=StepStatus.PENDING)
     message: Mapped[str] = mapped_column(Text, default="")
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Once in place (the page's progress counts it while it is retried or re-applied).
+    reached: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class AuditEvent(Base):

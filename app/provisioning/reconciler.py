@@ -645,6 +645,8 @@ def _write(
         if step in verdict.steps:
             row.status, row.message = verdict.steps[step]
             row.updated_at = now
+            if row.status == StepStatus.DONE and not row.reached:
+                row.reached = True
     team.last_reconciled_at = now
     if verdict.status is not None and verdict.status != team.status:
         team.status = verdict.status

@@ -238,7 +238,12 @@ class TeamDetail(_Gauges):
 
     @property
     def progress(self) -> int:
-        done = sum(1 for s in self.steps if s.status in ("done", "removed"))
+        """How far provisioning (or the removal) has got: a step once in place counts
+        while it is retried or re-applied, so the bar never runs backwards."""
+        if self.team.status in (TeamStatus.DECOMMISSIONING, TeamStatus.DECOMMISSIONED):
+            done = sum(1 for s in self.steps if s.status == "removed")
+        else:
+            done = sum(1 for s in self.steps if s.status == "done" or s.reached)
         return int(100 * done / len(self.steps)) if self.steps else 0
 
     @functools.cached_property
