@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -13,8 +14,11 @@ from app.audit import repository as audit
 
 @dataclass(frozen=True)
 class EventLine:
+    id: int
     at: datetime
     summary: str
+    team: str | None  # the team's name, if the event is a team's
+    details: dict[str, Any]
 
 
 class EventLines:
@@ -31,7 +35,7 @@ class EventLines:
         with self._lock:
             if ids == self._ids:
                 return self._lines
-        lines = [EventLine(at, summary) for at, summary in audit.get_lines(session, ids)]
+        lines = [EventLine(*line) for line in audit.get_lines(session, ids)]
         with self._lock:
             self._ids, self._lines = ids, lines
         return lines

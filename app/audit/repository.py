@@ -10,7 +10,7 @@ from sqlalchemy import ScalarSelect, bindparam, select
 from sqlalchemy.orm import Session
 
 from app.core.db import constant
-from app.core.models import AuditEvent
+from app.core.models import AuditEvent, Team
 from app.core.together import Read, Rows
 
 
@@ -75,14 +75,21 @@ def newest_ids_columns(action: str, count: int) -> tuple[ScalarSelect[int | None
     return tuple(newest.offset(k).limit(1).scalar_subquery() for k in range(count))
 
 
-def get_lines(session: Session, event_ids: Sequence[int]) -> list[tuple[datetime, str]]:
-    """(at, summary) of these events, newest first."""
+Line = tuple[int, datetime, str, str | None, dict[str, Any]]
+
+
+def get_lines(session: Session, event_ids: Sequence[int]) -> list[Line]:
+    """(id, at, summary, the team's name, facts) of these events, newest first."""
     rows = session.execute(
-        select(AuditEvent.at, AuditEvent.summary)
+        select(AuditEvent.id, AuditEvent.at, AuditEvent.summary, Team.name, AuditEvent.details)
+        .outerjoin(Team, Team.id == AuditEvent.team_id)
         .where(AuditEvent.id.in_(event_ids))
         .order_by(AuditEvent.id.desc())
     )
-    return [(at, summary) for at, summary in rows]
+    return [
+        (event_id, at, summary, team, details if isinstance(details, dict) else {})
+        for event_id, at, summary, team, details in rows
+    ]
 
 
 def newest_details(session: Session, action: str, count: int) -> list[dict[str, Any]]:
@@ -95,3 +102,13 @@ def newest_details(session: Session, action: str, count: int) -> list[dict[str, 
         .limit(count)
     )
     return [facts for facts in details if isinstance(facts, dict)]
+
+
+def newest_id(session: Session, action: str) -> int | None:
+    """The id of the newest event of ``action`` (None: there is none)."""
+    return session.scalar(
+        select(AuditEvent.id)
+        .where(AuditEvent.action == action)
+        .order_by(AuditEvent.id.desc())
+        .limit(1)
+    )

@@ -46,6 +46,7 @@ class Event(StrEnum):
     PROVISIONING_FAILING = "provisioning.failing"  # failed a few times in a row: people told
     PROVISIONING_RETRY = "provisioning.retry"
     DRIFT_REPAIRED = "provisioning.drift_repaired"
+    REPAIRS_ACKNOWLEDGED = "provisioning.repairs_acknowledged"  # an admin has seen them
     VCLUSTER_UPGRADED = "vcluster.upgraded"
     ROLLOUT_STOPPED = "vcluster.rollout_stopped"
     ROLLOUT_RESUMED = "vcluster.rollout_resumed"

@@ -254,6 +254,9 @@ class Org(Base):
     slept_month: Mapped[str] = mapped_column(String(7), default="", server_default="")
     slept_seconds: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     slept_counted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # The newest drift repair an admin acknowledged (its audit id): the overview lists
+    # the repairs after it.
+    repairs_seen_id: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     # Read once a session (a few rows; the identity map keeps them).

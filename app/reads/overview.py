@@ -37,7 +37,7 @@ class OverviewFigures:
     asleep: int = 0  # team vClusters asleep now
 
 
-REPAIRS_SHOWN = 5
+REPAIRS_SHOWN = 10  # the newest repairs looked at, grouped by cause on the overview
 
 
 @functools.lru_cache(maxsize=4)

@@ -74,6 +74,7 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "POST /teams/{team_id}/members/{user_id}/remove": ({}, (303, 403, 303, 404, 303)),
     "GET /admin": (None, (303, 403, 403, 403, 200)),
     "POST /admin/pool": ({}, (303, 403, 403, 403, 303)),
+    "POST /admin/repairs/acknowledge": ({"upto": "1"}, (303, 403, 403, 403, 303)),
     "POST /admin/rollout/resume": ({}, (303, 403, 403, 403, 303)),
     "POST /admin/pool/impact": ({"gpus": "2"}, (303, 403, 403, 403, 200)),
     "GET /admin/what-if": (None, (303, 403, 403, 403, 200)),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import threading
 from collections.abc import Sequence
@@ -533,7 +534,7 @@ def test_admin_filters_borrowing_and_waiting_teams(
 
 
 def test_showback_csv(app: FastAPI, admin: Client) -> None:
-    from datetime import UTC, datetime
+    from datetime import UTC
 
     from app.core.db import unit_of_work
     from app.core.models import UsageSample
@@ -693,40 +694,75 @@ def test_each_status_poll_updates_the_header_too(lead: Client) -> None:
 
 
 def _drift_list(page: str) -> list[str]:
-    section = re.search(r"Repaired in the cluster</h2>(.*?)</ul>", page, re.S)
-    return re.findall(r"</time> — ([^<]+)</li>", section.group(1)) if section else []
+    """Each group of repairs the overview lists, as one line of text."""
+    section = re.search(r'<ul class="plain small repairs">(.*?)</ul>', page, re.S)
+    if not section:
+        return []
+    items = re.findall(r"<li [^>]*>(.*?)</li>", section.group(1), re.S)
+    return [" ".join(html.unescape(re.sub(r"<[^>]+>", " ", i)).split()) for i in items]
 
 
-def test_overview_lists_the_newest_repairs_and_never_a_stale_list(
-    app: FastAPI, admin: Client, monkeypatch: pytest.MonkeyPatch
+def test_overview_groups_the_repairs_by_cause_until_an_admin_acknowledges_them(
+    app: FastAPI, admin: Client, lead: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from app.audit import repository as audit_repo
     from app.audit import service as audit_service
     from app.core.db import unit_of_work
     from app.core.events import Event
 
-    def repaired(*names: str) -> None:
+    def repaired(team_id: int | None, *entries: str) -> None:
         with unit_of_work(portal_of(app).session_factory) as session:
-            for name in names:
-                audit_service.record(session, actor=None, event=Event.DRIFT_REPAIRED, summary=name)
+            audit_service.record(
+                session,
+                actor=None,
+                event=Event.DRIFT_REPAIRED,
+                team_id=team_id,
+                summary="restored: " + "; ".join(entries),
+                details={"repaired": list(entries)},
+            )
 
     assert _drift_list(admin.get("/admin").text) == [], "no repairs: no section"
-    repaired("restored q1", "restored q2", "restored q3", "restored q4", "restored q5")
-    repaired("restored q6")
-    assert _drift_list(admin.get("/admin").text) == [f"restored q{i}" for i in (6, 5, 4, 3, 2)]
+    repaired(NLP, "queue: queue team-nlp differs from the approved quota")
+    repaired(VISION, "namespace: namespace vcluster-vision does not exist")
+    repaired(NLP, "queue: queue team-nlp differs from the approved quota")
+    repaired(
+        VISION,
+        "queue: queue team-vision differs from the approved quota",
+        "template: CustomResourceDefinition x put back",
+    )
+    shown = _drift_list(admin.get("/admin").text)
+    assert [re.sub(r" — last .*? Latest:", " | Latest:", line) for line in shown] == [
+        "KAI queue put back for vision, nlp (2 times) | Latest: queue team-vision differs "
+        "from the approved quota",
+        "What a cluster template installs, put back inside for vision | Latest: "
+        "CustomResourceDefinition x put back",
+        "Host namespace put back for vision | Latest: namespace vcluster-vision does not exist",
+    ]
     reads: list[tuple[int, ...]] = []
     original = audit_repo.get_lines
 
-    def counted(session: Session, ids: Sequence[int]) -> list[tuple[datetime, str]]:
+    def counted(session: Session, ids: Sequence[int]) -> list[audit_repo.Line]:
         reads.append(tuple(ids))
         return original(session, ids)
 
     monkeypatch.setattr(audit_repo, "get_lines", counted)
     admin.get("/admin")
     assert reads == [], "an unchanged list is not read again"
-    repaired("restored q7")  # the next view shows it: the ids come with the figures
-    assert _drift_list(admin.get("/admin").text)[:2] == ["restored q7", "restored q6"]
-    assert len(reads) == 1
+    # Acknowledged: gone from the overview (and audited); a lead may not.
+    upto = re.search(r'name="upto" value="(\d+)"', admin.get("/admin").text)
+    assert upto
+    assert lead.form("/admin/repairs/acknowledge", {"upto": upto.group(1)}).status_code == 403
+    done = admin.form("/admin/repairs/acknowledge", {"upto": upto.group(1)}, follow_redirects=True)
+    assert "Acknowledged: the overview lists repairs made from now on." in html.unescape(done.text)
+    assert _drift_list(done.text) == []
+    assert "acknowledged the repairs in the cluster up to event" in admin.get("/audit").text
+    # A later repair shows again; an id past the newest acknowledges no future one.
+    repaired(NLP, "admission_policy: admission policy gpu-portal-queue-nlp does not exist")
+    admin.form("/admin/repairs/acknowledge", {"upto": "999999"})
+    repaired(NLP, "admission_policy: admission policy gpu-portal-queue-nlp does not exist")
+    assert _drift_list(admin.get("/admin").text)[0].startswith(
+        "Queue pinning policy put back for nlp — last"
+    )
 
 
 def test_overview_shows_the_chart_rollout_as_it_stands(app: FastAPI, admin: Client) -> None:

@@ -35,6 +35,7 @@ from app.core.models import (
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.core.text import is_number
 from app.core.together import Read
+from app.provisioning import repairs
 from app.provisioning import repository as provisioning
 from app.reads.org import org_view, pool_views
 from app.reads.overview import OverviewFigures, overview_figures_read
@@ -59,7 +60,7 @@ from app.web.deps import (
 )
 from app.web.templating import flash, is_htmx, redirect, render
 from app.web.views.impact import org_impact, review, review_account, what_if
-from app.web.views.overview import PoolSummary
+from app.web.views.overview import PoolSummary, repair_groups
 from app.web.views.teams import cards_from
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
@@ -258,6 +259,8 @@ def _render_overview(
     listing: dict[str, Any],
 ) -> Response:
     usage, org = portal.usage_cache, figures.org
+    # The repairs an admin has not acknowledged yet (read only when there are some).
+    unseen = tuple(i for i in figures.repair_ids if i > org.repairs_seen_id)
     # Org-wide figures from the ready view (a decision refreshes it at once): no scan of
     # every team per view.
     summary = PoolSummary(
@@ -277,7 +280,8 @@ def _render_overview(
             "statuses": [s.value for s in TeamStatus],
             "pending_count": figures.pending_count,
             "usage_error": usage.error,
-            "repairs": portal.drift_lines.get(session, figures.repair_ids),
+            "repairs": repair_groups(portal.drift_lines.get(session, unseen), org.repairs_seen_id),
+            "repairs_upto": max(unseen, default=0),
             "steps": [s.value for s in Step],
             "rollout": figures.rollout,
             "rightsizing": figures.rightsizing,
@@ -291,6 +295,20 @@ def _render_overview(
         },
         partial="admin/partials/teams_table.html",
     )
+
+
+@router.post("/repairs/acknowledge")
+def acknowledge_repairs(
+    request: Request, session: SessionDep, principal: AdminPrincipal, data: FormDep
+) -> Response:
+    """The repairs listed on the overview are seen: it lists only later ones."""
+    upto = data.get("upto", "")
+    if not upto.isdigit():
+        flash(request, "Nothing acknowledged: reload the overview and try again.", "error")
+        return redirect(request, "/admin")
+    repairs.acknowledge(session, repo.get_org(session), actor=principal.user, upto=int(upto))
+    flash(request, "Acknowledged: the overview lists repairs made from now on.")
+    return redirect(request, "/admin")
 
 
 @router.get("/rightsizing", response_class=HTMLResponse)

@@ -2,12 +2,50 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
+from app.audit.lines import EventLine
 from app.core.models import (
     Org,
 )
 from app.core.quantities import gpus
+from app.web.marks import STEP_LABELS
+
+# What each repaired step's entry ("queue: ...") was put back as, in people's words.
+REPAIR_CAUSES = {
+    **{step: f"{label} put back" for step, label in STEP_LABELS.items()},
+    "template": "What a cluster template installs, put back inside",
+}
+
+
+@dataclass
+class RepairGroup:
+    """The repairs of one cause since the last acknowledgement: which teams, how often."""
+
+    cause: str
+    last_at: datetime
+    latest: str  # the newest repair's own words
+    teams: dict[str, int] = field(default_factory=dict)  # team: times, newest first
+
+
+def repair_groups(lines: list[EventLine], seen_id: int) -> list[RepairGroup]:
+    """The repairs after ``seen_id``, grouped by what was put back (the newest cause
+    first); a repair of several steps counts in each."""
+    groups: dict[str, RepairGroup] = {}
+    for line in lines:  # newest first
+        if line.id <= seen_id:
+            continue
+        entries = line.details.get("repaired") or [line.summary]
+        for entry in entries if isinstance(entries, list) else [line.summary]:
+            step, _, what = str(entry).partition(": ")
+            cause = REPAIR_CAUSES.get(step)
+            if cause is None:
+                cause, what = "Other repairs", str(entry)
+            group = groups.setdefault(cause, RepairGroup(cause, line.at, what))
+            team = line.team or "the org"
+            group.teams[team] = group.teams.get(team, 0) + 1
+    return list(groups.values())
 
 
 @dataclass
