@@ -604,3 +604,29 @@ def test_the_write_back_leaves_a_team_scheduled_anew_meanwhile(
         )
     assert written == {ids[0]}
     assert team_of(session_factory, ids[1]).next_attempt_at == nudged
+
+
+def test_a_chart_rollout_is_no_drift_at_the_upgrade_nor_at_the_next_resync(
+    session_factory: sessionmaker[Session], db_url: str
+) -> None:
+    """The portal's own changes (here, a new chart version rolled out one team at a time)
+    are never reported as repairs: not when the upgrade runs, nor at the resync after."""
+    backend = SimulatedBackend(step_seconds=0, chart_version="0.36.0")
+    before = Reconciler(
+        session_factory, backend, settings_for(db_url, vcluster_chart_version="0.36.0"), owner="a"
+    )
+    ids = [approved_team(session_factory, name) for name in ("nlp", "vision")]
+    for _ in range(4):
+        before.run_once()
+    assert {team_of(session_factory, i).vcluster_version for i in ids} == {"0.36.0"}
+    backend.chart_version = "0.36.1"
+    after = Reconciler(
+        session_factory, backend, settings_for(db_url, vcluster_chart_version="0.36.1"), owner="b"
+    )
+    for _ in range(12):
+        with unit_of_work(session_factory) as session:
+            session.execute(update(TeamSchedule).values(next_attempt_at=utcnow()))
+        after.run_once()
+    assert {team_of(session_factory, i).vcluster_version for i in ids} == {"0.36.1"}
+    for team_id in ids:
+        assert "provisioning.drift_repaired" not in actions(session_factory, team_id)

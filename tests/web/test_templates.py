@@ -343,6 +343,10 @@ def test_a_template_that_waits_for_leads_moves_when_a_lead_accepts(app: FastAPI)
     _settle(app, passes=1)
     cluster = _between(lead.get(f"/teams/{team_id}").text, 'data-quota="template"', "</dd>")
     assert 'data-template-state="installed">installed, all in place' in cluster, cluster
+    # The portal's own move is no drift: not at the move, nor at the resync after.
+    _due_now(app)
+    _settle(app, passes=2)
+    assert _repairs(app) == []
     # Decommissioned: nothing of it is "installed" any more.
     lead.form(f"/teams/{team_id}/decommission", {"confirm": "recommender"})
     cluster = _between(lead.get(f"/teams/{team_id}").text, 'data-quota="template"', "</dd>")
@@ -549,6 +553,16 @@ def test_a_version_that_adds_a_parameter_moves_teams_with_its_default(app: FastA
     assert team["status"] == "ready"
     assert team["template"]["parameters"] == {"version": "v1.7.0", "replicas": "2"}
     assert lead.api("POST", f"/api/v1/teams/{team_id}/kubeconfig?ttl=1h").status_code == 200
+    # A publish rolled out by the portal is no drift, at the upgrade or the resync after.
+    _due_now(app)
+    _settle(app, passes=2)
+    assert _repairs(app) == []
+
+
+def _repairs(app: FastAPI) -> list[str]:
+    with portal_of(app).session_factory() as session:
+        found = session.query(AuditEvent).filter(AuditEvent.action == "provisioning.drift_repaired")
+        return [e.summary for e in found]
 
 
 def test_a_version_that_refuses_a_teams_value_leaves_the_team_where_it_is(app: FastAPI) -> None:
