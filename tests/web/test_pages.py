@@ -276,7 +276,7 @@ def test_admin_adjusts_and_rejects(app: FastAPI, admin: Client) -> None:
     pending = admin.get("/admin/requests").text
     ids = re.findall(r"/admin/requests/(\d+)/approve", pending)
     speech_id, audio_id = ids[0], ids[2]
-    assert "Does not fit" in pending
+    assert "it fits: the pool would be 1 of 1 GPU guaranteed" in pending  # the preview's
     refused = admin.form(f"/admin/requests/{speech_id}/approve", {"mode": "as_asked"})
     assert refused.status_code == 409
     card = refused.text[refused.text.index(f'id="request-{speech_id}"') :]

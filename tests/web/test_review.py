@@ -49,7 +49,12 @@ def test_a_request_that_does_not_fit_previews_the_largest_guarantee_that_does(
         )
         assert "If approved with a guarantee of 0.01 GPU" in said
         assert "speech (this request) 0 → 0.01 (+0.01)" in said, said
-        assert "Does not fit: 1.49 of 1 GPU. At most 0.01 GPU can be guaranteed." in said
+        # The fit line speaks of the preview above it (the trimmed guarantee), not the ask.
+        assert (
+            "With 0.01 GPU it fits: the pool would be 1 of 1 GPU guaranteed (1.49 as asked)."
+            in (said)
+        )
+        assert "Does not fit" not in said
         assert re.search(r'name="gpu_quota" value="0.01"', card), "the form starts from it"
         assert re.search(r"<button[^>]*disabled[^>]*>Approve as asked", card)
         why = admin.get(f"/admin/requests/{rid}/why", headers={"HX-Request": "true"}).text
