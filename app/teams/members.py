@@ -10,7 +10,15 @@ from app.auth.service import valid_email
 from app.core.db import Effect, request_effect
 from app.core.errors import Conflict, InvalidInput, NotFound
 from app.core.events import Event
-from app.core.models import DISPLAY_NAME_MAX, MemberRole, MemberSource, Team, TeamMember, User
+from app.core.models import (
+    DISPLAY_NAME_MAX,
+    MemberRole,
+    MemberSource,
+    Team,
+    TeamMember,
+    TeamStatus,
+    User,
+)
 from app.notifications import events
 from app.teams import repository as repo
 
@@ -19,7 +27,16 @@ def get_all(session: Session, team: Team) -> list[tuple[User, TeamMember]]:
     return repo.get_members(session, team.id)
 
 
+def _live(team: Team) -> None:
+    """Members change only while the team has a cluster (or asks for one)."""
+    if team.status in (TeamStatus.DECOMMISSIONING, TeamStatus.DECOMMISSIONED):
+        raise Conflict(
+            f"{team.name} is {TeamStatus(team.status).value}: its members no longer change."
+        )
+
+
 def add(session: Session, *, actor: User, team: Team, email: str, role: str) -> TeamMember:
+    _live(team)
     email = valid_email(email)
     if role not in (MemberRole.LEAD, MemberRole.MEMBER):
         raise InvalidInput({"role": "choose lead or member"})
@@ -53,6 +70,7 @@ def add(session: Session, *, actor: User, team: Team, email: str, role: str) -> 
 
 
 def remove(session: Session, *, actor: User, team: Team, user_id: int) -> None:
+    _live(team)
     member = repo.get_member(session, team.id, user_id)
     if member is None:
         raise NotFound(f"user {user_id} is not a member of {team.name}")

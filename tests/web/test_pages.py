@@ -319,8 +319,20 @@ def test_quota_change_and_decommission_from_the_team_page(
     gone = lead.form(f"/teams/{NLP}/decommission", {"confirm": "nlp"})
     assert "Decommissioning nlp." in toasts(gone.text)
     portal_of(app).reconciler.run_once()
-    assert "decommissioned" in lead.get(f"/teams/{NLP}").text
+    page = lead.get(f"/teams/{NLP}").text
+    assert "decommissioned" in page
     assert "quota change" not in admin.get("/admin/requests").text, "pending change cancelled"
+    # Its people no longer change: no controls, and the forms are refused.
+    assert f'action="/teams/{NLP}/members"' not in page
+    assert "/remove" not in page
+    added = lead.form(f"/teams/{NLP}/members", {"email": "x@example.org", "role": "member"})
+    assert "nlp is decommissioned: its members no longer change." in html.unescape(added.text)
+    # "Your teams" lists it apart, under the live ones, with no gauge.
+    mine = lead.get("/teams").text
+    assert f'class="card team-card" href="/teams/{NLP}"' not in mine
+    past = mine.split('data-testid="past-teams"')[1]
+    assert f'<a href="/teams/{NLP}">nlp</a>' in past
+    assert "Decommissioned (1)" in past
 
 
 def test_other_lead_cannot_act_on_a_team(other_lead: Client) -> None:

@@ -91,12 +91,15 @@ def my_teams(
 ) -> Response:
     teams = repo.get_teams(session, team_ids=principal.visible_team_ids, name_contains=q.strip())
     org = repo.get_org(session)
+    # Decommissioned teams are history: listed apart, under the live ones.
+    live = [t for t in teams if t.status != TeamStatus.DECOMMISSIONED]
     return render(
         request,
         "teams/list.html",
         {
             "principal": principal,
-            "cards": cards(session, teams, usage, org),
+            "cards": cards(session, live, usage, org),
+            "past": [t for t in teams if t.status == TeamStatus.DECOMMISSIONED],
             "org": org,
             "q": q.strip(),
         },
