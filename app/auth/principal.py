@@ -14,6 +14,7 @@ class Principal:
     user: User
     lead_of: frozenset[int]
     member_of: frozenset[int]
+    unread: int = 0  # unread notices when the request began (the bell on each page)
 
     @property
     def is_admin(self) -> bool:
@@ -49,7 +50,7 @@ class Principal:
             raise Forbidden("only a portal admin may do this")
 
 
-def principal_for(user: User, memberships: Sequence[tuple[int, str]]) -> Principal:
+def principal_for(user: User, memberships: Sequence[tuple[int, str]], unread: int = 0) -> Principal:
     lead = frozenset(t for t, role in memberships if role == MemberRole.LEAD)
     member = frozenset(t for t, role in memberships if role != MemberRole.LEAD)
-    return Principal(user=user, lead_of=lead, member_of=member)
+    return Principal(user=user, lead_of=lead, member_of=member, unread=unread)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.models import (
     LIVE_STATUSES,
     ApiToken,
+    Notification,
     Team,
     TeamMember,
     User,
@@ -62,15 +63,24 @@ def delete_memberships(session: Session, *, user_id: int, team_ids: Sequence[int
 
 
 # Every signed-in request runs it: built once, not per request.
+# The bell's count of unread notices rides along (every page shows it, without script).
+_UNREAD = (
+    select(func.count())
+    .select_from(Notification)
+    .where(Notification.user_id == User.id, Notification.read_at.is_(None))
+    .correlate(User)
+    .scalar_subquery()
+)
 _SIGNED_IN = (
-    select(WebSession, User, TeamMember.team_id, TeamMember.role)
+    select(WebSession, User, TeamMember.team_id, TeamMember.role, _UNREAD)
     .join(User, User.id == WebSession.user_id)
     .outerjoin(TeamMember, TeamMember.user_id == User.id)
     .where(WebSession.token_hash == bindparam("token_hash"))
 )
 
 
-SignedIn = tuple[WebSession, User, list[tuple[int, str]]]
+# The browser session, its user, the user's memberships and unread notices.
+SignedIn = tuple[WebSession, User, list[tuple[int, str]], int]
 
 
 def signed_in(token_hash: str) -> Read[SignedIn | None]:
@@ -83,7 +93,7 @@ def _signed_in(rows: Rows) -> SignedIn | None:
     if not rows:
         return None
     memberships = [(int(r[2]), str(r[3])) for r in rows if r[2] is not None]
-    return rows[0][0], rows[0][1], memberships
+    return rows[0][0], rows[0][1], memberships, int(rows[0][4] or 0)
 
 
 def get_signed_in(session: Session, token_hash: str) -> SignedIn | None:

@@ -47,7 +47,7 @@ def lookup(raw: str) -> Read[repo.SignedIn | None]:
 
 def resolve_with_memberships(
     session: Session, raw: str, *, settings: Settings
-) -> tuple[User, list[tuple[int, str]]] | None:
+) -> tuple[User, list[tuple[int, str]], int] | None:
     """The session's user and memberships, read in one query on every request (so a
     sign-out or a revoked session takes effect at once), or None."""
     return still_valid(session, repo.get_signed_in(session, digest(raw)), settings=settings)
@@ -55,13 +55,13 @@ def resolve_with_memberships(
 
 def still_valid(
     session: Session, found: repo.SignedIn | None, *, settings: Settings
-) -> tuple[User, list[tuple[int, str]]] | None:
+) -> tuple[User, list[tuple[int, str]], int] | None:
     """What ``repo.signed_in`` found, if the session is still open (not revoked, not idle
     too long, not too old); seen now, written at most once a minute. A session read
     together with a page's reads comes detached: the session takes it back to write it."""
     if found is None:
         return None
-    web, user, memberships = found
+    web, user, memberships, unread = found
     now = utcnow()
     if web.revoked_at is not None or web.expires_at <= now:
         return None
@@ -71,7 +71,7 @@ def still_valid(
         if web not in session:
             session.add(web)
         web.last_seen_at = now
-    return user, memberships
+    return user, memberships, unread
 
 
 def end(session: Session, raw: str) -> None:

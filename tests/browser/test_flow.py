@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -122,9 +123,18 @@ def test_gauges_show_the_backends_numbers(portal: str, browser: object) -> None:
     page.reload()
     # The same numbers through the API, with the same session.
     cookies = {c["name"]: c["value"] for c in page.context.cookies()}
-    teams = httpx.get(portal + "/api/v1/teams", cookies=cookies, timeout=10).json()
-    ready = [t for t in teams if t["status"] == "ready" and t["gpu_share"]["allocated"] is not None]
+    # Ready teams have a reading once the usage cache (60 s here) reads the cluster again.
+    deadline = time.monotonic() + 75
+    while True:
+        teams = httpx.get(portal + "/api/v1/teams", cookies=cookies, timeout=10).json()
+        ready = [
+            t for t in teams if t["status"] == "ready" and t["gpu_share"]["allocated"] is not None
+        ]
+        if ready or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert ready, teams
+    page.reload()
     for team in ready:
         # The row's gauge of the default pool (a pool's gauge sits under it in its own box).
         row = page.locator("tr", has=page.locator(f'a[href="/teams/{team["id"]}"]')).locator(

@@ -48,11 +48,22 @@ def test_a_request_its_decision_and_the_ready_cluster_are_told(
     # The bell shows the count; marking read clears it.
     bell = lead.get("/notifications/bell").text
     assert f'<span class="badge">{unread(lead)}</span>' in bell
+    # Every page carries the count itself (no script needed to see it).
+    count = unread(lead)
+    assert count > 0
+    for path in ("/teams", "/teams/1", "/audit"):
+        page = lead.get(path).text
+        shown = page.split('id="bell"')[1].split("</a>")[0]
+        assert f'aria-label="Notifications: {count} unread"' in shown, path
+        assert f'<span class="badge">{count}</span>' in shown, path
     page = lead.get("/notifications").text
     assert "speech is ready: download your kubeconfig" in page
     assert lead.form("/notifications/read").status_code in (200, 303)
     assert unread(lead) == 0
     assert '<span class="badge">' not in lead.get("/notifications/bell").text
+    assert (
+        '<span class="badge">' not in lead.get("/teams").text.split('id="bell"')[1].split("</a>")[0]
+    )
 
 
 def test_a_rejection_a_failure_and_a_new_member_are_told(
