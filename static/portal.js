@@ -74,6 +74,16 @@
     var question = form.getAttribute && form.getAttribute("data-confirm");
     if (question && !window.confirm(question)) { evt.preventDefault(); }
   }, true);
+  // Copy buttons: shown only where they work (with script and a clipboard); without
+  // them a click on the text selects all of it (CSS), ready to copy.
+  var showCopy = function () {
+    if (!navigator.clipboard) { return; }
+    document.querySelectorAll("button[data-copy][hidden]").forEach(function (btn) {
+      btn.hidden = false;
+    });
+  };
+  document.addEventListener("DOMContentLoaded", showCopy);
+  document.addEventListener("htmx:afterSettle", showCopy);
   // Copy buttons.
   document.addEventListener("click", function (evt) {
     var btn = evt.target.closest && evt.target.closest("[data-copy]");

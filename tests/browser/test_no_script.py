@@ -117,3 +117,35 @@ def test_the_whole_loop_without_javascript(portal: str, browser: Any, tmp_path: 
     assert rows.count() >= 5
     for i in range(rows.count()):
         expect(rows.nth(i).locator("td").nth(3)).to_have_text("audio")
+
+
+def test_the_bell_counts_and_the_copy_buttons_show_only_where_they_work(
+    portal: str, browser: Any
+) -> None:
+    """Without script: the bell's count is on the page as served, and no Copy button that
+    could not copy (a click on the text selects all of it instead); with script, the
+    buttons are there."""
+    lead = sign_in(browser, portal, "lead-speech@example.org", java_script_enabled=False)
+    lead.goto(portal + "/teams/new")
+    lead.fill("#f-name", "speech")
+    lead.fill("#f-gpu_quota", "0")
+    lead.fill("#f-gpu_limit", "0.5")
+    lead.click("text=Send request")
+    lead.context.close()
+    admin = sign_in(browser, portal, "admin@example.org", admin=True, java_script_enabled=False)
+    admin.goto(portal + "/admin")
+    # The request is news to the admins: counted on the page as served.
+    assert admin.locator("#bell .badge").count() == 1
+    assert int(admin.locator("#bell .badge").inner_text()) >= 1
+    assert "unread" in (admin.locator("#bell").get_attribute("aria-label") or "")
+    admin.goto(portal + "/teams/1")
+    copies = admin.locator("button[data-copy]")
+    assert copies.count() >= 2
+    assert all(not b.is_visible() for b in copies.all())
+    spec = admin.locator("pre[id^='pod-spec-']").first
+    assert spec.evaluate("el => getComputedStyle(el).userSelect") == "all"
+    admin.context.close()
+    scripted = sign_in(browser, portal, "admin@example.org", admin=True)
+    scripted.goto(portal + "/teams/1")
+    assert all(b.is_visible() for b in scripted.locator("button[data-copy]").all())
+    scripted.context.close()
