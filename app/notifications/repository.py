@@ -221,12 +221,20 @@ def get_troubled(session: Session, limit: int) -> list[Delivery]:
 
 
 def retry_delivery(session: Session, delivery_id: int, now: datetime) -> bool:
-    result = session.execute(
+    """A given-up delivery starts over; one waiting to be retried is due now."""
+    given_up = session.execute(
         update(Delivery)
         .where(Delivery.id == delivery_id, Delivery.status == "failed")
         .values(status="pending", attempts=0, next_attempt_at=now, last_error="")
     )
-    return getattr(result, "rowcount", 0) == 1
+    if getattr(given_up, "rowcount", 0) == 1:
+        return True
+    waiting = session.execute(
+        update(Delivery)
+        .where(Delivery.id == delivery_id, Delivery.status == "pending")
+        .values(next_attempt_at=now)
+    )
+    return getattr(waiting, "rowcount", 0) == 1
 
 
 def emails_of(session: Session, notification_ids: Collection[int]) -> dict[int, str]:

@@ -262,6 +262,25 @@ def delete_webhook(session: Session, *, actor: User, team_id: int | None, kind: 
     )
 
 
+TEST_EVENT = "webhook.test"  # a delivery asked by a person to try the webhook
+
+
+def send_test(session: Session, *, actor: User, team_id: int | None, kind: str) -> int:
+    """Queue one test message to the webhook (as any event is: delivered, retried and
+    listed among the deliveries). Returns the delivery's id."""
+    known = kind in {k.value for k in WebhookKind}
+    hook = repo.get_webhook(session, scope_of(team_id), kind) if known else None
+    if hook is None:
+        raise NotFound(f"no {kind[:40]} webhook is set here: save an address first")
+    title = f"Test message from the GPU portal, sent by {actor.display_name or actor.email}"
+    link = f"/teams/{team_id}/webhooks" if team_id is not None else "/admin/webhooks"
+    delivery = _delivery(hook.kind, TEST_EVENT, title, title, link, team_id, webhook_id=hook.id)
+    session.add(delivery)
+    session.flush()
+    request_effect(session, Effect.NOTIFIED)
+    return delivery.id
+
+
 def _whose(team_id: int | None) -> str:
     return "the org's" if team_id is None else "the team's"
 
@@ -278,6 +297,8 @@ def troubled(session: Session, limit: int = 50) -> list[Delivery]:
 
 
 def retry(session: Session, delivery_id: int) -> None:
+    """Try a delivery again now: one given up starts over, one waiting for its next try
+    goes now (its attempts kept)."""
     if not repo.retry_delivery(session, delivery_id, utcnow()):
-        raise NotFound(f"no given-up delivery #{delivery_id}")
+        raise NotFound(f"no delivery #{delivery_id} waits or was given up")
     request_effect(session, Effect.NOTIFIED)

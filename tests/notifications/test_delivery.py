@@ -540,3 +540,64 @@ def test_a_slow_receiver_keeps_its_lease_while_it_is_sent(
     finally:
         receiver.close()
     assert len(receiver.posts) == 1
+
+
+def test_a_webhook_is_tried_with_one_click_and_a_waiting_delivery_goes_now(
+    app: FastAPI,
+) -> None:
+    import json
+
+    admin = client_for(app, "admin@example.org", admin=True)
+    lead = client_for(app, "lead-nlp@example.org")
+    with webhook_receiver() as slack, webhook_receiver() as signed:
+        missing = lead.form("/teams/1/webhooks/slack/test")
+        assert missing.status_code == 404
+        assert "no slack webhook is set here: save an address first" in missing.text
+        set_hook(lead, "/teams/1/webhooks", "slack", slack.url("/services/T0/B0/x"))
+        secret = set_hook(lead, "/teams/1/webhooks", "json", signed.url())
+        page = lead.get("/teams/1/webhooks").text
+        assert page.count(">Send test</button>") == 2
+        # Only the team's leads (and admins) may try it.
+        assert client_for(app, "member-nlp@example.org").form(
+            "/teams/1/webhooks/slack/test"
+        ).status_code in (403, 404)
+        assert client_for(app, "lead-vision@example.org").form(
+            "/teams/1/webhooks/slack/test"
+        ).status_code in (403, 404)
+        said = lead.form("/teams/1/webhooks/slack/test", follow_redirects=True)
+        assert "Test message queued (delivery #" in said.text
+        lead.form("/teams/1/webhooks/json/test")
+        deliver(app)
+        assert [p.path for p in slack.posts] == ["/services/T0/B0/x"]
+        text = json.loads(slack.posts[0].body)["text"]
+        assert text == (
+            f"<{PUBLIC}/teams/1/webhooks|Test message from the GPU portal, sent by Nlp lead>"
+        )
+        assert len(signed.posts) == 1
+        body = json.loads(signed.posts[0].body)
+        assert body["event"] == "webhook.test"
+        assert verified(signed.posts[0].headers, signed.posts[0].body, secret)
+        # The org's channel too, by an admin.
+        set_hook(admin, "/admin/webhooks", "slack", slack.url("/services/org"))
+        admin.form("/admin/webhooks/slack/test")
+        deliver(app)
+        assert slack.posts[-1].path == "/services/org"
+    # A delivery waiting for its next try goes now, its attempts kept.
+    with portal_of(app).session_factory() as session:
+        waiting = session.scalars(select(Delivery).order_by(Delivery.id.desc())).first()
+        assert waiting is not None
+    later = utcnow() + timedelta(hours=1)
+    with unit_of_work(portal_of(app).session_factory) as session:
+        session.execute(
+            update(Delivery)
+            .where(Delivery.id == waiting.id)
+            .values(status="pending", attempts=2, next_attempt_at=later)
+        )
+    assert "Retry now" in admin.get("/admin/deliveries").text
+    admin.form(f"/admin/deliveries/{waiting.id}/retry")
+    with portal_of(app).session_factory() as session:
+        now_due = session.get(Delivery, waiting.id)
+        assert now_due is not None
+        assert (now_due.status, now_due.attempts) == ("pending", 2)
+        assert now_due.next_attempt_at is not None
+        assert now_due.next_attempt_at <= utcnow()

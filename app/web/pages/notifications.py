@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
+from sqlalchemy.orm import Session
 
 from app.auth.principal import Principal
 from app.core.config import Settings
@@ -175,6 +176,22 @@ def delete_team_webhook(
     return redirect(request, f"/teams/{team.id}/webhooks")
 
 
+@router.post("/teams/{team_id}/webhooks/{kind}/test")
+def test_team_webhook(
+    request: Request, team: TeamForLead, kind: str, session: SessionDep, principal: CurrentPrincipal
+) -> Response:
+    return _send_test(request, session, principal, team.id, kind)
+
+
+def _send_test(
+    request: Request, session: Session, principal: Principal, team_id: int | None, kind: str
+) -> Response:
+    delivery = notifications.send_test(session, actor=principal.user, team_id=team_id, kind=kind)
+    said = f"Test message queued (delivery #{delivery}): it goes out within seconds"
+    flash(request, said + (" (Deliveries shows how it went)." if principal.is_admin else "."))
+    return redirect(request, f"/teams/{team_id}/webhooks" if team_id else "/admin/webhooks")
+
+
 @router.get("/admin/webhooks", response_class=HTMLResponse)
 def org_webhooks(request: Request, session: SessionDep, principal: AdminPrincipal) -> Response:
     return _webhooks_page(request, session, principal, None)
@@ -189,6 +206,13 @@ def set_org_webhook(
     values: FormDep,
 ) -> Response:
     return _save_webhook(request, session, principal, settings, None, values)
+
+
+@router.post("/admin/webhooks/{kind}/test")
+def test_org_webhook(
+    request: Request, kind: str, session: SessionDep, principal: AdminPrincipal
+) -> Response:
+    return _send_test(request, session, principal, None, kind)
 
 
 @router.post("/admin/webhooks/{kind}/delete")
