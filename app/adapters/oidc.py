@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import httpx
-from authlib.integrations.httpx_client import OAuth2Client
+from authlib.oauth2.rfc6749.parameters import prepare_grant_uri, prepare_token_request
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
@@ -116,49 +116,30 @@ class OidcClient:
 
     # --- the code flow --------------------------------------------------------------
 
-    def _client(self, redirect_uri: str) -> OAuth2Client:
-        return OAuth2Client(
-            client_id=self.settings.client_id,
-            client_secret=self.settings.client_secret.get_secret_value(),
-            scope=self.settings.scopes,
-            redirect_uri=redirect_uri,
-            code_challenge_method="S256",
-            timeout=self.settings.timeout_seconds,
-        )
-
     def begin(self, redirect_uri: str) -> AuthorizationRequest:
+        """The provider's authorization address for this sign-in: the code flow with
+        PKCE (S256), a state and a nonce (RFC 6749 4.1.1, RFC 7636 4.3)."""
         state = secrets.token_urlsafe(24)
         nonce = secrets.token_urlsafe(24)
         verifier = secrets.token_urlsafe(48)
-        with self._client(redirect_uri) as client:
-            url, _ = client.create_authorization_url(
-                self.metadata()["authorization_endpoint"],
-                state=state,
-                nonce=nonce,
-                code_verifier=verifier,
-            )
+        url = prepare_grant_uri(
+            str(self.metadata()["authorization_endpoint"]),
+            client_id=self.settings.client_id,
+            response_type="code",
+            redirect_uri=redirect_uri,
+            scope=self.settings.scopes,
+            state=state,
+            nonce=nonce,
+            code_challenge=_s256(verifier),
+            code_challenge_method="S256",
+        )
         return AuthorizationRequest(url=url, state=state, nonce=nonce, code_verifier=verifier)
 
     def finish(
         self, *, code: str, redirect_uri: str, code_verifier: str, nonce: str
     ) -> dict[str, Any]:
         """Exchange the code and return the verified ID token's claims."""
-        endpoint = self.metadata()["token_endpoint"]
-        try:
-            with self._client(redirect_uri) as client:
-                token = client.fetch_token(
-                    endpoint,
-                    code=code,
-                    code_verifier=code_verifier,
-                    grant_type="authorization_code",
-                )
-        except httpx.HTTPError as exc:
-            raise OidcError(
-                f"the identity provider could not be reached ({type(exc).__name__}); try again",
-                unavailable=True,
-            ) from exc
-        except Exception as exc:  # authlib raises OAuthError subclasses for refusals
-            raise OidcError(f"the identity provider refused the sign-in: {exc}") from exc
+        token = self._token(code=code, redirect_uri=redirect_uri, code_verifier=code_verifier)
         id_token = token.get("id_token")
         if not isinstance(id_token, str):
             raise OidcError("the identity provider returned no ID token (is `openid` a scope?)")
@@ -170,6 +151,44 @@ class OidcClient:
             if profile is not None and profile.get("sub") == claims["sub"]:
                 claims = {**profile, **claims}
         return claims
+
+    def _token(self, *, code: str, redirect_uri: str, code_verifier: str) -> dict[str, Any]:
+        """The token endpoint's answer to the code (RFC 6749 4.1.3), the client signed in
+        with HTTP Basic (``client_secret_basic``, as authlib's clients send it)."""
+        secret = self.settings.client_secret.get_secret_value()
+        body = prepare_token_request(
+            "authorization_code", redirect_uri=redirect_uri, code=code, code_verifier=code_verifier
+        )
+        try:
+            response = httpx.post(
+                str(self.metadata()["token_endpoint"]),
+                content=body,
+                auth=(self.settings.client_id, secret),
+                headers={
+                    "Accept": "application/json",
+                    "Content-Type": "application/x-www-form-urlencoded",
+                },
+                timeout=self.settings.timeout_seconds,
+            )
+        except httpx.HTTPError as exc:
+            raise OidcError(
+                f"the identity provider could not be reached ({type(exc).__name__}); try again",
+                unavailable=True,
+            ) from exc
+        if response.status_code >= 500:
+            raise OidcError(
+                f"the identity provider answered {response.status_code}; try again",
+                unavailable=True,
+            )
+        try:
+            token = response.json()
+        except ValueError:
+            token = None
+        if response.status_code != 200 or not isinstance(token, dict) or "error" in token:
+            said = token if isinstance(token, dict) else {}
+            why = said.get("error_description") or said.get("error") or response.status_code
+            raise OidcError(f"the identity provider refused the sign-in: {str(why)[:200]}")
+        return token
 
     def verify_id_token(self, id_token: str, *, nonce: str) -> dict[str, Any]:
         claims = self._verify_jwt(
@@ -379,3 +398,9 @@ def _describe(exc: JoseError) -> str:
         "BadSignatureError": "its signature does not match the provider's keys",
     }
     return names.get(type(exc).__name__, text)
+
+
+def _s256(verifier: str) -> str:
+    """The PKCE code challenge of ``verifier`` (RFC 7636 4.2: BASE64URL(SHA256), unpadded)."""
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
