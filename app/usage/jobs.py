@@ -52,14 +52,21 @@ def collector_loop(parts: Parts) -> Loop:
     )
 
 
+RIGHTSIZING_LOOK_SECONDS = 30.0
+
+
 def rightsizing_loop(parts: Parts) -> Loop:
-    """Hourly history moves once an hour: the suggestions are computed again as often."""
+    """Hourly history moves once an hour: the suggestions are computed again as often,
+    and as soon as a team became ready (looked at every ``RIGHTSIZING_LOOK_SECONDS``: a
+    count of the ready teams), so a new portal's teams get theirs in the first minute."""
     rightsizing = RightsizingRun(parts.session_factory, parts.settings)
 
     def run() -> None:
         rightsizing.maybe_run()
 
-    return Loop(name="rightsizing", run=run, period=rightsizing.every)
+    return Loop(
+        name="rightsizing", run=run, period=min(rightsizing.every, RIGHTSIZING_LOOK_SECONDS)
+    )
 
 
 def view_refresher_loop(parts: Parts) -> Loop:

@@ -218,10 +218,13 @@ def current(
     return found
 
 
-def propose(session: Session, *, actor: User, team: Team, pool: str = "") -> ClusterRequest:
+def propose(
+    session: Session, *, actor: User, team: Team, pool: str = "", centi: int | None = None
+) -> ClusterRequest:
     """Turn the team's suggestion (in the default pool, or in the node pool named
     ``pool``) into a quota-change request (the normal approval, with its impact preview):
-    the guarantee suggested, the limit raised to it if below, the numbers as the reason."""
+    the guarantee suggested (or ``centi``, a raise part of the way to it: what fits the
+    pool today), the limit raised to it if below, the numbers as the reason."""
     held = team.other_pools()
     if pool and pool not in held:
         raise Conflict(f"{team.name} holds no quota in pool {pool}")
@@ -233,11 +236,18 @@ def propose(session: Session, *, actor: User, team: Team, pool: str = "") -> Clu
             f"{' in pool ' + pool if pool else ''} "
             "(it fits its usage, or changed since the last computation)"
         )
-    values = now.replace(
-        "gpu",
-        guarantee=found.suggested_centi,
-        limit=max(now.gpu.limit or 0, found.suggested_centi),
-    )
+    asked = found.suggested_centi
+    if centi is not None:
+        if found.direction != "raise" or not found.guarantee_centi < centi <= asked:
+            raise Conflict(
+                f"Ask for between {format_hundredths(found.guarantee_centi)} and "
+                f"{format_hundredths(asked)} GPU: the part of the suggested raise you want."
+            )
+        asked = centi
+    values = now.replace("gpu", guarantee=asked, limit=max(now.gpu.limit or 0, asked))
+    purpose = describe(found)
+    if asked != found.suggested_centi:
+        purpose += f" Asked for {format_hundredths(asked)} GPU: what the pool can guarantee today."
     if pool:
         return team_service.submit_quota_change(
             session,
@@ -245,10 +255,10 @@ def propose(session: Session, *, actor: User, team: Team, pool: str = "") -> Clu
             team=team,
             values=team_service.values_of(team),
             pools={**held, pool: values},
-            purpose=describe(found),
+            purpose=purpose,
         )
     return team_service.submit_quota_change(
-        session, actor=actor, team=team, values=values, purpose=describe(found)
+        session, actor=actor, team=team, values=values, purpose=purpose
     )
 
 

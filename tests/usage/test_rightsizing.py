@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.config import Settings
@@ -210,3 +210,23 @@ def test_the_collector_recomputes_hourly(seeded: sessionmaker[Session]) -> None:
     assert run.maybe_run() is None, "not again within the hour"
     run.every = 0
     assert run.maybe_run() == 2
+
+
+def test_a_team_that_became_ready_gets_its_suggestion_within_the_minute(
+    seeded: sessionmaker[Session],
+) -> None:
+    """The job looks every 30 s (a count of the ready teams): a new portal's teams, or one
+    that just became ready, need not wait for the hourly round."""
+    from types import SimpleNamespace
+
+    from app.usage.jobs import rightsizing_loop
+
+    loop = rightsizing_loop(
+        SimpleNamespace(session_factory=seeded, settings=SETTINGS)  # type: ignore[arg-type]
+    )
+    assert loop.period <= 30
+    write_history(seeded, 1, lambda hour: 0.1, now=utcnow())
+    loop.run()  # the first look computes
+    write_history(seeded, 2, lambda hour: 0.0, now=utcnow() - timedelta(seconds=1))
+    with unit_of_work(seeded) as session:
+        assert session.scalar(select(func.count()).select_from(RightsizingSuggestion)) == 1

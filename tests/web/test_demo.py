@@ -137,3 +137,24 @@ def test_the_demo_seed_gives_right_sizing_an_idle_and_a_starved_team(db_url: str
         assert "nlp" not in rows, "busy around its guarantee: nothing to say"
         sparkline = admin.get("/teams/2").text
         assert 'data-spark="peak">0.04<' in sparkline, "a week of history in vision's sparkline"
+        # recommender's lead is told what the pool can guarantee today, and asks for it.
+        lead = client_for(app, "lead-recommender@example.org")
+        page = lead.get("/teams/3").text
+        room = re.search(r'data-testid="rs-room">(.*?)</p>', page, re.S)
+        assert room, "a raise above what is free says so"
+        assert words(room.group(1)) == (
+            "The pool can guarantee recommender at most 0.34 GPU today (the other teams hold "
+            "0.66 of its 1): an admin can approve up to that, or 1 once the pool grows or "
+            "another team's guarantee shrinks."
+        )
+        assert ">Ask for 0.34 GPU (fits today)</button>" in page
+        assert ">Ask for 1 GPU anyway</button>" in page
+        too_much = lead.form("/teams/3/rightsizing", {"gpus": "2"}, follow_redirects=True)
+        assert "Ask for between 0.33 and 1 GPU" in words(too_much.text)
+        asked = lead.form("/teams/3/rightsizing", {"gpus": "0.34"}, follow_redirects=True)
+        assert "Asked to change recommender's guarantee to 0.34 GPU" in words(asked.text)
+        change = lead.api("GET", "/api/v1/requests").json()[-1]
+        assert change["requested"]["gpu_quota"] == "0.34"
+        assert "Asked for 0.34 GPU: what the pool can guarantee today." in change["purpose"]
+        approved = admin.api("POST", f"/api/v1/requests/{change['id']}/approve", {})
+        assert approved.status_code == 200, approved.text

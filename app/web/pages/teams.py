@@ -482,10 +482,15 @@ def propose_rightsizing(
     pool the form names) becomes a quota-change request."""
     pool = str(data.get("pool", "")).strip()
     try:
-        change = rightsizing.propose(session, actor=principal.user, team=team, pool=pool)
-    except Conflict as exc:
+        typed = data.get("gpus", "").strip()
+        centi = parse_hundredths(typed, what="the GPUs asked") if typed else None
+        change = rightsizing.propose(
+            session, actor=principal.user, team=team, pool=pool, centi=centi
+        )
+    except (Conflict, ValueError) as exc:
         discard_changes(session)
-        flash(request, exc.message, kind="error")
+        said = exc.message if isinstance(exc, Conflict) else f"Not asked: {exc}."
+        flash(request, said, kind="error")
         return redirect(request, f"/teams/{team.id}")
     asked = change.other_pools()[pool] if pool else change.quota
     flash(

@@ -231,6 +231,9 @@ class TeamDetail(_Gauges):
     holders: list[access.Holder] = field(default_factory=list)
     pending: list[access.Pending] = field(default_factory=list)
     suggestion: RightsizingSuggestion | None = None
+    # The most the team could be guaranteed in the default pool today (the pool less the
+    # other teams' guarantees): read only for a suggested raise.
+    guarantee_room: int | None = None
     template: TeamTemplate | None = None
     others: list[KeyShare] = field(default_factory=list)
     # The other pools the team holds GPUs in, with its guarantee there (its pod specs).
@@ -342,6 +345,11 @@ def team_detail(
         lists if lists is not None else read_together(session, *team_lists(team.id))
     )
     holders, pending = access.holders_of(team, grants, settings)
+    suggestion = (
+        rightsizing.current(team.suggestion, team.quota.gpu.guarantee or 0)
+        if team.status == TeamStatus.READY
+        else None
+    )
     return TeamDetail(
         team=team,
         org=gauge.org,
@@ -358,9 +366,13 @@ def team_detail(
         pool_gpus=repo.gpu_in_other_pools(session, team.id) if gauge.others else [],
         holders=holders,
         pending=pending,
-        suggestion=rightsizing.current(team.suggestion, team.quota.gpu.guarantee or 0)
-        if team.status == TeamStatus.READY
-        else None,
+        suggestion=suggestion,
+        guarantee_room=(
+            gauge.org.gpus_centi
+            - repo.committed_gpu_centi(session, gauge.org.id, exclude_team_id=team.id)
+            if suggestion is not None and suggestion.direction == "raise"
+            else None
+        ),
         template=team_template(session, team, requests),
     )
 
