@@ -221,9 +221,7 @@ def test_a_team_that_became_ready_gets_its_suggestion_within_the_minute(
 
     from app.usage.jobs import rightsizing_loop
 
-    loop = rightsizing_loop(
-        SimpleNamespace(session_factory=seeded, settings=SETTINGS)  # type: ignore[arg-type]
-    )
+    loop = rightsizing_loop(SimpleNamespace(session_factory=seeded, settings=SETTINGS))
     assert loop.period <= 30
     write_history(seeded, 1, lambda hour: 0.1, now=utcnow())
     loop.run()  # the first look computes

@@ -216,9 +216,9 @@ def test_a_lead_chooses_the_teams_idle_hours_on_the_page(app: FastAPI, lead: Cli
     lines = text_of(lead.get("/teams/1").text)
     assert "nlp's vCluster sleeps after 4 idle hours" in lines  # the activity line
     for typed, said in (
-        ("500", "Not changed: Choose between 1 and 168 hours."),
-        ("0", "Not changed: Choose between 1 and 168 hours."),
-        ("four", "Not changed: Choose a whole number of hours."),
+        ("500", "Not changed: Sleep after (idle hours): Choose between 1 and 168 hours."),
+        ("0", "Not changed: Sleep after (idle hours): Choose between 1 and 168 hours."),
+        ("four", "Not changed: Sleep after (idle hours): Choose a whole number of hours."),
     ):
         refused = lead.form(
             "/teams/1/sleep-hours", {"sleep_after_hours": typed}, follow_redirects=True
