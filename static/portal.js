@@ -58,15 +58,27 @@
     var radio = evt.target;
     if (!radio || radio.name !== "template" || !radio.hasAttribute("data-default-quota")) { return; }
     var suggested = JSON.parse(radio.getAttribute("data-default-quota"));
+    var kept = [];
     Object.keys(suggested).forEach(function (key) {
       var field = document.getElementById("f-" + key);
-      if (field && !field.hasAttribute("data-typed")) {
-        field.value = suggested[key];
-        // Another node pool's fields sit folded away: shown once filled in.
-        var folded = field.closest("details");
-        if (folded) { folded.open = true; }
+      if (!field) { return; }
+      if (field.hasAttribute("data-typed")) {
+        if (field.value !== suggested[key]) {
+          var label = document.querySelector('label[for="f-' + key + '"]');
+          kept.push((label ? label.textContent.trim() : key) + " " + field.value + " (it suggests " + suggested[key] + ")");
+        }
+        return;
       }
+      field.value = suggested[key];
+      // Another node pool's fields sit folded away: shown once filled in.
+      var folded = field.closest("details");
+      if (folded) { folded.open = true; }
     });
+    // Never silently: what was typed and kept is said under the choice.
+    var note = document.getElementById("template-suggests");
+    if (note) {
+      note.textContent = kept.length ? "Kept what you typed: " + kept.join("; ") + "." : "";
+    }
   });
   // Confirm destructive forms.
   document.addEventListener("submit", function (evt) {

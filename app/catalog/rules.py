@@ -154,6 +154,13 @@ class TemplateSpec:
     def parameter(self, name: str) -> Parameter | None:
         return next((p for p in self.parameters if p.name == name), None)
 
+    @property
+    def plain(self) -> bool:
+        """Nothing inside and nothing set: its clusters are plain vClusters."""
+        return not (self.manifests.strip() or self.charts or self.vcluster_values) and not (
+            self.parameters
+        )
+
     def manifest_kinds(self) -> list[str]:
         """The manifests' objects as "Kind name" (e.g. "CustomResourceDefinition
         widgets.example.org"), in their order."""

@@ -39,11 +39,16 @@ def test_a_lead_requests_a_kind_of_cluster_with_a_parameter(portal: str, browser
     expect(choice.locator("input[data-template-name=bare]")).to_be_checked()
     version = choice.locator("select[name$='-version']")
     expect(version).to_be_hidden()
+    # A guarantee typed first is kept when a kind suggesting another is chosen, and said.
+    lead.fill("#f-gpu_quota", "0.2")
     choice.locator("label", has_text="kubeflow-training").click()
     expect(version).to_be_visible()
     expect(version).to_have_value("v1.8.1")
+    expect(lead.locator("#f-gpu_quota")).to_have_value("0.2")
+    expect(lead.locator("#template-suggests")).to_have_text(
+        "Kept what you typed: GPU guarantee 0.2 (it suggests 0.33)."
+    )
     # The quota it suggests fills the fields not typed in yet.
-    expect(lead.locator("#f-gpu_quota")).to_have_value("0.33")
     expect(lead.locator("#f-gpu_limit")).to_have_value("1")
     # And what it suggests in the L40S pool, its fields unfolded.
     expect(lead.locator('[name="pools.l40s.gpu_quota"]')).to_be_visible()

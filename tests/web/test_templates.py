@@ -234,6 +234,20 @@ def test_what_a_template_may_not_set_is_refused_with_why(app: FastAPI) -> None:
     assert actions[-1] == "template.created"
 
 
+def test_the_request_form_offers_one_plain_choice(app: FastAPI) -> None:
+    """The example org's bare template installs nothing: it is the form's only "nothing
+    inside" choice (no second "Plain vCluster" that means the same), and the default."""
+    form = client_for(app, "lead-new@example.org").get("/teams/new").text
+    assert "Plain vCluster" not in form
+    assert 'name="template" value=""' not in form
+    bare = re.search(
+        r'<input type="radio" name="template" value="\d+" ([^>]*)data-template-name="bare"', form
+    )
+    assert bare
+    assert "checked" in bare.group(1)
+    assert "nothing installed inside (a plain vCluster)" in form
+
+
 def test_the_org_may_require_a_template_for_non_admins(app: FastAPI) -> None:
     admin = client_for(app, "admin@example.org", admin=True)
     admin.form("/admin/templates/required", {"required": "on"})

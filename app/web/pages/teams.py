@@ -141,7 +141,9 @@ def _new_form(
             "guarantee_valid": requested is not None and "gpu_quota" not in errors,
             "offered": offered,
             "chosen_template": chosen,
-            "plain_allowed": not org.require_template or principal.is_admin,
+            # One "nothing inside" choice: none of its own where a template is one.
+            "plain_allowed": (not org.require_template or principal.is_admin)
+            and not any(o.spec.plain for o in offered),
             "summary": catalog.summary,
             "param_fields": [
                 f"param-{o.template.id}-{p.name}" for o in offered for p in o.spec.parameters
