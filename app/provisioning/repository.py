@@ -26,11 +26,13 @@ from sqlalchemy.orm import Session
 from app.core.db import constant, constants
 from app.core.models import (
     ChartRollout,
+    ClusterTemplate,
     RolloutState,
     Sleep,
     Team,
     TeamSchedule,
     TeamStatus,
+    TemplateVersion,
     UTCDateTime,
 )
 
@@ -406,6 +408,65 @@ def rollout_from(version: str, values: Sequence[Any]) -> RolloutProgress | None:
         error=error,
         asleep=int(asleep or 0),
     )
+
+
+@dataclass(frozen=True)
+class RolloutDetail:
+    """What a shown rollout moves, and which teams: read only when the card is shown."""
+
+    chart_from: tuple[str, ...]  # the other chart versions teams run now
+    templates: tuple[str, ...]  # "name vN" of the template versions teams move to
+    waiting: tuple[str, ...]  # teams behind, by name (at most ``ROLLOUT_NAMES``)
+    waiting_more: int  # behind beyond those named
+    done: tuple[str, ...]  # teams already moved, by name (at most ``ROLLOUT_NAMES``)
+    done_more: int
+
+
+ROLLOUT_NAMES = 8
+
+
+def rollout_detail(session: Session, version: str) -> RolloutDetail:
+    """The chart versions and template versions a rollout to ``version`` moves teams
+    from and to, and the teams behind and done (a few names each, then a count)."""
+    behind = or_(Team.vcluster_version != version, and_(*_TEMPLATE_BEHIND))
+    chart_from = session.scalars(
+        select(Team.vcluster_version).where(*_HOLDERS, Team.vcluster_version != version).distinct()
+    ).all()
+    templates = session.execute(
+        select(ClusterTemplate.name, TemplateVersion.number)
+        .join(TemplateVersion, TemplateVersion.template_id == ClusterTemplate.id)
+        .join(Team, Team.template_version_id == TemplateVersion.id)
+        .where(*_HOLDERS, *_TEMPLATE_BEHIND)
+        .distinct()
+        .order_by(ClusterTemplate.name)
+    ).all()
+
+    def names(where: Any) -> tuple[tuple[str, ...], int]:
+        found = session.scalars(
+            select(Team.name).where(*_HOLDERS, where).order_by(Team.name).limit(ROLLOUT_NAMES + 1)
+        ).all()
+        if len(found) <= ROLLOUT_NAMES:
+            return tuple(found), 0
+        total = session.scalar(select(func.count()).select_from(Team).where(*_HOLDERS, where))
+        return tuple(found[:ROLLOUT_NAMES]), int(total or 0) - ROLLOUT_NAMES
+
+    waiting, waiting_more = names(behind)
+    done, done_more = names(~behind)
+    return RolloutDetail(
+        chart_from=tuple(sorted(str(v) for v in chart_from if v)),
+        templates=tuple(f"{name} v{number}" for name, number in templates),
+        waiting=waiting,
+        waiting_more=waiting_more,
+        done=done,
+        done_more=done_more,
+    )
+
+
+def pause_rollout(session: Session, *, version: str, why: str, now: datetime) -> bool:
+    """An admin's pause: the rollout stops (the team upgrading finishes its own move) until
+    resumed. False if it was stopped already."""
+    rollout(session, version)
+    return stop_rollout(session, version=version, error=why, now=now)
 
 
 def rollout_progress(session: Session, version: str) -> RolloutProgress | None:

@@ -387,10 +387,13 @@ def test_changing_the_chart_version_upgrades_one_team_at_a_time(
         reconcile_until(app, upgraded, timeout=180)
         # Sampled between polls, an upgrade can start and finish unseen (a fresh clone's
         # CI once saw none in flight): that one was under way is what the pages below
-        # show ("Upgrading <b>"); the sampler holds the rule, never two at once.
+        # show ("Moving <b>"); the sampler holds the rule, never two at once.
         assert most_in_flight <= 1, "two vClusters were upgraded at once"
-        assert any("vCluster upgrade to 0.36.1" in p and "of 3 teams" in p for p in pages)
-        assert any("Upgrading <b>" in p for p in pages)
+        assert any(
+            "Rollout: vCluster chart upgrade to 0.36.1 (from 0.36.0)" in p and "of 3 teams" in p
+            for p in pages
+        )
+        assert any("Moving <b>" in p for p in pages)
         # The sleeping one: still paused, at its chart, and the card says why it waits.
         sleeping = client.AppsV1Api(admin_api).read_namespaced_stateful_set(
             "recommender", "vcluster-recommender"
@@ -418,7 +421,7 @@ def test_changing_the_chart_version_upgrades_one_team_at_a_time(
         assert row is not None
         assert row.upgraded == 3
         assert row.team_id is None
-        assert "vCluster upgrade to" not in admin.get("/admin").text, "done: the card goes"
+        assert 'id="rollout-title"' not in admin.get("/admin").text, "done: the card goes"
         assert all_ready(app), "teams stay ready while upgraded"
 
 

@@ -76,6 +76,7 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "POST /admin/pool": ({}, (303, 403, 403, 403, 303)),
     "POST /admin/repairs/acknowledge": ({"upto": "1"}, (303, 403, 403, 403, 303)),
     "POST /admin/rollout/resume": ({}, (303, 403, 403, 403, 303)),
+    "POST /admin/rollout/pause": ({}, (303, 403, 403, 403, 303)),
     "POST /admin/pool/impact": ({"gpus": "2"}, (303, 403, 403, 403, 200)),
     "GET /admin/what-if": (None, (303, 403, 403, 403, 200)),
     "GET /admin/rightsizing": (None, (303, 403, 403, 403, 200)),

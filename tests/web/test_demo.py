@@ -93,7 +93,7 @@ def test_a_new_chart_version_rolls_over_the_simulated_teams_one_at_a_time(db_url
         admin = client_for(app, "admin@example.org", admin=True)
         portal_of(app).reconciler.run_once()
         card = admin.get("/admin").text
-        assert "vCluster upgrade to 0.36.1" in card
+        assert "Rollout: vCluster chart upgrade to 0.36.1 (from 0.36.0)" in card
         counts = re.findall(r"data-rollout-count>(\d+) of (\d+) teams<", card)
         # One team at a time: the first may already be through on a loaded machine (each
         # simulated step takes 0.2 s), never more.
@@ -109,7 +109,7 @@ def test_a_new_chart_version_rolls_over_the_simulated_teams_one_at_a_time(db_url
         assert set(versions.values()) == {"0.36.1"}, versions
         assert upgraded >= {1, 2, 3}, "one team at a time"
         assert _actions(app).count("vcluster.upgraded") == 3
-        assert "vCluster upgrade to" not in admin.get("/admin").text, "done: the card goes"
+        assert 'id="rollout-title"' not in admin.get("/admin").text, "done: the card goes"
 
 
 def test_the_demo_seed_gives_right_sizing_an_idle_and_a_starved_team(db_url: str) -> None:

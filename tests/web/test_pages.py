@@ -792,16 +792,36 @@ def test_overview_shows_the_chart_rollout_as_it_stands(app: FastAPI, admin: Clie
     with unit_of_work(portal_of(app).session_factory) as session:
         provisioning.take_turn(session, version=version, team_id=VISION, now=utcnow())
     page = admin.get("/admin").text
-    assert f"vCluster upgrade to {version}" in page
+    title = re.search(r'id="rollout-title">([^<]+)<', page)
+    assert title
+    assert title.group(1) == f"Rollout: vCluster chart upgrade to {version} (from 0.1.0)"
     assert "1 of 3 teams" in page
-    assert "Upgrading <b>vision</b>" in page
-    assert "2 teams still on an older chart" in page
+    assert "Moving <b>vision</b>" in page
+    assert re.search(r'data-rollout="waiting">Waiting \(2\): recommender, vision<', page)
+    assert re.search(r'data-rollout="done">Done \(1\): nlp<', page)
+    # An admin pauses it (and resumes it): audited, no other team starts meanwhile.
+    paused = admin.form("/admin/rollout/pause", follow_redirects=True).text
+    assert "The rollout is paused: no other team starts until it is resumed." in paused
+    assert "<b>Paused.</b> paused by admin@example.org" in paused
+    assert "Resume the rollout" in paused
+    with unit_of_work(portal_of(app).session_factory) as session:
+        assert provisioning.take_turn(session, version=version, team_id=3, now=utcnow()) == (
+            f"the rollout of chart {version} is stopped: paused by admin@example.org"
+        )
+    admin.form("/admin/rollout/resume")
     with unit_of_work(portal_of(app).session_factory) as session:
         provisioning.stop_rollout(session, version=version, error="vision: boom", now=utcnow())
     stopped = admin.get("/admin").text
     assert "<b>Stopped.</b> vision: boom" in stopped
+    # A chart older than the teams' is a downgrade, said so.
+    with unit_of_work(portal_of(app).session_factory) as session:
+        for team in session.scalars(select(Team)):
+            team.vcluster_version = "9.0.0" if team.id != NLP else version
+    title = re.search(r'id="rollout-title">([^<]+)<', admin.get("/admin").text)
+    assert title
+    assert title.group(1) == f"Rollout: vCluster chart downgrade to {version} (from 9.0.0)"
     with unit_of_work(portal_of(app).session_factory) as session:
         for team in session.scalars(select(Team)):
             team.vcluster_version = version
         provisioning.resume_rollout(session, version=version, now=utcnow())
-    assert "vCluster upgrade to" not in admin.get("/admin").text, "done: no card"
+    assert 'id="rollout-title"' not in admin.get("/admin").text, "done: no card"

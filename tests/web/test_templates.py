@@ -301,12 +301,12 @@ def test_a_new_version_rolls_over_the_teams_that_use_it(app: FastAPI) -> None:
     page = admin.get(f"/admin/templates/{ids['crd-playground']}").text
     assert f'data-testid="latest">v{number}<' in page
     assert 'data-testid="teams">2<' in page
-    # The Pool page's rollout card counts them as behind, as for a chart upgrade.
+    # The Pool page's rollout card counts them as behind, and says it is a template's.
     pool = admin.get("/admin").text
-    assert "vCluster upgrade to 0.36.1" in pool
+    assert f"Rollout: template crd-playground v{number}<" in pool
     assert "data-rollout-count>2 of 4 teams<" in pool
     _settle(app, passes=10)
-    assert "vCluster upgrade to" not in admin.get("/admin").text
+    assert 'id="rollout-title"' not in admin.get("/admin").text
     assert _team(app, "nlp")[:3] == ("crd-playground", number, True)
     assert _team(app, "speech")[:3] == ("crd-playground", number, True)
     with unit_of_work(portal_of(app).session_factory) as session:

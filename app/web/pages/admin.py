@@ -60,7 +60,7 @@ from app.web.deps import (
 )
 from app.web.templating import flash, is_htmx, redirect, render
 from app.web.views.impact import org_impact, review, review_account, what_if
-from app.web.views.overview import PoolSummary, repair_groups
+from app.web.views.overview import PoolSummary, repair_groups, rollout_title
 from app.web.views.teams import cards_from
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
@@ -259,6 +259,12 @@ def _render_overview(
     listing: dict[str, Any],
 ) -> Response:
     usage, org = portal.usage_cache, figures.org
+    # What a rollout moves and which teams: read only when its card is shown.
+    detail = (
+        provisioning.rollout_detail(session, figures.rollout.version)
+        if figures.rollout is not None
+        else None
+    )
     # The repairs an admin has not acknowledged yet (read only when there are some).
     unseen = tuple(i for i in figures.repair_ids if i > org.repairs_seen_id)
     # Org-wide figures from the ready view (a decision refreshes it at once): no scan of
@@ -284,6 +290,10 @@ def _render_overview(
             "repairs_upto": max(unseen, default=0),
             "steps": [s.value for s in Step],
             "rollout": figures.rollout,
+            "rollout_detail": detail,
+            "rollout_title": rollout_title(figures.rollout.version, detail)
+            if figures.rollout is not None and detail is not None
+            else "",
             "rightsizing": figures.rightsizing,
             "pools": pool_views(session, usage, org, view),
             "asleep": figures.asleep,
@@ -344,6 +354,27 @@ def update_pool(
         error = "Pool not changed: " + "; ".join(exc.errors.values())
         return _pool_preview(request, session, principal, usage, data, error, status_code=422)
     flash(request, f"Pool is now {format_hundredths(org.gpus_centi)} GPU.")
+    return redirect(request, "/admin")
+
+
+@router.post("/rollout/pause")
+def pause_rollout(
+    request: Request, session: SessionDep, principal: AdminPrincipal, settings: SettingsDep
+) -> Response:
+    """Hold the rollout: the team moving now finishes its own move, no other starts."""
+    version = settings.chart_version
+    why = f"paused by {principal.user.email}"
+    if provisioning.pause_rollout(session, version=version, why=why, now=utcnow()):
+        audit.record(
+            session,
+            actor=principal.user,
+            event=Event.ROLLOUT_STOPPED,
+            summary=f"rollout to chart {version} {why}",
+            details={"version": version, "paused": True},
+        )
+        flash(request, "The rollout is paused: no other team starts until it is resumed.")
+    else:
+        flash(request, "The rollout is stopped already.", "error")
     return redirect(request, "/admin")
 
 

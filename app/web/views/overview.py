@@ -10,6 +10,7 @@ from app.core.models import (
     Org,
 )
 from app.core.quantities import gpus
+from app.provisioning.repository import RolloutDetail
 from app.web.marks import STEP_LABELS
 
 # What each repaired step's entry ("queue: ...") was put back as, in people's words.
@@ -77,3 +78,32 @@ class PoolSummary:
             return None
         usable = gpus(self.org.gpus_centi) - self.beyond_cluster
         return max(0.0, round(usable - self.allocated, 2))
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    """ "0.36.1" -> (0, 36, 1): chart versions compared as numbers (a pre-release's
+    suffix ignored)."""
+    parts = []
+    for piece in version.lstrip("v").split("-")[0].split("."):
+        parts.append(int(piece) if piece.isdigit() else 0)
+    return tuple(parts)
+
+
+def rollout_title(version: str, detail: RolloutDetail) -> str:
+    """What a rollout moves, in words: the chart (up or down to ``version``) and the
+    template versions teams move to."""
+    parts = []
+    if detail.chart_from:
+        wanted = _version_key(version)
+        older = [v for v in detail.chart_from if _version_key(v) < wanted]
+        newer = [v for v in detail.chart_from if _version_key(v) > wanted]
+        if older and not newer:
+            move = "upgrade"
+        elif newer and not older:
+            move = "downgrade"
+        else:
+            move = "move"
+        parts.append(f"vCluster chart {move} to {version} (from {', '.join(detail.chart_from)})")
+    if detail.templates:
+        parts.append("template " + ", ".join(detail.templates))
+    return "Rollout: " + (" and ".join(parts) if parts else f"vCluster chart {version}")
