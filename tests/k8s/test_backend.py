@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -162,7 +163,8 @@ def test_drift_is_repaired(kube_app: FastAPI, admin_api: Any) -> None:
 
     overview = client_for(kube_app, "admin@example.org", admin=True).get("/admin").text
     assert "Repaired in the cluster" in overview
-    assert "restored team-vision" in overview or "restored vision" in overview
+    # Grouped by what was put back, each with the teams it was put back for.
+    assert re.search(r"KAI queue put back</b> for [^<]*\bvision\b", overview), overview
     assert "queue team-vision does not exist" in text
     assert "queue team-nlp differs from the approved quota" in text
     assert "admission policy gpu-portal-queue-recommender does not exist" in text

@@ -419,8 +419,8 @@ def test_each_teams_template_is_applied_inside_its_vcluster_by_the_real_syncer(
     assert not {"playground", "kubeflow"} & vision[0]
     assert not {"experiments.nlp.example.org", "pytorchjobs.kubeflow.org"} & vision[1]
     # Checked inside by the portal's own pass a few seconds after ready: "all in place".
-    wait_for(
-        "recommender's page to say its template is installed and in place",
+    reconcile_until(
+        portal,
         lambda: (
             'data-template-state="installed">installed, all in place'
             in lead_of(portal, "recommender").get(f"/teams/{TEAMS['recommender']}").text
