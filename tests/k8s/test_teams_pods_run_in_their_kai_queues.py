@@ -150,11 +150,19 @@ def lead_of(app: FastAPI, team: str) -> Client:
     return client_for(app, f"lead-{team}@example.org")
 
 
+_DOWNLOADED: dict[tuple[int, str], dict[str, Any]] = {}
+
+
 def inside(app: FastAPI, team: str) -> client.ApiClient:
-    """The team's vCluster, through the lead's own downloaded kubeconfig."""
-    answer = lead_of(app, team).api("POST", f"/api/v1/teams/{TEAMS[team]}/kubeconfig?ttl=1h")
-    assert answer.status_code == 200, answer.text
-    return config.new_client_from_config_dict(yaml.safe_load(answer.text))
+    """The team's vCluster, through the lead's own downloaded kubeconfig: downloaded once
+    per portal and kept, as a person keeps theirs (each download is a live credential, and
+    one person may hold ten: the module's polls would reach that)."""
+    key = (id(app), team)
+    if key not in _DOWNLOADED:
+        answer = lead_of(app, team).api("POST", f"/api/v1/teams/{TEAMS[team]}/kubeconfig?ttl=1h")
+        assert answer.status_code == 200, answer.text
+        _DOWNLOADED[key] = yaml.safe_load(answer.text)
+    return config.new_client_from_config_dict(_DOWNLOADED[key])
 
 
 def offered_pod(app: FastAPI, team: str, key: str) -> dict[str, Any]:
