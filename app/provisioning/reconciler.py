@@ -290,18 +290,7 @@ class Reconciler:
             if status == TeamStatus.DECOMMISSIONING:
                 self._remove_all(spec, one)
             elif self._apply_all(team_id, spec, status, settled, one):
-                if check_template(
-                    status,
-                    spec,
-                    settled=settled,
-                    upgrading=one.upgrading,
-                    installed=one.installed is not None,
-                ):
-                    self._check_template(spec, one)
-                else:  # just installed, upgraded or ready: its objects looked at shortly
-                    one.check_soon = template_to_check(
-                        spec, installed_now=one.installed is not None
-                    )
+                self._template_inside(spec, status, settled, one)
             one.failed_step = None
         except BackendError as exc:
             one.error = str(exc)
@@ -392,6 +381,19 @@ class Reconciler:
         if seen.state in (DONE, OUTDATED):
             one.sleep_seen = Sleep.AWAKE  # serving (an outdated one is upgraded in turn)
         return seen
+
+    def _template_inside(
+        self, spec: TeamSpec, status: TeamStatus, settled: bool, one: _Pass
+    ) -> None:
+        """Every step in place: what the template installs is checked now, or (just
+        installed, upgraded or ready) at a pass shortly."""
+        installed = one.installed is not None
+        if check_template(
+            status, spec, settled=settled, upgrading=one.upgrading, installed=installed
+        ):
+            self._check_template(spec, one)
+        else:
+            one.check_soon = template_to_check(spec, installed_now=installed)
 
     def _check_template(self, spec: TeamSpec, one: _Pass) -> None:
         """What the template installs, checked inside (and put back if it says so); a
@@ -491,28 +493,7 @@ class Reconciler:
             if vcluster is not None and vcluster.version and vcluster.state != PROGRESSING:
                 # The version that serves the team (an upgrade counts once it is ready).
                 team.vcluster_version = vcluster.version
-            if installed is not None:  # its install call succeeded, whatever came after
-                if team.template_installed_id != installed:
-                    # A new version inside: what was found of the old one says nothing.
-                    team.template_checked_at, team.template_drift = None, None
-                team.template_installed_id = installed
-            if checked is not None and checked.unread:
-                team.template_checked_at = None  # shown as not checked, with why below
-                team.template_drift = f"could not be checked: {checked.unread}"
-            elif checked is not None:
-                left = checked.left
-                if left and team.template_drift != "; ".join(left):
-                    audit.record(
-                        session,
-                        actor=None,
-                        event=Event.TEMPLATE_DRIFTED,
-                        team_id=team.id,
-                        summary=f"{team.name}'s vCluster lacks what its template installs: "
-                        + "; ".join(left),
-                        details={"missing": list(left)},
-                    )
-                team.template_drift = "; ".join(left) or None
-                team.template_checked_at = now
+            _template_seen(session, team, installed, checked, now=now)
             verdict = decide(result, _now(team, rows), self.timing)
             _write(session, team, rows, verdict)
             if check_soon and result.error is None and team.status == TeamStatus.READY:
@@ -529,6 +510,40 @@ class Reconciler:
             _tell(session, team)
             if result.error is not None and team.next_attempt_at is not None:
                 metrics.RETRIES.inc()
+
+
+def _template_seen(
+    session: Session,
+    team: Team,
+    installed: int | None,
+    checked: TemplateCheck | None,
+    *,
+    now: datetime,
+) -> None:
+    """What a pass did and saw of the team's template: the version its vCluster was just
+    installed with (``installed``), and what of it was found inside (``checked``)."""
+    if installed is not None:  # its install call succeeded, whatever came after
+        if team.template_installed_id != installed:
+            # A new version inside: what was found of the old one says nothing.
+            team.template_checked_at, team.template_drift = None, None
+        team.template_installed_id = installed
+    if checked is not None and checked.unread:
+        team.template_checked_at = None  # shown as not checked, with why below
+        team.template_drift = f"could not be checked: {checked.unread}"
+    elif checked is not None:
+        left = checked.left
+        if left and team.template_drift != "; ".join(left):
+            audit.record(
+                session,
+                actor=None,
+                event=Event.TEMPLATE_DRIFTED,
+                team_id=team.id,
+                summary=f"{team.name}'s vCluster lacks what its template installs: "
+                + "; ".join(left),
+                details={"missing": list(left)},
+            )
+        team.template_drift = "; ".join(left) or None
+        team.template_checked_at = now
 
 
 FAILURES_TOLD_AFTER = 3  # consecutive failed attempts before people are told
