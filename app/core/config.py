@@ -364,7 +364,7 @@ class Settings(BaseSettings):
         description=(
             "GPUs of the simulated cluster, which KAI divides among its top-level queues "
             "(the org's pool is the org queue's guarantee there); unset: as many as the "
-            "pool. `make run` simulates 8."
+            "pool. `make run` simulates 2."
         ),
     )
     simulated_node_pools: str = Field(

@@ -202,8 +202,13 @@ def _replace(
 @dataclass(frozen=True)
 class Division:
     """Every team's figures of one division, in the inputs' row order: KAI's fair share
-    now (NaN where the team shows no usage), what it can use if every team were busy,
-    what it can use now, and its fair share without past usage (NaN unless moved)."""
+    now (NaN where the team shows no usage), what it can use if every team of the org
+    were busy and the rest of the cluster idle, what it can use now, its fair share
+    without past usage (NaN unless moved), and what it can use if every team of the org
+    were busy and the rest of the cluster too: the pool's GPUs alone divided, the floor
+    KAI reclaims for whatever the rest of the cluster does (``if_all_busy`` itself where
+    the cluster has no GPUs beyond the pool). ``idle_elsewhere``: GPUs of the cluster
+    no queue holds or asks for now, beyond the org's own (None: the pool alone is known)."""
 
     inputs: OrgInputs
     pool: float
@@ -211,6 +216,8 @@ class Division:
     if_all_busy: Floats
     usable_now: Floats
     without_history: Floats
+    within_pool: Floats
+    idle_elsewhere: float | None = None
     # What readers derive once from this division (a ready view's serves every preview
     # over it until the next view); never compared or shown.
     derived: dict[str, object] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -229,7 +236,10 @@ def divide_org(
     """Every team's fair share with today's demand and if every team were busy, over the
     whole org and through KAI's top level (``model.top``: every schedulable GPU of the
     cluster among every top-level queue, the org's among them), as ``shares_for`` shows
-    them. ``trace``/``busy_trace``: record the steps (the queue-by-queue division)."""
+    them. "Busy": every team of the org asks for its limit (at least the pool) while the
+    rest of the cluster asks for nothing; "within the pool": the same teams with the
+    org's pool alone. ``trace``/``busy_trace``: record the steps (the queue-by-queue
+    division)."""
     pool = pool_centi / 100
     n = len(inputs)
     past = _past(inputs, model.usage)
@@ -239,20 +249,27 @@ def divide_org(
     level = _Level(inputs, pool, parent, top, past, model.usage)
     nan = np.full(n, np.nan)
     if n == 0:
-        return Division(inputs, pool, nan, nan, nan, nan)
+        return Division(inputs, pool, nan, nan, nan, nan, nan)
     fair_now = level.fair(total, inputs.requested, model.k_value, trace)
     if fair_override is not None:
         at = {name: i for i, name in enumerate(inputs.names)}
         for name, value in fair_override.items():
             if name in at:
                 fair_now[at[name]] = value
-    fair_busy = level.fair(total, busy_demand, model.k_value, busy_trace)
+    fair_busy = level.fair(total, busy_demand, model.k_value, busy_trace, rest_idle=True)
+    if_all_busy = _usable(fair_busy, inputs.limit, busy_demand)
+    within = if_all_busy
+    idle_elsewhere = None
+    if top is not None and total > pool + 0.005:
+        within = _usable(level.within(pool, busy_demand, model.k_value), inputs.limit, busy_demand)
     fair_now = np.where(inputs.shown, fair_now, np.nan)
     held = inputs.allocated
     all_held = float(np.add.accumulate(held)[-1])
     usable = _usable(fair_now, inputs.limit, inputs.requested)
     if top is not None:
         usable = np.maximum(0.0, np.minimum(usable, top.gpus - (all_held - held)))
+        others = sum(q.demand for q in level.others)
+        idle_elsewhere = max(0.0, round(top.gpus - all_held - others, 2))
     without = nan
     if model.weighs_history:
         plain = level.fair(total, inputs.requested, 0.0, None)
@@ -262,9 +279,11 @@ def divide_org(
         inputs=inputs,
         pool=pool,
         fair_now=fair_now,
-        if_all_busy=_usable(fair_busy, inputs.limit, busy_demand),
+        if_all_busy=if_all_busy,
         usable_now=usable,
         without_history=without,
+        within_pool=within,
+        idle_elsewhere=idle_elsewhere,
     )
 
 
@@ -343,17 +362,33 @@ class _Level:
             children=children,
         )
 
-    def fair(self, total: float, demand: Floats, k_value: float, trace: Trace | None) -> Floats:
-        """Every team's fair share (row order) for ``demand``."""
+    def fair(
+        self,
+        total: float,
+        demand: Floats,
+        k_value: float,
+        trace: Trace | None,
+        *,
+        rest_idle: bool = False,
+    ) -> Floats:
+        """Every team's fair share (row order) for ``demand``; ``rest_idle``: the other
+        top-level queues asking for nothing."""
+        others = [dataclasses.replace(q, demand=0.0) for q in self.others] if rest_idle else None
         if trace is not None:
-            return self._traced(total, demand, k_value, trace)
+            return self._traced(total, demand, k_value, trace, others)
         with DIVIDING:
-            return self._fair(total, demand, k_value)
+            # A parent's request is the sum of its children's, one after another in row
+            # order.
+            org = self._org(float(np.add.accumulate(demand)[-1]))
+            org_fair = divide(total, [org, *(others or self.others)], k_value)[self.parent]
+            return self._teams(org_fair, demand, k_value)
 
-    def _fair(self, total: float, demand: Floats, k_value: float) -> Floats:
-        # A parent's request is the sum of its children's, one after another in row order.
-        org = self._org(float(np.add.accumulate(demand)[-1]))
-        org_fair = divide(total, [org, *self.others], k_value)[self.parent]
+    def within(self, org_fair: float, demand: Floats, k_value: float) -> Floats:
+        """Every team's fair share (row order) for ``demand`` of ``org_fair`` GPUs."""
+        with DIVIDING:
+            return self._teams(org_fair, demand, k_value)
+
+    def _teams(self, org_fair: float, demand: Floats, k_value: float) -> Floats:
         quota, limit, weight, priority, past = self.sorted
         if self.inputs.in_order:
             level = Columns(quota, limit, weight, priority, demand, past)
@@ -364,7 +399,14 @@ class _Level:
         fair[perm] = divide_columns(org_fair, level, k_value)
         return fair
 
-    def _traced(self, total: float, demand: Floats, k_value: float, trace: Trace) -> Floats:
+    def _traced(
+        self,
+        total: float,
+        demand: Floats,
+        k_value: float,
+        trace: Trace,
+        others: list[QueueInput] | None,
+    ) -> Floats:
         """The queue-by-queue division (the one that records its steps)."""
         inputs, perm = self.inputs, self.inputs.perm
         created = [0] * len(inputs)
@@ -383,5 +425,6 @@ class _Level:
             )
             for i, name in enumerate(inputs.names)
         )
-        result = fair_shares(total, [self._org(0.0, children), *self.others], k_value, trace)
+        top = [self._org(0.0, children), *(self.others if others is None else others)]
+        result = fair_shares(total, top, k_value, trace)
         return np.array([result[name] for name in inputs.names], dtype=np.float64)

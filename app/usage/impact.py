@@ -40,6 +40,10 @@ class TeamImpact:
     is_subject: bool = False  # the team the decision is about
     in_use: float | None = None  # GPUs the team's pods hold now, where reported
     limit_after: float | None = None  # the team's limit after the decision
+    # What it gets if every team were busy and the rest of the cluster too (the pool's
+    # GPUs alone divided); the busy figures where the cluster has none beyond the pool.
+    within_before: float | None = None
+    within_after: float | None = None
 
     @property
     def above_limit(self) -> bool:
@@ -68,13 +72,23 @@ class TeamImpact:
         return _delta(self.now_before, self.now_after)
 
     @property
+    def within_delta(self) -> float:
+        return _delta(self.within_before, self.within_after)
+
+    @property
     def changed(self) -> bool:
         return (
             self.is_subject
             or abs(self.guarantee_after - self.guarantee_before) >= CHANGE
             or abs(self.busy_delta) >= CHANGE
+            or abs(self.within_delta) >= CHANGE
             or abs(self.now_delta) >= CHANGE
         )
+
+    @property
+    def loss(self) -> float:
+        """The most it would lose in any world (negative: a loss)."""
+        return min(self.busy_delta, self.within_delta)
 
 
 @dataclass(frozen=True)
@@ -87,13 +101,15 @@ class Impact:
     pool_after: float
     teams: list[TeamImpact]
     total: int = 0  # teams in the org after the decision
+    # The cluster has GPUs beyond the pool: "busy" lends them, "within" does not.
+    beyond_pool: bool = False
 
     @functools.cached_property
     def changed(self) -> list[TeamImpact]:
         """Teams whose numbers move, the subject first, then the biggest losers (kept:
         a page asks for them, their count and the losers among them)."""
         moved = [t for t in self.teams if t.changed]
-        return sorted(moved, key=lambda t: (not t.is_subject, min(t.busy_delta, t.now_delta)))
+        return sorted(moved, key=lambda t: (not t.is_subject, min(t.loss, t.now_delta)))
 
     @property
     def unchanged(self) -> int:
@@ -107,7 +123,7 @@ class Impact:
 
     @property
     def losers(self) -> list[TeamImpact]:
-        return [t for t in self.changed if not t.is_subject and t.busy_delta <= -CHANGE]
+        return [t for t in self.changed if not t.is_subject and t.loss <= -CHANGE]
 
 
 def impact(
@@ -171,6 +187,8 @@ def impact(
         pool_after=gpus(after_pool),
         teams=result,
         total=len(after_inputs),
+        beyond_pool=after.within_pool is not after.if_all_busy
+        or before.within_pool is not before.if_all_busy,
     )
 
 
@@ -182,8 +200,9 @@ def _may_move(
     rows whose doubles differ from ``before`` are judged; the others' reclaims are the
     ready division's, found once for it. ``touched``: the rows whose quotas changed."""
     moves = np.zeros(existing, dtype=np.bool_)
-    busy_before, busy_after = before.if_all_busy, after.if_all_busy[:existing]
-    moves[_rounded_may_differ(busy_before, busy_after, _differ(busy_before, busy_after))] = True
+    for figure in ("if_all_busy", "within_pool"):
+        was, will = getattr(before, figure), getattr(after, figure)[:existing]
+        moves[_rounded_may_differ(was, will, _differ(was, will))] = True
     now_before, now_after = before.fair_now, after.fair_now[:existing]
     now_rows = _differ(now_before, now_after)
     moves[_rounded_may_differ(now_before, now_after, now_rows)] = True
@@ -270,6 +289,8 @@ def _team(i: int, before: Division, after: Division, existing: int, subject: boo
         is_subject=subject,
         in_use=float(inputs.allocated[i]) if shown else None,
         limit_after=float(inputs.limit[i]),
+        within_before=round(float(before.within_pool[i]), 2) if known else None,
+        within_after=round(float(after.within_pool[i]), 2),
     )
 
 

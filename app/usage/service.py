@@ -46,6 +46,11 @@ class GpuShare:
     fair_now: float | None = None
     usable_now: float | None = None
     if_all_busy: float | None = None
+    # If every team of the org were busy and the rest of the cluster too: its share of
+    # the pool's GPUs alone (``if_all_busy`` where the cluster has none beyond the pool).
+    within_pool: float | None = None
+    # GPUs of the cluster nobody holds or asks for now, beyond the org's (None: unknown).
+    idle_elsewhere: float | None = None
     # KAI's time-based fairshare: the fair share now without past usage, where usage
     # moved it (the team page says by how much).
     fair_without_history: float | None = None
@@ -214,6 +219,8 @@ class Shares(Mapping[int, GpuShare]):
             fair_now=round(float(division.fair_now[i]), 2) if seen else None,
             usable_now=round(float(division.usable_now[i]), 2) if seen else None,
             if_all_busy=round(float(division.if_all_busy[i]), 2),
+            within_pool=round(float(division.within_pool[i]), 2),
+            idle_elsewhere=division.idle_elsewhere,
             fair_without_history=None if math.isnan(without) else round(without, 2),
             smallest_waiting=inputs.smallest_waiting[i] if seen else None,
             unit=self.unit,

@@ -367,7 +367,18 @@ class GpuShareOut(BaseModel):
         default=None, description="What of the fair share the team can use (limit, demand)."
     )
     if_all_busy: float | None = Field(
-        default=None, description="Its share if every team were busy."
+        default=None,
+        description="Its share if every team of the org were busy and the rest of the "
+        "cluster idle (idle GPUs beyond the pool lent).",
+    )
+    within_pool: float | None = Field(
+        default=None,
+        description="Its share if every team of the org were busy and the rest of the "
+        "cluster too: the pool's GPUs alone divided, what KAI reclaims for it.",
+    )
+    idle_in_cluster: float | None = Field(
+        default=None,
+        description="GPUs of the cluster no queue holds or asks for now (null: unknown).",
     )
     fair_without_history: float | None = Field(
         default=None,
@@ -615,8 +626,16 @@ class TeamImpactOut(BaseModel):
     subject: bool = Field(description="The team the decision is about.")
     guarantee_before: float
     guarantee_after: float
-    if_all_busy_before: float | None = Field(description="Its share if every team were busy.")
+    if_all_busy_before: float | None = Field(
+        description="Its share if every team were busy and the rest of the cluster idle."
+    )
     if_all_busy_after: float | None
+    within_pool_before: float | None = Field(
+        default=None,
+        description="Its share if every team were busy and the rest of the cluster too "
+        "(the pool's GPUs alone).",
+    )
+    within_pool_after: float | None = None
     fair_now_before: float | None = Field(description="KAI's fair share with today's demand.")
     fair_now_after: float | None
 

@@ -86,7 +86,9 @@ def test_a_review_card_previews_what_can_happen_as_the_admin_types(
     card.locator("summary:has-text('Why speech would get this')").click()
     steps = card.locator("[data-why-step]")
     expect(steps.first).to_be_visible()
-    expect(card.locator('[data-account-part="busy"]')).to_have_text("If every team were busy")
+    expect(card.locator('[data-account-part="busy"]')).to_have_text(
+        "If every team were busy (and the rest of the cluster idle)"
+    )
     expect(card.locator("[data-why-step]", has_text="speech gets 0.01")).to_have_count(1)
 
     # "Approve with changes" starts from the largest guarantee and follows the typing.

@@ -23,6 +23,7 @@ def built_team_by_team(division: Division) -> dict[int, GpuShare]:
     inputs = division.inputs
     fair_now, busy = division.fair_now.tolist(), division.if_all_busy.tolist()
     usable, without = division.usable_now.tolist(), division.without_history.tolist()
+    within = division.within_pool.tolist()
     quota, limit = inputs.quota.tolist(), inputs.limit.tolist()
     allocated, requested = inputs.allocated.tolist(), inputs.requested.tolist()
     shown, unreported = inputs.shown.tolist(), inputs.unreported.tolist()
@@ -37,6 +38,8 @@ def built_team_by_team(division: Division) -> dict[int, GpuShare]:
             fair_now=round(fair_now[i], 2) if shown[i] else None,
             usable_now=round(usable[i], 2) if shown[i] else None,
             if_all_busy=round(busy[i], 2),
+            within_pool=round(within[i], 2),
+            idle_elsewhere=division.idle_elsewhere,
             fair_without_history=None if math.isnan(without[i]) else round(without[i], 2),
             smallest_waiting=inputs.smallest_waiting[i] if shown[i] else None,
         )

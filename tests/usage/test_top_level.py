@@ -133,3 +133,52 @@ def test_a_tie_in_the_same_second_falls_to_the_queues_uid_as_in_kai() -> None:
     by_name = {k: QueueUsage(0, 1, created=5) for k in usage}
     shares = shares_for(teams, by_name, pool_centi=100, parent=PARENT)
     assert (shares[1].fair_now, shares[2].fair_now) == (1, 0)
+
+
+def _busy(model: Model, pool_centi: int = 100) -> dict[str, tuple[float | None, float | None]]:
+    shares = shares_for(TEAMS, BUSY, pool_centi=pool_centi, parent=PARENT, model=model)
+    return {t.name: (shares[t.id].within_pool, shares[t.id].if_all_busy) for t in TEAMS}
+
+
+def test_guaranteed_by_the_pool_is_the_pool_alone_divided() -> None:
+    """Two worlds of "if every team were busy" on a cluster of 9 GPUs and a pool of 1:
+    with the rest of the cluster idle KAI lends the org every idle GPU (each team gets
+    its limit of 1); with the rest of the cluster busy too the org keeps its pool, and
+    the pool's GPU is divided — exactly the division of a cluster that is only the
+    pool. Where the cluster is only the pool the two are one figure."""
+    worlds = _busy(Model(top=_top(9)))
+    alone = _busy(Model())
+    assert {name: busy for name, (_, busy) in worlds.items()} == dict.fromkeys(worlds, 1.0)
+    assert {name: within for name, (within, _) in worlds.items()} == {
+        name: busy for name, (_, busy) in alone.items()
+    }
+    assert [within for within, _ in worlds.values()] == [0.33, 0.33, 0.34, 0.0]
+    assert all(within == busy for within, busy in alone.values())
+    # A larger pool moves what it guarantees even where the idle cluster's does not.
+    grown = _busy(Model(top=_top(9)), pool_centi=300)
+    assert [busy for _, busy in grown.values()] == [1.0] * 4
+    grown_alone = _busy(Model(), pool_centi=300)
+    assert [within for within, _ in grown.values()] == [busy for _, busy in grown_alone.values()]
+    assert [within for within, _ in grown.values()] != [within for within, _ in worlds.values()]
+
+
+def test_busy_means_the_rest_of_the_cluster_idle_whatever_it_asks_now() -> None:
+    """Another tenant's queue asking for the whole cluster now changes KAI's fair share
+    now, not the figure named "if every team were busy and the rest of the cluster
+    idle"; the GPUs idle in the cluster are what no queue holds or asks for."""
+    crowded = ClusterTop(
+        gpus=9,
+        queues=(
+            TopQueue(PARENT, 1, -1, 1, 100, 4, created=900),
+            TopQueue("other-org", 4, -1, 1, 100, 9, created=800),
+        ),
+    )
+    quiet = ClusterTop(gpus=9, queues=(crowded.queues[0],))
+    assert _busy(Model(top=crowded)) == _busy(Model(top=quiet))
+    assert _fair(Model(top=crowded)) != _fair(Model(top=quiet))
+    shares = shares_for(TEAMS, BUSY, pool_centi=100, parent=PARENT, model=Model(top=quiet))
+    assert shares[1].idle_elsewhere == 5.0  # 9 GPUs, 4 held by the org's teams
+    crowded_shares = shares_for(
+        TEAMS, BUSY, pool_centi=100, parent=PARENT, model=Model(top=crowded)
+    )
+    assert crowded_shares[1].idle_elsewhere == 0.0

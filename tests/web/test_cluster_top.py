@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from fastapi import FastAPI
 
 from app.adapters.simulated import SimulatedBackend
 from app.core.models import Step
@@ -113,3 +114,70 @@ def test_the_team_page_explains_the_share_step_by_step(db_url: str) -> None:
         assert results[0] == ("ml-org", "2 GPU")
         assert results[1] in (("recommender", "0.33 GPU"), ("recommender", "0.34 GPU"))
         assert lead.get("/teams/1/why").status_code == 404
+
+
+def _said(page: str, attribute: str) -> str:
+    return " ".join(_figure(page, attribute).split())
+
+
+def _pinned(app: FastAPI, nlp: tuple[float, float], others: float) -> None:
+    """nlp held at (in use, asked), vision and recommender each using ``others``."""
+    backend = portal_of(app).backend
+    assert isinstance(backend, SimulatedBackend)
+    backend.pin_usage("nlp", allocated=nlp[0], requested=nlp[1])
+    for team in ("vision", "recommender"):
+        backend.pin_usage(team, allocated=others, requested=others)
+
+
+def test_each_busy_figure_names_its_world(db_url: str) -> None:
+    """The demo's world: the design source's pool of 1 GPU in a cluster of 2. The team
+    page tells apart what the pool guarantees (the pool's GPU divided: 0.33) and what
+    the idle GPU beyond it adds while nobody else needs it (nlp, the oldest queue, gets
+    the division's leftover hundredth: 0.34); the Pool page counts the
+    GPUs idle in the pool and in the cluster; growing the pool previews the guarantees
+    it moves although an idle cluster's division does not move."""
+    for app in portal(db_url, simulated_cluster_gpus=2.0):
+        _pinned(app, (0.5, 0.5), 0.0)
+        lead = client_for(app, "lead-nlp@example.org")
+        page = lead.get("/teams/1").text
+        assert _figure(page, 'data-explain="within') == "0.34 GPU"
+        assert _figure(page, 'data-explain="busy') == "1 GPU"
+        assert "if every ml-org team were busy and the rest of the cluster too" in page
+        share = lead.get("/api/v1/teams/1").json()["gpu_share"]
+        assert (share["within_pool"], share["if_all_busy"]) == (0.34, 1.0)
+        assert share["idle_in_cluster"] == 1.5
+        admin = client_for(app, "admin@example.org", admin=True)
+        overview = admin.get("/admin").text
+        assert _figure(overview, 'data-testid="pool-idle') == "0.5"
+        assert _figure(overview, 'data-testid="cluster-idle') == "1.5"
+        impact = admin.form("/admin/pool/impact", {"gpus": "2"}).text
+        assert "No team's share changes" not in impact
+        assert "Guaranteed by the pool" in impact
+        row = re.search(r'data-impact-team="nlp".*?</tr>', impact, re.S)
+        assert row is not None
+        assert '0.34 → <b data-impact="within">1</b>' in row.group(0)
+        assert '<b data-impact="busy">1</b>' in row.group(0)  # an idle cluster's: unmoved
+
+
+def test_a_team_held_back_by_its_own_limit_is_told_only_a_higher_limit_helps(
+    db_url: str,
+) -> None:
+    for app in portal(db_url, simulated_cluster_gpus=8.0):
+        _pinned(app, (1.0, 1.5), 0.0)
+        page = client_for(app, "lead-nlp@example.org").get("/teams/1").text
+        why = _said(page, 'data-explain="why')
+        assert why.startswith("0.5 GPU of your work is waiting because your team's limit is 1")
+        assert "even with 7 GPU of the cluster idle" in why
+        assert "only a higher limit lets more run at once" in why
+        assert "higher guarantee" not in why
+
+
+def test_work_waiting_beside_idle_gpus_is_not_told_to_wait_for_shares(db_url: str) -> None:
+    for app in portal(db_url, simulated_cluster_gpus=8.0):
+        _pinned(app, (0.1, 0.6), 0.5)
+        page = client_for(app, "lead-nlp@example.org").get("/teams/1").text
+        why = _said(page, 'data-explain="why')
+        assert "while 6.9 GPU of the cluster are idle" in why
+        assert "this is not about shares" in why
+        assert "should start soon" not in why
+        assert "free up" not in why

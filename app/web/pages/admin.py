@@ -275,6 +275,7 @@ def _render_overview(
         allocated=view.allocated,
         live_teams=len(view.rows),
         cluster_gpus=usage.model.cluster_gpus,
+        cluster_idle=view.division.idle_elsewhere if view.division is not None else None,
     )
     return render(
         request,

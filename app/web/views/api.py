@@ -102,6 +102,8 @@ def team_out(
             fair_now=share.fair_now,
             usable_now=share.usable_now,
             if_all_busy=share.if_all_busy,
+            within_pool=share.within_pool,
+            idle_in_cluster=share.idle_elsewhere,
             fair_without_history=share.fair_without_history,
             usage_error=usage_error,
         ),
@@ -223,6 +225,8 @@ def impact_out(result: Impact) -> ImpactOut:
                 guarantee_after=t.guarantee_after,
                 if_all_busy_before=t.busy_before,
                 if_all_busy_after=t.busy_after,
+                within_pool_before=t.within_before,
+                within_pool_after=t.within_after,
                 fair_now_before=t.now_before,
                 fair_now_after=t.now_after,
             )

@@ -56,6 +56,8 @@ class PoolSummary:
     allocated: float | None
     live_teams: int
     cluster_gpus: float | None = None  # the cluster's schedulable GPUs, where known
+    # GPUs of the cluster no queue holds or asks for now (None: the pool alone known).
+    cluster_idle: float | None = None
 
     @property
     def beyond_cluster(self) -> float:
