@@ -301,6 +301,21 @@ def test_a_new_version_rolls_over_the_teams_that_use_it(app: FastAPI) -> None:
     page = admin.get(f"/admin/templates/{ids['crd-playground']}").text
     assert f'data-testid="latest">v{number}<' in page
     assert 'data-testid="teams">2<' in page
+    # The version says what changed from the one before it: the lines added, in place.
+    changes = _between(page, f'data-version-changes="{number}"', "</details>")
+    assert f"What changed from v{number - 1}" in changes
+    added = re.findall(
+        r'<span class="diff-add"><span class="sr-only">added: </span>(.*?)</span>', changes
+    )
+    assert added == [
+        "+  ---",
+        "+  apiVersion: v1",
+        "+  kind: Namespace",
+        "+  metadata:",
+        "+    name: scratch",
+    ]
+    assert 'class="diff-del"' not in changes
+    assert 'data-version-changes="1"' not in page, "the first version changed nothing"
     # The Pool page's rollout card counts them as behind, and says it is a template's.
     pool = admin.get("/admin").text
     assert f"Rollout: template crd-playground v{number}<" in pool
@@ -337,12 +352,19 @@ def test_a_template_that_waits_for_leads_moves_when_a_lead_accepts(app: FastAPI)
     page = lead.get(f"/teams/{team_id}").text
     assert "kubeflow-training v2</b> is published" in page
     assert f'action="/teams/{team_id}/template/accept"' in page
+    # Every setting of v2 may be chosen at the move, starting at what the team has now.
+    choice = _between(page, 'data-choice="version"', "</p>")
+    assert '<option value="v1.7.0" selected>v1.7.0 (now)</option>' in choice
+    assert '<option value="v1.9.0">v1.9.0</option>' in choice
+    assert "now v1.7.0; v2 offers v1.8.1, v1.7.0, v1.9.0" in choice
     # Another team's lead cannot move it.
     other = client_for(app, "lead-nlp@example.org")
     assert other.form(f"/teams/{team_id}/template/accept").status_code == 404
-    moved = lead.form(f"/teams/{team_id}/template/accept", follow_redirects=False)
+    moved = lead.form(
+        f"/teams/{team_id}/template/accept", {"param-version": "v1.9.0"}, follow_redirects=False
+    )
     assert moved.status_code == 303
-    assert _team(app, "recommender") == ("kubeflow-training", 2, False, {"version": "v1.7.0"})
+    assert _team(app, "recommender") == ("kubeflow-training", 2, False, {"version": "v1.9.0"})
     _settle(app, passes=10)
     assert _team(app, "recommender")[:3] == ("kubeflow-training", 2, True)
     # What was found in place of v1 says nothing of v2: not "in place" until v2 is

@@ -3,7 +3,8 @@ non-admins must choose one."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -12,10 +13,11 @@ from fastapi.responses import HTMLResponse, Response
 
 from app.catalog import repository as catalog_repo
 from app.catalog import service as catalog
-from app.catalog.rules import ALLOWED, load_yaml
+from app.catalog.rules import ALLOWED, TemplateSpec, load_yaml
 from app.catalog.schema import values_schema
 from app.core.db import discard_changes
 from app.core.errors import DomainError, InvalidInput
+from app.core.models import TemplateVersion
 from app.teams import repository as repo
 from app.web.deps import AdminPrincipal, FormDep, Id, SessionDep, SettingsDep
 from app.web.templating import flash, redirect, render
@@ -184,7 +186,7 @@ def _detail(
             "principal": principal,
             "template": template,
             "offered": offered,
-            "versions": [(v, catalog.spec_of(v), spec_text(v.spec)) for v in versions],
+            "versions": _with_changes(versions),
             "summary": catalog.summary,
             "values": values or {"spec": spec_text(versions[0].spec)},
             "errors": errors or {},
@@ -193,6 +195,31 @@ def _detail(
         },
         status_code=status_code,
     )
+
+
+def _with_changes(
+    versions: Sequence[TemplateVersion],
+) -> list[tuple[TemplateVersion, TemplateSpec, str, list[tuple[str, str]]]]:
+    """Each version (newest first) with its spec, its text and what changed from the
+    version before it, as (kind, line) pairs: "add", "del", "same" or "hunk"."""
+    texts = [spec_text(v.spec) for v in versions]
+    found = []
+    for i, version in enumerate(versions):
+        older = texts[i + 1] if i + 1 < len(texts) else None
+        found.append((version, catalog.spec_of(version), texts[i], spec_diff(older, texts[i])))
+    return found
+
+
+def spec_diff(older: str | None, newer: str) -> list[tuple[str, str]]:
+    """What changed from ``older`` to ``newer`` (none for a first version), with three
+    lines of context around each change."""
+    if older is None:
+        return []
+    lines = difflib.unified_diff(older.splitlines(), newer.splitlines(), n=3, lineterm="")
+    kinds = {"+": "add", "-": "del", " ": "same", "@": "hunk"}
+    return [
+        (kinds.get(line[:1], "same"), line) for line in lines if not line.startswith(("+++", "---"))
+    ]
 
 
 @router.get("/{template_id}", response_class=HTMLResponse)

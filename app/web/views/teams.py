@@ -112,9 +112,12 @@ class TeamTemplate:
     drift: str | None = None  # what was missing inside when last checked
     checked_at: datetime | None = None
     repairs: bool = False  # what is missing is put back
-    # What the newest version asks of a lead moving to it: the parameters it adds, and
-    # those whose value it no longer allows (with why), each at the value it would get.
+    # Every parameter of the newest version, as a lead moving to it may choose it: each at
+    # the value it would get (the team's kept, a new one at its default, a refused one
+    # at the default until chosen), flagged new or refused.
     choices: tuple[Choice, ...] = ()
+    # What the newest version puts inside ("Kind name", "chart name version").
+    newest_installs: list[str] = field(default_factory=list)
 
     @property
     def behind(self) -> bool:
@@ -126,16 +129,32 @@ class Choice:
     parameter: Parameter
     value: str
     refused: str | None = None  # why the team's value does not carry over
+    added: bool = False  # the newest version adds it
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """What a choice or boolean parameter may be (empty: typed)."""
+        if self.parameter.type == "boolean":
+            return ("true", "false")
+        return tuple(self.parameter.allowed or ()) if self.parameter.type == "choice" else ()
 
 
 def _choices(newest: TemplateVersion, kept: dict[str, str]) -> tuple[Choice, ...]:
     spec = catalog.spec_of(newest)
     carried = carry_parameters(spec, kept)
     return tuple(
-        Choice(p, carried.values[p.name], carried.refused.get(p.name))
+        Choice(p, carried.values[p.name], carried.refused.get(p.name), p.name in carried.added)
         for p in spec.parameters
-        if p.name in carried.added or p.name in carried.refused
     )
+
+
+def _installs(version: TemplateVersion, parameters: dict[str, str]) -> list[str]:
+    spec = catalog.spec_of(version)
+    charts = [
+        f"chart {h['chart']['name']} {h['chart']['version']}"
+        for h in deploy_values(spec, parameters).get("helm", [])
+    ]
+    return [*spec.manifest_kinds(), *charts]
 
 
 def team_template(
@@ -155,22 +174,23 @@ def team_template(
     spec = catalog.spec_of(version)
     # As the vCluster gets them: a parameter added by a later version at its default.
     parameters = carry_parameters(spec, source.template_parameters or {}).values
-    charts = [
-        f"chart {h['chart']['name']} {h['chart']['version']}"
-        for h in deploy_values(spec, parameters).get("helm", [])
-    ]
     newest = catalog_repo.latest(session, version.template_id)
+    behind = newest.number > version.number
+    choices = _choices(newest, parameters) if behind else ()
     return TeamTemplate(
         version=version,
         parameters=parameters,
-        installs=[*spec.manifest_kinds(), *charts],
+        installs=_installs(version, parameters),
         asked=asked,
         installed=team.template_installed_id == version.id,
         newest=newest,
         drift=team.template_drift,
         checked_at=team.template_checked_at,
         repairs=spec.repair_drift,
-        choices=_choices(newest, parameters) if newest.number > version.number else (),
+        choices=choices,
+        newest_installs=_installs(newest, {c.parameter.name: c.value for c in choices})
+        if behind
+        else [],
     )
 
 
