@@ -41,6 +41,7 @@ from app.web.pages import notifications as notification_pages
 from app.web.pages import pools as pool_pages
 from app.web.pages import teams as team_pages
 from app.web.pages import tokens as token_pages
+from app.web.pages import usage as usage_pages
 from app.web.templating import is_htmx, render, templates
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ ROUTERS = tuple(
         teams_api,
         admin_pages,
         pool_pages,
+        usage_pages,
         usage_api,
         requests_api,
         pool_api,

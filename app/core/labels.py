@@ -84,6 +84,8 @@ OTHER_FIELDS = {
     "price": "Price per GPU-hour",
     "days": "Days",
     "month": "Month",
+    "range": "Period",
+    "pool": "Node pool",
     "url": "URL",
     "kind": "Kind",
     "events": "Events",

@@ -331,6 +331,9 @@ class Sparkline:
     points: int
     peak: float
     average: float
+    # The first point's hour, where it is after the seven days' start: a young team's
+    # figures cover only that long (None: the whole seven days).
+    since: datetime | None = None
 
 
 def sparkline(
@@ -359,4 +362,5 @@ def sparkline(
         points=len(points),
         peak=max(p.allocated for p in points),
         average=sum(p.allocated for p in points) / len(points),
+        since=points[0].at if points[0].at > start + timedelta(hours=1) else None,
     )

@@ -310,26 +310,50 @@ def hourly_points(
 ) -> list[tuple[datetime, float, float, float]]:
     """(hour, allocated, requested, quota) per hour since ``since``; raw samples are
     averaged per hour in SQL, weighted by the seconds each covers."""
-    hour = _hour_of(session)
-    weight = func.sum(UsageSample.seconds)
-    rows = session.execute(
+    return usage_points(session, team_id=team_id, since=since, pool=pool)
+
+
+def usage_points(
+    session: Session,
+    *,
+    team_id: int | None,
+    since: datetime,
+    period: str = "hour",
+    pool: str = DEFAULT_POOL,
+    org_id: int | None = None,
+) -> list[tuple[datetime, float, float, float]]:
+    """(start, allocated, requested, guarantee) per ``period`` (``hour`` or ``day``, UTC)
+    since ``since``, every resolution kept averaged in SQL weighted by the seconds each
+    sample covers. ``team_id`` None: the org's teams together (``org_id``), each figure
+    their sum: the GPU-seconds over the seconds one team was sampled in the period."""
+    start = _period_of(session, period)
+    resolutions = ("raw", "hour") if period == "hour" else ("raw", "hour", "day")
+    weight: Any = cast(func.sum(UsageSample.seconds), Float)
+    if team_id is None:  # the seconds of one team's samples: the period's covered time
+        weight = weight / func.count(func.distinct(UsageSample.team_id))
+    query = (
         select(
-            hour.label("hour"),
+            start.label("start"),
             func.sum(UsageSample.allocated_gpu * UsageSample.seconds) / weight,
             func.sum(UsageSample.requested_gpu * UsageSample.seconds) / weight,
-            func.max(UsageSample.quota_gpu),
+            func.sum(UsageSample.quota_gpu * UsageSample.seconds) / weight
+            if team_id is None
+            else func.max(UsageSample.quota_gpu),
         )
         .where(
-            UsageSample.team_id == team_id,
             UsageSample.pool == pool,
-            UsageSample.resolution.in_(("raw", "hour")),
+            UsageSample.resolution.in_(resolutions),
             UsageSample.at >= since,
         )
-        .group_by(hour)
-        .order_by(hour)
-    ).all()
+        .group_by(start)
+        .order_by(start)
+    )
+    if team_id is not None:
+        query = query.where(UsageSample.team_id == team_id)
+    elif org_id is not None:
+        query = query.join(Team, Team.id == UsageSample.team_id).where(Team.org_id == org_id)
     points = []
-    for at, allocated, requested, quota in rows:
+    for at, allocated, requested, quota in session.execute(query).all():
         if isinstance(at, str):
             at = datetime.fromisoformat(at)
         points.append((at.replace(tzinfo=UTC), float(allocated), float(requested), float(quota)))

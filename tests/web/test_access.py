@@ -54,6 +54,7 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "GET /teams/{team_id}/share": (None, (303, 200, 200, 404, 200)),
     "GET /teams/{team_id}/workloads": (None, (303, 200, 200, 404, 200)),
     "GET /teams/{team_id}/why": (None, (303, 200, 200, 404, 200)),
+    "GET /teams/{team_id}/usage": (None, (303, 200, 200, 404, 200)),
     "GET /teams/{team_id}/quota": (None, (303, 403, 200, 404, 200)),
     "POST /teams/{team_id}/quota": ({}, (303, 403, 422, 404, 422)),
     "POST /teams/{team_id}/quota/validate": ({}, (303, 403, 200, 404, 200)),
@@ -106,6 +107,7 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "POST /admin/what-if/requests": ({"q_1": "0.2"}, (303, 403, 403, 403, 303)),
     "GET /admin/requests": (None, (303, 403, 403, 403, 200)),
     "GET /admin/showback.csv": (None, (303, 403, 403, 403, 200)),
+    "GET /admin/usage": (None, (303, 403, 403, 403, 200)),
     "POST /admin/requests/{request_id}/approve": ({}, (303, 403, 403, 403, 303)),
     "POST /admin/requests/{request_id}/reject": ({}, (303, 403, 403, 403, 303)),
     # Request 1 is decided: no preview of a decision already made.

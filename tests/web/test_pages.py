@@ -508,7 +508,11 @@ def test_team_page_explains_the_share(
     assert 'data-explain="busy">0.34 GPU<' in page, "the oldest of three busy teams"
     assert 'data-explain="usable">0.8<' in page
     assert "nlp +0.47" in page
-    assert "because you already use your fair share" in page
+    why = " ".join(page.split('data-explain="why">')[1].split("</p>")[0].split())
+    assert why.startswith(
+        "0.2 GPU of your work is waiting because every GPU of the cluster is busy and you "
+        "already use your fair share of 0.8: it starts when other teams need less."
+    )
 
 
 def test_share_panel_polls_until_the_numbers_stop_changing(
