@@ -94,9 +94,11 @@ def notify(
     if event not in PERSONAL_EVENTS:
         scopes = ["org"] if team_id is None else ["org", f"team:{team_id}"]
         hooks = repo.webhooks_for(session, scopes)
+        # A channel is read by many: its line speaks of the team, not to "you".
+        said = one_line(chat, 300) if chat else title
         for hook in hooks:
             body = words.get(hook.kind, "")
-            session.add(_delivery(hook.kind, event, title, body, link, team_id, webhook_id=hook.id))
+            session.add(_delivery(hook.kind, event, said, body, link, team_id, webhook_id=hook.id))
     if hooks or (mail and people):
         request_effect(session, Effect.NOTIFIED)
     return len(people)

@@ -3,6 +3,8 @@ people hear of, rendered from the facts the portal records with it."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -148,3 +150,12 @@ def test_a_broken_message_never_refuses_the_change(
     told = session.scalars(select(Notification).where(Notification.user_id == person.id)).all()
     assert [n.title for n in told] == ["rejected request #7 for nlp: pool full"]
     assert "could not be written" in caplog.text
+
+
+@pytest.mark.parametrize("event", [e for e in FACTS if e.value not in PERSONAL_EVENTS], ids=str)
+def test_a_channels_line_speaks_of_the_team_not_to_you(event: Event) -> None:
+    """A team's or the org's chat channel and JSON webhook are read by many: their line
+    (the chat block, else the title) never says "you" — "made you a member" posted to
+    a team's channel named the wrong person."""
+    line = words(event).chat
+    assert not re.search(r"\b(you|your|yours)\b", line, re.IGNORECASE), line

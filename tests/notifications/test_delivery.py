@@ -213,7 +213,9 @@ def test_each_event_reaches_each_channel_once(app: FastAPI, smtp: SmtpServer) ->
         ids = [p.headers["X-Portal-Delivery"] for p in team_json.posts]
         assert len(set(ids)) == len(ids)
         slack = [p.json()["text"] for p in team_slack.posts]
-        assert f"<{PUBLIC}/teams/1|Nlp lead made you a member of nlp>" in slack
+        # A channel's line names who was added (the person's own e-mail says "you").
+        assert f"<{PUBLIC}/teams/1|Nlp lead made new@example.org a member of nlp>" in slack
+        assert not any("made you" in text for text in slack)
         # The org's channel: every team's events (nlp's 4; speech asked, approved, ready;
         # doomed asked, approved, failing; the 3 other digests).
         org_events = Counter(p.json()["text"].split("|")[0] for p in org_slack.posts)
