@@ -48,6 +48,8 @@ class Event(StrEnum):
     DRIFT_REPAIRED = "provisioning.drift_repaired"
     REPAIRS_ACKNOWLEDGED = "provisioning.repairs_acknowledged"  # an admin has seen them
     VCLUSTER_UPGRADED = "vcluster.upgraded"
+    ROLLOUT_STARTED = "vcluster.rollout_started"  # the first team takes its turn
+    ROLLOUT_DONE = "vcluster.rollout_done"  # the last team of a rollout has moved
     ROLLOUT_STOPPED = "vcluster.rollout_stopped"
     ROLLOUT_RESUMED = "vcluster.rollout_resumed"
     SIMULATED_RESTARTED = "provisioning.simulated_restarted"  # the in-memory cluster restored

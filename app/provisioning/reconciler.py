@@ -408,7 +408,20 @@ class Reconciler:
 
     def _take_turn(self, team_id: int, version: str) -> str | None:
         with unit_of_work(self.session_factory) as session:
-            return repo.take_turn(session, version=version, team_id=team_id, now=utcnow())
+            row = repo.rollout(session, version)
+            first = row.state == "running" and row.team_id is None and not row.upgraded
+            waits = repo.take_turn(session, version=version, team_id=team_id, now=utcnow())
+            if waits is None and first:  # the first team of the rollout takes its turn
+                count = repo.outdated_count(session, version)
+                audit.record(
+                    session,
+                    actor=None,
+                    event=Event.ROLLOUT_STARTED,
+                    summary=f"vCluster rollout to chart {version} started: {count} "
+                    f"team{'s' if count != 1 else ''} to move, one at a time",
+                    details={"version": version, "teams": count},
+                )
+            return waits
 
     def _upgrade_progress(
         self,
@@ -442,6 +455,8 @@ class Reconciler:
                     )
                     # The next team need not wait for its resync.
                     repo.nudge_outdated(session, version=version, now=now)
+                    if not repo.outdated_count(session, version, besides=team_id):
+                        self._rollout_done(session, version)
                 return
             if error is not None:
                 why = f"{name}: {error}"
@@ -459,6 +474,18 @@ class Reconciler:
                     summary=f"upgrade to chart {version} stopped: {why}",
                     details={"version": version, "error": why},
                 )
+
+    def _rollout_done(self, session: Session, version: str) -> None:
+        """The last team of a rollout moved: one line says so, with how many moved."""
+        row = repo.rollout(session, version)
+        audit.record(
+            session,
+            actor=None,
+            event=Event.ROLLOUT_DONE,
+            summary=f"vCluster rollout to chart {version} done: every team is on it and on "
+            f"its template's version ({row.upgraded} upgraded in turn so far)",
+            details={"version": version, "upgraded": row.upgraded},
+        )
 
     def _record(
         self,

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     ScalarSelect,
+    Select,
     and_,
     case,
     exists,
@@ -255,10 +256,10 @@ def turn_holder(session: Session, version: str) -> tuple[int | None, datetime | 
     return (row.team_id, row.started_at) if row is not None else (None, None)
 
 
-def nudge_outdated(session: Session, *, version: str, now: datetime) -> None:
-    """Teams still on another chart or template version look again now (one of them
-    takes the turn)."""
-    outdated = select(Team.id).where(
+def _outdated(version: str) -> Select[Any]:
+    """The ready teams still on another chart version than ``version``, or not yet on
+    their template's version."""
+    return select(Team.id).where(
         Team.status == TeamStatus.READY,
         or_(
             Team.vcluster_version.is_(None),
@@ -272,6 +273,22 @@ def nudge_outdated(session: Session, *, version: str, now: datetime) -> None:
             ),
         ),
     )
+
+
+def outdated_count(session: Session, version: str, *, besides: int | None = None) -> int:
+    """How many teams a rollout to ``version`` still has to move (``besides``: a team
+    whose move is done but not yet written)."""
+    query = _outdated(version)
+    if besides is not None:
+        query = query.where(Team.id != besides)
+    found = session.scalar(select(func.count()).select_from(query.subquery()))
+    return int(found or 0)
+
+
+def nudge_outdated(session: Session, *, version: str, now: datetime) -> None:
+    """Teams still on another chart or template version look again now (one of them
+    takes the turn)."""
+    outdated = _outdated(version)
     session.execute(
         update(TeamSchedule)
         .where(TeamSchedule.team_id.in_(outdated))

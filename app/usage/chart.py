@@ -5,6 +5,7 @@ UTC) and a hover text for every hour or day. Geometry only; the page draws it.""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -148,24 +149,9 @@ def chart(
     y_ticks = tuple(
         Tick(y(i * step), num(round(i * step, 4))) for i in range(round(top_value / step) + 1)
     )
-    first = _first_tick(start, what)
-    margin = what.span / 20  # a label nearer an edge than this would be cut off
-    x_ticks = []
-    while first <= now - margin:
-        if first >= start + margin:
-            x_ticks.append(Tick(x(first), first.strftime(what.tick_format)))
-        first += what.tick_every
+    x_ticks = _x_ticks(start, now, what, x)
     column_width = round(period.total_seconds() / span * width, 2)
-    stamp = "%a %d %b %H:00 UTC" if what.period == "hour" else "%a %d %b (UTC)"
-    columns = tuple(
-        Column(
-            x(s.at),
-            column_width,
-            f"{s.at.strftime(stamp)}: {num(s.allocated)} GPU in use, {num(s.requested)} "
-            f"asked for, guarantee {num(s.quota)}",
-        )
-        for s in samples
-    )
+    columns = tuple(Column(x(s.at), column_width, _says(s, what)) for s in samples)
     used = [s.allocated for s in samples]
     return Chart(
         what,
@@ -174,11 +160,34 @@ def chart(
         line([s.requested for s in samples]),
         " ".join(quota),
         y_ticks,
-        tuple(x_ticks),
+        x_ticks,
         columns,
         samples[0].at,
         max(used),
         sum(used) / len(used),
+    )
+
+
+def _x_ticks(
+    start: datetime, now: datetime, what: Range, x: Callable[[datetime], float]
+) -> tuple[Tick, ...]:
+    """The time axis's labels, at whole multiples of their spacing, none nearer an edge
+    than a twentieth of the period (it would be cut off)."""
+    margin = what.span / 20
+    at, ticks = _first_tick(start, what), []
+    while at <= now - margin:
+        if at >= start + margin:
+            ticks.append(Tick(x(at), at.strftime(what.tick_format)))
+        at += what.tick_every
+    return tuple(ticks)
+
+
+def _says(s: Sample, what: Range) -> str:
+    """An hour's or a day's figures, under the pointer."""
+    stamp = "%a %d %b %H:00 UTC" if what.period == "hour" else "%a %d %b (UTC)"
+    return (
+        f"{s.at.strftime(stamp)}: {num(s.allocated)} GPU in use, {num(s.requested)} "
+        f"asked for, guarantee {num(s.quota)}"
     )
 
 

@@ -258,8 +258,7 @@ def divide_org(
                 fair_now[at[name]] = value
     fair_busy = level.fair(total, busy_demand, model.k_value, busy_trace, rest_idle=True)
     if_all_busy = _usable(fair_busy, inputs.limit, busy_demand)
-    within = if_all_busy
-    idle_elsewhere = None
+    within = if_all_busy  # a cluster no larger than the pool: the same world
     if top is not None and total > pool + 0.005:
         within = _usable(level.within(pool, busy_demand, model.k_value), inputs.limit, busy_demand)
     fair_now = np.where(inputs.shown, fair_now, np.nan)
@@ -268,8 +267,6 @@ def divide_org(
     usable = _usable(fair_now, inputs.limit, inputs.requested)
     if top is not None:
         usable = np.maximum(0.0, np.minimum(usable, top.gpus - (all_held - held)))
-        others = sum(q.demand for q in level.others)
-        idle_elsewhere = max(0.0, round(top.gpus - all_held - others, 2))
     without = nan
     if model.weighs_history:
         plain = level.fair(total, inputs.requested, 0.0, None)
@@ -283,8 +280,16 @@ def divide_org(
         usable_now=usable,
         without_history=without,
         within_pool=within,
-        idle_elsewhere=idle_elsewhere,
+        idle_elsewhere=_idle(top, all_held, level.others),
     )
+
+
+def _idle(top: ClusterTop | None, held: float, others: Sequence[QueueInput]) -> float | None:
+    """GPUs of the cluster neither the org's teams hold (``held``) nor another top-level
+    queue asks for (None: the cluster unknown)."""
+    if top is None:
+        return None
+    return max(0.0, round(top.gpus - held - sum(q.demand for q in others), 2))
 
 
 def _past(inputs: OrgInputs, usage: Mapping[str, float]) -> Floats:

@@ -109,6 +109,9 @@ def test_a_new_chart_version_rolls_over_the_simulated_teams_one_at_a_time(db_url
         assert set(versions.values()) == {"0.36.1"}, versions
         assert upgraded >= {1, 2, 3}, "one team at a time"
         assert _actions(app).count("vcluster.upgraded") == 3
+        # The rollout's own steps: one line as it starts, one once done.
+        assert _actions(app).count("vcluster.rollout_started") == 1
+        assert _actions(app).count("vcluster.rollout_done") == 1
         assert 'id="rollout-title"' not in admin.get("/admin").text, "done: the card goes"
 
 

@@ -333,6 +333,20 @@ def test_a_new_version_rolls_over_the_teams_that_use_it(app: FastAPI) -> None:
         f"nlp's vCluster upgraded to chart 0.36.1 with template crd-playground v{number}",
         f"speech's vCluster upgraded to chart 0.36.1 with template crd-playground v{number}",
     ]
+    # One line when the rollout starts and one when it is done, besides each team's.
+    assert _audited(app, "vcluster.rollout_started") == [
+        "vCluster rollout to chart 0.36.1 started: 2 teams to move, one at a time"
+    ]
+    assert _audited(app, "vcluster.rollout_done") == [
+        "vCluster rollout to chart 0.36.1 done: every team is on it and on its template's "
+        "version (2 upgraded in turn so far)"
+    ]
+
+
+def _audited(app: FastAPI, action: str) -> list[str]:
+    with portal_of(app).session_factory() as session:
+        found = session.query(AuditEvent).filter(AuditEvent.action == action)
+        return [e.summary for e in found.order_by(AuditEvent.id)]
 
 
 def test_a_template_that_waits_for_leads_moves_when_a_lead_accepts(app: FastAPI) -> None:
