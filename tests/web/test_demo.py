@@ -136,7 +136,10 @@ def test_the_demo_seed_gives_right_sizing_an_idle_and_a_starved_team(db_url: str
         assert "Propose 0.05 GPU" in rows["vision"]
         assert rows["recommender"].startswith("starved"), rows
         assert "100 %" in rows["recommender"]
-        assert "Propose 1 GPU" in rows["recommender"]
+        # The admin's page says what fits today too, and offers it first.
+        assert "1 0.34 fits today" in rows["recommender"]
+        assert "Propose 0.34 GPU (fits today) Propose 1 GPU anyway" in rows["recommender"]
+        assert "fits today" not in rows["vision"], "a lower guarantee always fits"
         assert "nlp" not in rows, "busy around its guarantee: nothing to say"
         sparkline = admin.get("/teams/2").text
         assert 'data-spark="peak">0.04<' in sparkline, "a week of history in vision's sparkline"

@@ -28,11 +28,13 @@ from app.core.models import (
     LIVE_STATUSES,
     ClusterRequest,
     RequestStatus,
+    RightsizingSuggestion,
     Step,
     TeamStatus,
     utcnow,
 )
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.core.quota import GPU
 from app.core.text import is_number
 from app.core.together import Read
 from app.provisioning import repairs
@@ -326,18 +328,41 @@ def acknowledge_repairs(
 def rightsizing_page(
     request: Request, session: SessionDep, principal: AdminPrincipal, settings: SettingsDep
 ) -> Response:
+    found = rightsizing.for_org(session)
     return render(
         request,
         "admin/rightsizing.html",
         {
             "principal": principal,
-            "found": rightsizing.for_org(session),
+            "found": found,
+            "room": _raise_room(session, found.rows),
             "settings": settings,
             "pending_teams": {
                 r.team_id for r in repo.get_requests(session, status=RequestStatus.SUBMITTED)
             },
         },
     )
+
+
+def _raise_room(
+    session: Session, rows: Sequence[tuple[str, RightsizingSuggestion]]
+) -> dict[tuple[int, str], int]:
+    """For each suggested raise, the most its team could be guaranteed in that pool today
+    (the pool's budget less the other teams' guarantees there), by (team id, pool)."""
+    raises = [s for _, s in rows if s.direction == "raise"]
+    if not raises:
+        return {}
+    org = repo.get_org(session)
+    pools = {("" if p.is_default else p.name): p for p in repo.get_pools(session, org.id)}
+    committed = repo.committed_by_pool(session, org.id)
+    room = {}
+    for s in raises:
+        pool = pools.get(s.pool)
+        if pool is None:
+            continue
+        budget = org.gpus_centi if pool.is_default else pool.capacity.get(GPU.key, 0)
+        room[(s.team_id, s.pool)] = budget - committed.get(pool.id, 0) + s.guarantee_centi
+    return room
 
 
 @router.post("/pool")
