@@ -97,3 +97,35 @@ def test_a_lead_requests_a_kind_of_cluster_with_a_parameter(portal: str, browser
     )
     expect(installed).to_contain_text("CustomResourceDefinition pytorchjobs.kubeflow.org")
     expect(installed.locator('[data-param="version"]')).to_have_text("version=v1.7.0")
+
+
+def test_an_admin_reads_what_a_new_version_changes_in_both_themes(
+    portal: str, browser: object
+) -> None:
+    """The template page's versions, readable in light and dark: the admin publishes a
+    version with one more namespace and reads it as the added lines of the diff."""
+    from playwright.sync_api import Browser, expect
+
+    from tests.browser.conftest import sign_in
+
+    assert isinstance(browser, Browser)
+    admin = sign_in(browser, portal, "admin@example.org", admin=True)
+    admin.goto(portal + "/admin/templates/2")  # crd-playground
+    spec = admin.locator("textarea[name=spec]")
+    text = spec.input_value()
+    scratch = "  ---\n  apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: scratch\n"
+    spec.fill(text.replace("repair_drift: true", scratch + "repair_drift: true"))
+    admin.fill("input[name=note]", "a scratch namespace")
+    admin.click("button:has-text('Publish')")
+    changes = admin.locator("[data-version-changes='2']")
+    expect(changes.locator("summary")).to_have_text("What changed from v1")
+    added = changes.locator(".diff-add")
+    expect(added.last).to_contain_text("name: scratch")
+    expect(changes.locator(".diff-del")).to_have_count(0)
+    admin.locator("[data-version='2'] summary:has-text('Spec')").click()
+    for scheme in ("light", "dark"):
+        admin.emulate_media(color_scheme=scheme)
+        assert axe_violations(admin) == [], scheme
+        colour = added.last.evaluate("e => getComputedStyle(e).color")
+        background = added.last.evaluate("e => getComputedStyle(e).backgroundColor")
+        assert colour != background
