@@ -47,7 +47,10 @@ def main() -> None:
     with (
         tempfile.TemporaryDirectory() as folder,
         seeded_portal(
-            Path(folder), PORTAL_SIMULATED_STEP_SECONDS="0.2", PORTAL_WORKER_INTERVAL_SECONDS="0.3"
+            Path(folder),
+            PORTAL_SIMULATED_STEP_SECONDS="0.2",
+            PORTAL_WORKER_INTERVAL_SECONDS="0.3",
+            PORTAL_SIMULATED_CLUSTER_GPUS="2",  # as `make run`
         ) as portal,
         sync_playwright() as p,
     ):
@@ -86,6 +89,17 @@ def main() -> None:
         path = OUT / "team-pool-gauges.png"
         vision.locator("#share").screenshot(path=str(path))
         print(f"{path.relative_to(ROOT)}  {path.stat().st_size // 1024} KiB")
+
+        # Which world each figure is in: nlp borrowing the cluster's idle GPU.
+        pin_usage(admin, portal, "nlp", "1", "1.5")
+        lead_nlp = sign_in(browser, portal, "lead-nlp@example.org", viewport=DESKTOP)
+        lead_nlp.goto(portal + "/teams/1")
+        lead_nlp.wait_for_load_state("networkidle")
+        path = OUT / "team-worlds.png"
+        lead_nlp.locator("#explain").screenshot(path=str(path))
+        print(f"{path.relative_to(ROOT)}  {path.stat().st_size // 1024} KiB")
+        admin.goto(portal + "/admin/usage")
+        _shoot(admin, "usage.png")
         browser.close()
 
 

@@ -85,7 +85,7 @@ class Chart:
     height: int = 220
     left: int = 44
     right: int = 8
-    top: int = 10
+    top: int = 24
     bottom: int = 26
 
     @property

@@ -157,9 +157,9 @@ def test_a_chart_puts_each_hour_where_its_time_is() -> None:
     ]
     drawn = chart(points, RANGES["24h"], limit=1.0, now=now)
     assert drawn is not None
-    # The plot spans x 44..632 over 24 hours: an hour's middle 12.5 hours in.
+    # The plot spans x 44..632 over 24 hours (an hour's middle 12.5 hours in), y 194..24.
     first = drawn.allocated.split()[0]
-    assert first == f"{round(44 + 12.5 / 24 * 588, 1)},{round(194 - 0.5 / 1.0 * 184, 1)}"
+    assert first == f"{round(44 + 12.5 / 24 * 588, 1)},{round(194 - 0.5 / 1.0 * 170, 1)}"
     # Labels every six hours, none at an edge (it would be cut off).
     assert [t.label for t in drawn.x_ticks] == ["18:00", "00:00", "06:00"]
     assert drawn.peak == 1.0
