@@ -22,6 +22,7 @@ from app.runtime import Portal, serve_roles
 from app.web import observability
 from app.web.api import audit as audit_api
 from app.web.api import catalog as catalog_api
+from app.web.api import grants as grants_api
 from app.web.api import me as me_api
 from app.web.api import notifications as notifications_api
 from app.web.api import pool as pool_api
@@ -37,6 +38,7 @@ from app.web.pages import audit as audit_pages
 from app.web.pages import auth as auth_pages
 from app.web.pages import catalog as catalog_pages
 from app.web.pages import docs as docs_pages
+from app.web.pages import grants as grant_pages
 from app.web.pages import notifications as notification_pages
 from app.web.pages import pools as pool_pages
 from app.web.pages import teams as team_pages
@@ -114,9 +116,11 @@ ROUTERS = tuple(
         teams_api,
         admin_pages,
         pool_pages,
+        grant_pages,
         usage_pages,
         usage_api,
         requests_api,
+        grants_api,
         pool_api,
         notifications_api,
         audit_pages,

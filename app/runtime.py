@@ -48,6 +48,7 @@ from app.provisioning.reconciler import Reconciler
 from app.provisioning.restore import restore_from_database
 from app.provisioning.workloads import RefusedPods
 from app.reads.org import pool_views
+from app.teams import jobs as team_jobs
 from app.teams import repository as teams_repo
 from app.teams.pools import NodePools
 from app.usage import jobs as usage_jobs
@@ -60,6 +61,7 @@ log = logging.getLogger(__name__)
 # worker last, so the others never wait on a lease it still holds).
 JOBS: tuple[Job[Portal], ...] = (
     *provisioning_jobs.JOBS,
+    *team_jobs.JOBS,
     *access_jobs.JOBS,
     *notification_jobs.JOBS,
     *usage_jobs.JOBS,

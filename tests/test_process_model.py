@@ -96,6 +96,7 @@ def test_each_process_runs_the_jobs_of_its_roles(tmp_path: Path) -> None:
         "provisioning_worker",
         "access_sweeper",
         "sleep_policy",
+        "quota_grants",
     }
     assert names(on, frozenset({Role.DELIVER})) == {
         "notification_delivery",

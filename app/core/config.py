@@ -514,6 +514,24 @@ class Settings(BaseSettings):
         le=6,
         description="Day of the weekly right-sizing digest (0 = Monday, UTC).",
     )
+    grant_max_days: int = Field(
+        default=31,
+        ge=1,
+        le=366,
+        description="The longest window a temporary quota grant may span, in days.",
+    )
+    grant_notice_hours: int = Field(
+        default=24,
+        ge=1,
+        le=24 * 14,
+        description="Hours before a temporary grant ends when its team is told.",
+    )
+    grants_seconds: float = Field(
+        default=30,
+        gt=0,
+        le=3600,
+        description="How often the portal applies temporary grants whose start or end passed.",
+    )
     rightsizing_days: int = Field(
         default=14,
         ge=1,

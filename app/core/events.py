@@ -34,6 +34,13 @@ class Event(StrEnum):
     QUOTA_CHANGE_ADJUSTED = "quota_change.adjusted"  # approved with changes
     QUOTA_CHANGE_REJECTED = "quota_change.rejected"
     QUOTA_CHANGE_APPLIED = "quota_change.applied"
+    # Temporary quota grants
+    GRANT_SUBMITTED = "grant.submitted"
+    GRANT_APPROVED = "grant.approved"
+    GRANT_REJECTED = "grant.rejected"
+    GRANT_STARTED = "grant.started"  # added to the team's quota
+    GRANT_ENDING = "grant.ending"  # ends within the notice (PORTAL_GRANT_NOTICE_HOURS)
+    GRANT_ENDED = "grant.ended"  # taken back (or withdrawn before a decision)
     # A team's people and life
     MEMBER_ADDED = "team.member_added"
     MEMBER_REMOVED = "team.member_removed"
@@ -106,6 +113,12 @@ HEARD: dict[Event, Heard] = {
     Event.TEAM_READY: Heard("cluster.ready", (Audience.LEADS,)),
     Event.TEAM_RECOVERED: Heard("cluster.ready", (Audience.LEADS,)),
     Event.PROVISIONING_FAILING: Heard("cluster.failed", (Audience.LEADS, Audience.ADMINS)),
+    Event.GRANT_SUBMITTED: Heard("grant.submitted", (Audience.ADMINS,), "/admin/requests#grants"),
+    Event.GRANT_APPROVED: Heard("request.approved", _DECIDED),
+    Event.GRANT_REJECTED: Heard("request.rejected", _DECIDED),
+    Event.GRANT_STARTED: Heard("quota.grant", (Audience.LEADS,)),
+    Event.GRANT_ENDING: Heard("quota.grant", (Audience.LEADS,)),
+    Event.GRANT_ENDED: Heard("quota.grant", (Audience.LEADS,)),
     Event.MEMBER_ADDED: Heard("team.member_added", (Audience.PERSON,)),
     Event.KUBECONFIG_EXPIRING: Heard("kubeconfig.expiring", (Audience.PERSON,)),
     Event.RIGHTSIZING_DIGEST: Heard("rightsizing.digest", (Audience.LEADS,)),

@@ -723,6 +723,64 @@ class Team(QuotaOwner, Base):
         return self.queue_name if pool.is_default else in_pool(self.queue_name, pool.name)
 
 
+class GrantStatus(StrEnum):
+    SUBMITTED = "submitted"  # waits for an admin
+    APPROVED = "approved"  # applied from its start to its end (or an early end)
+    REJECTED = "rejected"
+    WITHDRAWN = "withdrawn"  # the lead took it back before a decision
+
+
+class QuotaGrant(Base):
+    """A temporary raise of a team's GPU guarantee (and limit) in one pool, for a window:
+    asked by a lead, reviewed like a quota change, added to the team's quota at its start
+    and taken back at its end (``applied_at`` / ``released_at``: when the portal did each,
+    level-triggered by the clock; an end passed while the portal was down is applied at
+    its next pass)."""
+
+    __tablename__ = "quota_grants"
+    __table_args__ = (
+        Index("ix_quota_grants_team", "team_id", "starts_at"),
+        Index("ix_quota_grants_due", "status", "released_at", "starts_at"),
+        CheckConstraint("ends_at > starts_at", name="ends_after_start"),
+        CheckConstraint("gpu_centi > 0 AND limit_centi >= 0", name="amounts_positive"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))
+    pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id"))
+    gpu_centi: Mapped[int] = mapped_column(Integer)  # the guarantee added
+    limit_centi: Mapped[int] = mapped_column(Integer)  # the limit added (unlimited: kept)
+    starts_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    ends_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[GrantStatus] = mapped_column(
+        choice(GrantStatus, 20), default=GrantStatus.SUBMITTED
+    )
+    requested_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    decided_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    decision_reason: Mapped[str] = mapped_column(Text, default="")
+    applied_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    released_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    ended_early_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    ended_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    reminded_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    team: Mapped[Team] = relationship(lazy="raise")
+    pool: Mapped[Pool] = relationship(lazy="joined")
+
+    @property
+    def end(self) -> datetime:
+        """When it ends (or ended): its window's end, or an earlier end by hand."""
+        early = self.ended_early_at
+        return early if early is not None and early < self.ends_at else self.ends_at
+
+    def active_at(self, at: datetime) -> bool:
+        """Approved and inside its window at ``at``."""
+        return self.status == GrantStatus.APPROVED and self.starts_at <= at < self.end
+
+
 class TeamSchedule(Base):
     """The worker's bookkeeping of a team: when it next looks at it, who holds its lease
     and until when, when it last finished a pass. Apart from the team's row: the drift

@@ -29,6 +29,8 @@ SHOWN = 30
 EVENTS: dict[str, str] = {
     "request.submitted": "A cluster request waits for a decision (admins)",
     "quota_change.submitted": "A quota change waits for a decision (admins)",
+    "grant.submitted": "A temporary grant waits for a decision (admins)",
+    "quota.grant": "Your team's temporary grant starts, ends soon or ends",
     "request.approved": "Your team's request was approved",
     "request.adjusted": "Your team's request was approved with changes",
     "request.rejected": "Your team's request was rejected",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -30,11 +31,13 @@ from app.core.models import (
     ClusterRequest,
     ClusterTemplate,
     Decision,
+    GrantStatus,
     MemberRole,
     Org,
     Pool,
     PoolCapacity,
     ProvisioningStep,
+    QuotaGrant,
     QuotaLine,
     RequestQuotaLine,
     RequestStatus,
@@ -809,3 +812,124 @@ def other_pool_asks(
     for request_id, name, guarantee, limit, weight in rows:
         found.setdefault(request_id, []).append((name, guarantee, limit, weight))
     return found
+
+
+# --- temporary quota grants ------------------------------------------------------------
+
+
+def get_grant(session: Session, grant_id: int) -> QuotaGrant | None:
+    return session.get(QuotaGrant, grant_id)
+
+
+def open_grants(session: Session, team_id: int, pool_id: int) -> list[QuotaGrant]:
+    """The team's grants in the pool still waiting or not yet taken back."""
+    return list(
+        session.scalars(
+            select(QuotaGrant).where(
+                QuotaGrant.team_id == team_id,
+                QuotaGrant.pool_id == pool_id,
+                QuotaGrant.status.in_((GrantStatus.SUBMITTED, GrantStatus.APPROVED)),
+                QuotaGrant.released_at.is_(None),
+            )
+        )
+    )
+
+
+def approved_grants(session: Session, pool_id: int) -> list[QuotaGrant]:
+    """The pool's approved grants not yet taken back (running or to come)."""
+    return list(
+        session.scalars(
+            select(QuotaGrant).where(
+                QuotaGrant.pool_id == pool_id,
+                QuotaGrant.status == GrantStatus.APPROVED,
+                QuotaGrant.released_at.is_(None),
+            )
+        )
+    )
+
+
+def applied_grants(
+    session: Session,
+    pool_id: int,
+    *,
+    team_id: int | None = None,
+    exclude_team_id: int | None = None,
+) -> list[QuotaGrant]:
+    """The pool's grants added to their teams' quota now (one team's, or all but one)."""
+    query = select(QuotaGrant).where(
+        QuotaGrant.pool_id == pool_id,
+        QuotaGrant.applied_at.is_not(None),
+        QuotaGrant.released_at.is_(None),
+    )
+    if team_id is not None:
+        query = query.where(QuotaGrant.team_id == team_id)
+    if exclude_team_id is not None:
+        query = query.where(QuotaGrant.team_id != exclude_team_id)
+    return list(session.scalars(query))
+
+
+def due_grants(session: Session, now: datetime) -> list[QuotaGrant]:
+    """The approved grants whose start has come and that are not taken back yet, in the
+    order of their starts."""
+    return list(
+        session.scalars(
+            select(QuotaGrant)
+            .where(
+                QuotaGrant.status == GrantStatus.APPROVED,
+                QuotaGrant.released_at.is_(None),
+                QuotaGrant.starts_at <= now,
+            )
+            .order_by(QuotaGrant.starts_at, QuotaGrant.id)
+        )
+    )
+
+
+def unreminded_grants(session: Session) -> list[QuotaGrant]:
+    """The running grants whose team was not yet told of their end."""
+    return list(
+        session.scalars(
+            select(QuotaGrant).where(
+                QuotaGrant.status == GrantStatus.APPROVED,
+                QuotaGrant.applied_at.is_not(None),
+                QuotaGrant.released_at.is_(None),
+                QuotaGrant.reminded_at.is_(None),
+            )
+        )
+    )
+
+
+def grants_of(session: Session, team_id: int | None = None) -> list[QuotaGrant]:
+    """Every grant (of one team), the latest window first."""
+    query = select(QuotaGrant).order_by(QuotaGrant.starts_at.desc(), QuotaGrant.id.desc())
+    if team_id is not None:
+        query = query.where(QuotaGrant.team_id == team_id)
+    return list(session.scalars(query))
+
+
+def running_grants(session: Session, team_id: int) -> list[QuotaGrant]:
+    """The team's grants added to its quota now, the soonest to end first."""
+    return list(
+        session.scalars(
+            select(QuotaGrant)
+            .where(
+                QuotaGrant.team_id == team_id,
+                QuotaGrant.applied_at.is_not(None),
+                QuotaGrant.released_at.is_(None),
+            )
+            .order_by(QuotaGrant.ends_at)
+        )
+    )
+
+
+def open_grants_of_org(session: Session) -> list[QuotaGrant]:
+    """Every grant waiting, running or to come (not the ended: a page shows these often)."""
+    return list(
+        session.scalars(
+            select(QuotaGrant)
+            .where(
+                QuotaGrant.status.in_((GrantStatus.SUBMITTED, GrantStatus.APPROVED)),
+                QuotaGrant.released_at.is_(None),
+            )
+            .order_by(QuotaGrant.starts_at, QuotaGrant.id)
+        )
+    )

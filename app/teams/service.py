@@ -39,6 +39,7 @@ from app.core.models import (
 from app.core.quantities import format_hundredths
 from app.core.quota import GPU, Quota
 from app.notifications import events
+from app.teams import grants
 from app.teams import repository as repo
 from app.teams.rules import (
     parse_purpose,
@@ -233,7 +234,7 @@ def submit_quota_change(
     _check_changeable(session, team)
     org = repo.get_org(session)
     errors = quota_problems(values, org)
-    current = team.quota_by_pool()
+    current = grants.base_pools(session, team)
     if pools is None:
         held = current
     else:
@@ -242,7 +243,7 @@ def submit_quota_change(
     purpose = _purpose(purpose, errors)
     if errors:
         raise InvalidInput(errors)
-    if values == values_of(team) and held == current:
+    if values == grants.base(session, team, org.default_pool) and held == current:
         raise InvalidInput({"gpu_quota": "these are the current values: change at least one"})
     request = ClusterRequest(
         team=team,
@@ -307,6 +308,8 @@ def approve(
         if request.kind == RequestKind.CREATE:
             holder.template_version_id = approved.version_id
             holder.template_parameters = dict(approved.parameters)
+    if request.kind == RequestKind.QUOTA_CHANGE:  # the grants running keep running
+        _keep_grants(session, org, team, values, pools)
     team.desired_generation += 1
     team.next_attempt_at = utcnow()
     team.attempts = 0
@@ -317,6 +320,17 @@ def approve(
     _record_approval(session, actor, request, decision, values, approved)
     _quotas_changed(session)
     return decision
+
+
+def _keep_grants(
+    session: Session, org: Org, team: Team, values: Quota, pools: Mapping[Pool, Quota]
+) -> None:
+    """The team's lines after a quota change: the approved base values with its grants
+    applied now added back (each is taken back at its end, the change kept)."""
+    for pool, value in ((org.default_pool, values), *pools.items()):
+        added = grants.applied_centi(session, team.id, pool.id)
+        if added != (0, 0):
+            team.set_quota(pool, grants.with_grants(value, added))
 
 
 def _fitting(
@@ -623,10 +637,11 @@ def describe_pools(pools: Mapping[Pool, Quota]) -> str:
 def _check_pools(session: Session, org: Org, team: Team, pools: Mapping[Pool, Quota]) -> None:
     """No pool's budget is exceeded by the guarantees held there, this team's included
     (the caller holds the org's lock: racing admins see each other's approvals)."""
-    committed = repo.committed_by_pool(session, org.id, exclude_team_id=team.id)
+    now = utcnow()
     for pool, value in pools.items():
         budget = pool.capacity.get(GPU.key, 0)
-        others = committed.get(pool.id, 0)
+        others = grants.base_committed(session, org, pool, exclude_team_id=team.id)
+        others += grants.future_peak(session, pool, now)
         guarantee = value.gpu.guarantee or 0
         if others + guarantee > budget:
             raise Conflict(
@@ -639,14 +654,19 @@ def _check_pools(session: Session, org: Org, team: Team, pools: Mapping[Pool, Qu
 
 
 def _check_pool(session: Session, org: Org, team: Team, values: Quota) -> None:
-    others = repo.committed_gpu_centi(session, org.id, exclude_team_id=team.id)
+    # The other teams' own guarantees, and the most the temporary grants approved (this
+    # team's too) add at once from now on: a raise must fit beside them all along.
+    pool = org.default_pool
+    others = grants.base_committed(session, org, pool, exclude_team_id=team.id)
+    others += grants.future_peak(session, pool, utcnow())
     guarantee = values.gpu.guarantee or 0
     if others + guarantee > org.gpus_centi:
         free = max(0, org.gpus_centi - others)
         raise Conflict(
             f"approving a guarantee of {format_hundredths(guarantee)} GPU would "
             f"commit {format_hundredths(others + guarantee)} of the pool's "
-            f"{format_hundredths(org.gpus_centi)} GPU; {format_hundredths(free)} GPU is free. "
+            f"{format_hundredths(org.gpus_centi)} GPU (temporary grants included at their "
+            f"peak); {format_hundredths(free)} GPU is free. "
             "Approve with a guarantee of at most that, or raise the pool first."
         )
 

@@ -258,8 +258,10 @@ def divide_org(
                 fair_now[at[name]] = value
     fair_busy = level.fair(total, busy_demand, model.k_value, busy_trace, rest_idle=True)
     if_all_busy = _usable(fair_busy, inputs.limit, busy_demand)
-    within = if_all_busy  # a cluster no larger than the pool: the same world
-    if top is not None and total > pool + 0.005:
+    # A cluster no larger than the pool, or an org queue capped at it: the same world.
+    within = if_all_busy
+    capped = 0 <= level.own_limit <= pool + 0.005
+    if top is not None and total > pool + 0.005 and not capped:
         within = _usable(level.within(pool, busy_demand, model.k_value), inputs.limit, busy_demand)
     fair_now = np.where(inputs.shown, fair_now, np.nan)
     held = inputs.allocated

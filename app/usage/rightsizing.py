@@ -30,6 +30,7 @@ from app.core.config import Settings
 from app.core.errors import Conflict
 from app.core.models import ClusterRequest, RightsizingSuggestion, Team, User, utcnow
 from app.core.quantities import format_hundredths, gpus
+from app.teams import grants
 from app.teams import repository as teams
 from app.teams import service as team_service
 from app.usage import repository as repo
@@ -253,7 +254,7 @@ def propose(
             session,
             actor=actor,
             team=team,
-            values=team_service.values_of(team),
+            values=grants.base(session, team, teams.get_org(session).default_pool),
             pools={**held, pool: values},
             purpose=purpose,
         )

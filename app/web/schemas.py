@@ -717,3 +717,39 @@ class RightsizingOut(BaseModel):
     idle_gpu: float = Field(description="guaranteed-but-idle GPUs: what lowering would free")
     wanted_gpu: float = Field(description="GPUs the starved teams' suggestions add")
     suggestions: list[SuggestionOut]
+
+
+class GrantIn(BaseModel):
+    """A temporary grant as a lead asks for it: GPU amounts as strings of at most two
+    decimals ("2", "0.5"), moments in ISO 8601 (UTC unless an offset is given)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpus: str = Field(description="GPUs added to the guarantee, such as 2")
+    limit: str = Field(default="", description="GPUs added to the limit (empty: as many)")
+    pool: str = Field(default="", description="A node pool's name (empty: the default pool)")
+    starts_at: str = Field(default="", description="From (empty: now)")
+    ends_at: str = Field(description="Until, such as 2026-12-11T18:00:00Z")
+    reason: str = Field(description="What it is for")
+
+
+class GrantDecisionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(default="", description="Why it is rejected (required to reject)")
+
+
+class GrantOut(BaseModel):
+    id: int
+    team_id: int
+    pool: str = Field(description="The node pool's name (empty: the default pool)")
+    gpus: str = Field(description="GPUs added to the guarantee")
+    limit: str = Field(description="GPUs added to the limit")
+    starts_at: datetime
+    ends_at: datetime = Field(description="The window's end, or an earlier end by hand")
+    reason: str
+    status: str = Field(description="submitted, approved, rejected or withdrawn")
+    state: str = Field(
+        description="waiting, to come, running, ended or not granted (rejected, withdrawn)"
+    )
+    decision_reason: str = ""

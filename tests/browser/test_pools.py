@@ -106,8 +106,15 @@ def test_a_review_card_shows_each_pool_and_the_admin_adjusts_it(
     pool = card.locator('[data-pool-review="l40s"]')
     expect(pool.locator("h3")).to_have_text("In pool l40s (NVIDIA L40S): 0.5 GPU guaranteed")
     expect(pool.locator('[data-impact-team="nlp"] [data-impact="guarantee"]')).to_have_text("0.5")
-    # The pool's 4 GPUs leave vision its limit of 2 even when every team is busy.
-    expect(pool.locator('[data-impact="summary"]')).to_have_text("No other team would get less.")
+    # The pool's 4 GPUs leave vision its limit of 2 while they are idle; of the pool's
+    # budget of 2 (every team busy, the rest of its nodes too) it keeps 1 once nlp holds
+    # 0.5: both worlds shown, the loss named with the world it is in.
+    expect(pool.locator('[data-impact-team="vision"] [data-impact="busy"]')).to_have_text("2")
+    expect(pool.locator('[data-impact-team="vision"] [data-impact="within"]')).to_have_text("1")
+    expect(pool.locator('[data-impact="summary"]')).to_have_text(
+        "1 team would get less if every team were busy (of the pool, or of the cluster while "
+        "the rest is idle); the most: vision (-1.00 GPU)."
+    )
     expect(pool.locator('[data-review="fit-l40s"]')).to_contain_text(
         "Fits: pool l40s would be 1.5 of its 2 GPU guaranteed."
     )

@@ -42,6 +42,24 @@ FACTS: dict[Event, dict[str, object]] = {
         "reason": "",
     },
     Event.REQUEST_REJECTED: {"request_id": 1, "reason": "pool full"},
+    **{
+        event: {
+            "grant_id": 1,
+            "gpus": "2",
+            "pool": "",
+            "window": "from 2026-12-08 09:00 until 2026-12-11 18:00 UTC",
+            "reason": "paper deadline",
+            **({"ends": "2026-12-11 18:00"} if event == Event.GRANT_ENDING else {}),
+        }
+        for event in (
+            Event.GRANT_SUBMITTED,
+            Event.GRANT_APPROVED,
+            Event.GRANT_REJECTED,
+            Event.GRANT_STARTED,
+            Event.GRANT_ENDING,
+            Event.GRANT_ENDED,
+        )
+    },
     Event.QUOTA_CHANGE_REJECTED: {"request_id": 1, "reason": "pool full"},
     Event.TEAM_READY: {"queue": "team-nlp", "namespace": "vcluster-nlp", "vcluster": "nlp"},
     Event.TEAM_RECOVERED: {"queue": "team-nlp", "namespace": "vcluster-nlp", "vcluster": "nlp"},

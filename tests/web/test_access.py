@@ -55,6 +55,21 @@ RULES: dict[str, tuple[Any, tuple[int, int, int, int, int]]] = {
     "GET /teams/{team_id}/workloads": (None, (303, 200, 200, 404, 200)),
     "GET /teams/{team_id}/why": (None, (303, 200, 200, 404, 200)),
     "GET /teams/{team_id}/usage": (None, (303, 200, 200, 404, 200)),
+    # An empty form: the refusal is a flash on the team page.
+    "POST /teams/{team_id}/grants": ({}, (303, 403, 303, 404, 303)),
+    "POST /teams/{team_id}/grants/{grant_id}/end": ({}, (303, 403, 404, 404, 404)),
+    # No grant 999: the admin is told so on the Requests page.
+    "POST /admin/grants/{grant_id}/approve": ({}, (303, 403, 403, 403, 303)),
+    "POST /admin/grants/{grant_id}/reject": ({"reason": "no"}, (303, 403, 403, 403, 303)),
+    "GET /api/v1/teams/{team_id}/grants": (None, (401, 200, 200, 404, 200)),
+    "POST /api/v1/teams/{team_id}/grants": (
+        {"gpus": "0", "ends_at": "", "reason": ""},
+        (401, 403, 422, 404, 422),
+    ),
+    "GET /api/v1/grants": (None, (401, 403, 403, 403, 200)),
+    "POST /api/v1/grants/{grant_id}/approve": (None, (401, 403, 403, 403, 404)),
+    "POST /api/v1/grants/{grant_id}/reject": ({"reason": "no"}, (401, 403, 403, 403, 404)),
+    "POST /api/v1/grants/{grant_id}/end": (None, (401, 404, 404, 404, 404)),
     "GET /teams/{team_id}/quota": (None, (303, 403, 200, 404, 200)),
     "POST /teams/{team_id}/quota": ({}, (303, 403, 422, 404, 422)),
     "POST /teams/{team_id}/quota/validate": ({}, (303, 403, 200, 404, 200)),
@@ -206,6 +221,7 @@ def call(client: Client, rule: str, body: Any, *, csrf: str | None) -> int:
         .replace("{user_id}", "5")
         .replace("{token_id}", "1")
         .replace("{delivery_id}", "999")
+        .replace("{grant_id}", "999")
         .replace("{kind}", "slack")
         .replace("{template_id}", "999")
         .replace("{pool_id}", "2")  # the example org's L40S pool

@@ -152,7 +152,7 @@ def test_each_busy_figure_names_its_world(db_url: str) -> None:
         assert _figure(overview, 'data-testid="cluster-idle') == "1.5"
         impact = admin.form("/admin/pool/impact", {"gpus": "2"}).text
         assert "No team's share changes" not in impact
-        assert "Guaranteed by the pool" in impact
+        assert ">By the pool</th>" in impact
         row = re.search(r'data-impact-team="nlp".*?</tr>', impact, re.S)
         assert row is not None
         assert '0.34 → <b data-impact="within">1</b>' in row.group(0)

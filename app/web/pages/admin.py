@@ -27,6 +27,7 @@ from app.core.models import (
     COMMITTED_STATUSES,
     LIVE_STATUSES,
     ClusterRequest,
+    Org,
     RequestStatus,
     RightsizingSuggestion,
     Step,
@@ -42,8 +43,8 @@ from app.provisioning import repository as provisioning
 from app.reads.org import org_view, pool_views
 from app.reads.overview import OverviewFigures, overview_figures_read
 from app.runtime import Portal
+from app.teams import grants, service
 from app.teams import repository as repo
-from app.teams import service
 from app.teams.rules import parse_pool_fields, parse_quota_fields
 from app.teams.service import KEEP, Keep
 from app.usage import history, rightsizing
@@ -61,8 +62,14 @@ from app.web.deps import (
     page_number,
 )
 from app.web.templating import flash, is_htmx, redirect, render
-from app.web.views.impact import org_impact, review, review_account, what_if
-from app.web.views.overview import PoolSummary, repair_groups, rollout_title
+from app.web.views.impact import grant_reviews, org_impact, review, review_account, what_if
+from app.web.views.overview import (
+    GrantTimeline,
+    PoolSummary,
+    grant_timeline,
+    repair_groups,
+    rollout_title,
+)
 from app.web.views.teams import cards_from
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
@@ -305,8 +312,29 @@ def _render_overview(
             / 1024
             / 3600,
             "vcluster_gib": portal.settings.vcluster_memory_mib / 1024,
+            "grants": _grant_timeline(session, org),
         },
         partial="admin/partials/teams_table.html",
+    )
+
+
+def _grant_timeline(session: Session, org: Org) -> GrantTimeline | None:
+    """The temporary grants waiting, running or to come, beside the default pool's base
+    guarantees and the most the approved ones add at once."""
+    found = repo.open_grants_of_org(session)
+    if not found:
+        return None
+    now = utcnow()
+    pool = org.default_pool
+    approved = [g for g in found if g.status == "approved" and g.pool_id == pool.id]
+    last = max((g.end for g in approved), default=now)
+    return grant_timeline(
+        found,
+        repo.get_team_names(session, [g.team_id for g in found]),
+        now=now,
+        base_centi=grants.base_committed(session, org, pool, exclude_team_id=None),
+        budget_centi=org.gpus_centi,
+        peak=grants.peak(approved, now, last) if approved and last > now else None,
     )
 
 
@@ -529,7 +557,7 @@ def what_if_to_requests(
     for row in scenario.changes:
         assert row.values is not None
         team = repo.get_team(session, row.team.id)
-        current = service.values_of(team)
+        current = grants.base(session, team, repo.get_org(session).default_pool)
         # Only the GPU line is edited on the page: the team keeps its other resources
         # and, where another pool was tried, its default pool and other pools.
         values = row.values.keep_others(current, "gpu")
@@ -619,6 +647,7 @@ def _requests_page(
             else [],
             "committed_centi": view.committed_centi,
             "pending_count": count,
+            "grant_reviews": grant_reviews(session, usage, org),
             "failed": failed,
             "page": page,
             "pages": pages,

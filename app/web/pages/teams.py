@@ -24,7 +24,7 @@ from app.core.quantities import format_hundredths, parse_hundredths
 from app.provisioning import sleep
 from app.provisioning.specs import spec_of
 from app.runtime import Portal, portal_of
-from app.teams import members, service
+from app.teams import grants, members, service
 from app.teams import repository as repo
 from app.teams.podspec import example_pods
 from app.teams.rules import parse_pool_fields, parse_quota, parse_quota_fields
@@ -558,7 +558,7 @@ def _quota_form(
             "values": values,
             "errors": errors,
             "org": org,
-            "current": service.values_of(team).display(),
+            "current": grants.base(session, team, org.default_pool).display(),
             "new": parsed.display() if parsed is not None else None,
             "preview": service.preview(session, requested_centi=requested, exclude_team_id=team.id),
             "own": own_impact(session, usage, org, team, parsed) if parsed is not None else None,
@@ -578,9 +578,10 @@ def quota_form(
     principal: CurrentPrincipal,
     usage: UsageDep,
 ) -> Response:
-    values = service.values_of(team).display()
-    for pool, held in team.other_pools().items():  # what it holds in the other pools
-        values.update({f"pools.{pool}.{k}": v for k, v in held.display().items() if v})
+    # Its own quota, without the temporary grants running now (a change keeps them).
+    values = grants.base(session, team, repo.get_org(session).default_pool).display()
+    for pool, held in grants.base_pools(session, team).items():  # the other pools
+        values.update({f"pools.{pool.name}.{k}": v for k, v in held.display().items() if v})
     return _quota_form(request, session, principal, usage, team, values, {})
 
 

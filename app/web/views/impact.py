@@ -15,14 +15,17 @@ from app.core.models import (
     ClusterRequest,
     Org,
     Pool,
+    QuotaGrant,
     RequestKind,
     Team,
     TeamStatus,
+    utcnow,
 )
 from app.core.quantities import format_hundredths, parse_hundredths
 from app.core.quota import GPU, Quota
 from app.core.text import is_number
 from app.reads.org import key_rows, org_view, shares_of
+from app.teams import grants
 from app.teams import repository as team_repo
 from app.teams import service as team_service
 from app.teams.rules import parse_pool_fields, parse_quota
@@ -311,7 +314,7 @@ def review(
     free = max(0, org.gpus_centi - others)
     asked = team_service.values_of(request)
     current = (
-        team_service.values_of(request.team).display()
+        grants.base(session, request.team, org.default_pool).display()
         if request.kind == RequestKind.QUOTA_CHANGE
         else None
     )
@@ -725,3 +728,29 @@ def what_if(
         pools=others,
         pool_label=f"GPUs to guarantee in pool {scope.name}" if scope.name else "GPUs in the pool",
     )
+
+
+@dataclass(frozen=True)
+class GrantReview:
+    """A waiting temporary grant on the Requests page: its fit over its window, and what
+    it does to every team's share while it runs (with today's other quotas)."""
+
+    grant: QuotaGrant
+    team: str
+    fit: grants.Fit
+    impact: Impact | None  # the default pool's; None for a grant in another pool
+
+
+def grant_reviews(session: Session, usage: UsageCache, org: Org) -> list[GrantReview]:
+    now = utcnow()
+    found = []
+    for grant in grants.waiting(session):
+        team = team_repo.get_team(session, grant.team_id)
+        impact = None
+        if grant.pool.is_default:
+            raised = grants.with_grants(team.quota, (grant.gpu_centi, grant.limit_centi))
+            row = quota_row(team, raised)
+            impact = org_impact(session, usage, org, changes={row.id: row})
+        fit = grants.window_fit(session, org, grant.pool, grant, now)
+        found.append(GrantReview(grant, team.name, fit, impact))
+    return found

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from app.audit.lines import EventLine
 from app.core.models import (
     Org,
+    QuotaGrant,
 )
 from app.core.quantities import gpus
 from app.provisioning.repository import RolloutDetail
@@ -109,3 +111,64 @@ def rollout_title(version: str, detail: RolloutDetail) -> str:
     if detail.templates:
         parts.append("template " + ", ".join(detail.templates))
     return "Rollout: " + (" and ".join(parts) if parts else f"vCluster chart {version}")
+
+
+@dataclass(frozen=True)
+class GrantBar:
+    """One grant on the pool page's timeline: where its window lies (percent of the
+    timeline's width) and what it is."""
+
+    grant: QuotaGrant
+    team: str
+    left: float
+    width: float
+    state: str  # "running", "approved" (to come) or "waiting" (for a decision)
+
+
+@dataclass(frozen=True)
+class GrantTimeline:
+    start: datetime
+    end: datetime
+    bars: list[GrantBar]
+    ticks: list[tuple[float, str]]  # (percent, "Tue 08")
+    base_centi: int  # every team's own guarantees in the default pool
+    budget_centi: int
+    peak_centi: int  # the base plus the most approved grants add at once from now on
+    peak_at: datetime | None
+
+
+def grant_timeline(
+    found: list[QuotaGrant],
+    names: Mapping[int, str],
+    *,
+    now: datetime,
+    base_centi: int,
+    budget_centi: int,
+    peak: tuple[int, datetime] | None,
+) -> GrantTimeline | None:
+    """The grants waiting, running or to come on a timeline from now to the last end (at
+    least a week), by start."""
+    shown = [g for g in found if g.released_at is None and g.status in ("submitted", "approved")]
+    if not shown:
+        return None
+    start = now
+    end = max(now + timedelta(days=7), max(g.end for g in shown))
+    span = (end - start).total_seconds()
+
+    def at(moment: datetime) -> float:
+        return round(max(0.0, min(1.0, (moment - start).total_seconds() / span)) * 100, 2)
+
+    bars = []
+    for g in sorted(shown, key=lambda g: (g.starts_at, g.id)):
+        state = "waiting" if g.status == "submitted" else "running" if g.applied_at else "approved"
+        left = at(g.starts_at)
+        bars.append(GrantBar(g, names.get(g.team_id, "?"), left, max(0.5, at(g.end) - left), state))
+    days = max(1, round(span / 86400 / 7))  # a label every day, or every few in a long view
+    ticks, day = [], (start + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    while day < end:
+        ticks.append((at(day), day.strftime("%a %d")))
+        day += timedelta(days=days)
+    added, peak_at = peak if peak is not None else (0, None)
+    return GrantTimeline(
+        start, end, bars, ticks, base_centi, budget_centi, base_centi + added, peak_at
+    )

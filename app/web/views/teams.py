@@ -7,7 +7,7 @@ import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
@@ -26,6 +26,7 @@ from app.core.models import (
     Org,
     Pool,
     ProvisioningStep,
+    QuotaGrant,
     RequestKind,
     RequestStatus,
     RightsizingSuggestion,
@@ -35,10 +36,12 @@ from app.core.models import (
     TeamStatus,
     TemplateVersion,
     User,
+    utcnow,
 )
 from app.core.together import Read, read_together
 from app.provisioning import sleep
 from app.reads.org import KeyShare, org_view, other_shares
+from app.teams import grants as quota_grants
 from app.teams import repository as repo
 from app.teams.repository import TeamRow
 from app.usage import rightsizing
@@ -217,6 +220,7 @@ class ShareDetail(_Gauges):
     usage_error: str | None
     # The team's share in its other pools and divided resources (one gauge each).
     others: list[KeyShare] = field(default_factory=list)
+    running_grants: list[QuotaGrant] = field(default_factory=list)  # added to it now
 
 
 def share_detail(session: Session, team: Team, usage: UsageCache) -> ShareDetail:
@@ -232,6 +236,7 @@ def share_detail(session: Session, team: Team, usage: UsageCache) -> ShareDetail
         borrowers=view.borrowers,
         usage_error=usage.error or usage.model.history_error,
         others=other_shares(session, usage, org, team.id, view),
+        running_grants=repo.running_grants(session, team.id),
     )
 
 
@@ -258,6 +263,13 @@ class TeamDetail(_Gauges):
     others: list[KeyShare] = field(default_factory=list)
     # The other pools the team holds GPUs in, with its guarantee there (its pod specs).
     pool_gpus: list[tuple[Pool, int]] = field(default_factory=list)
+    # Its temporary grants waiting, running or to come, and those ended in the last week.
+    quota_grants: list[QuotaGrant] = field(default_factory=list)
+
+    @property
+    def running_grants(self) -> list[QuotaGrant]:
+        """The grants added to its quota now."""
+        return [g for g in self.quota_grants if g.applied_at and not g.released_at]
 
     @property
     def progress(self) -> int:
@@ -394,6 +406,7 @@ def team_detail(
             else None
         ),
         template=team_template(session, team, requests),
+        quota_grants=quota_grants.of_team(session, team.id, since=utcnow() - timedelta(days=7)),
     )
 
 

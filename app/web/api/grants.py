@@ -1,0 +1,104 @@
+"""Temporary quota grants through the API: a lead asks, an admin decides, either ends it."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.core.errors import NotFound
+from app.core.models import GrantStatus, QuotaGrant, utcnow
+from app.core.quantities import format_hundredths
+from app.teams import grants
+from app.web.deps import (
+    AdminPrincipal,
+    CurrentPrincipal,
+    Id,
+    SessionDep,
+    SettingsDep,
+    TeamForLead,
+    TeamForViewer,
+)
+from app.web.schemas import PROBLEMS, GrantDecisionIn, GrantIn, GrantOut
+
+router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["grants"])
+
+
+def grant_out(grant: QuotaGrant) -> GrantOut:
+    if grant.status in (GrantStatus.REJECTED, GrantStatus.WITHDRAWN):
+        state = "not granted"
+    elif grant.status == GrantStatus.SUBMITTED:
+        state = "waiting"
+    elif grant.released_at is not None:
+        state = "ended"
+    elif grant.applied_at is not None:
+        state = "running"
+    else:
+        state = "to come"
+    return GrantOut(
+        id=grant.id,
+        team_id=grant.team_id,
+        pool="" if grant.pool.is_default else grant.pool.name,
+        gpus=format_hundredths(grant.gpu_centi),
+        limit=format_hundredths(grant.limit_centi),
+        starts_at=grant.starts_at,
+        ends_at=grant.end,
+        reason=grant.reason,
+        status=grant.status,
+        state=state,
+        decision_reason=grant.decision_reason or "",
+    )
+
+
+@router.get("/teams/{team_id}/grants", response_model=list[GrantOut])
+def team_grants(team: TeamForViewer, session: SessionDep) -> list[GrantOut]:
+    """The team's grants, the latest window first (anyone of the team, or an admin)."""
+    return [grant_out(g) for g in grants.of_team(session, team.id, since=utcnow())]
+
+
+@router.post("/teams/{team_id}/grants", response_model=GrantOut, status_code=201)
+def ask_grant(
+    team: TeamForLead,
+    session: SessionDep,
+    principal: CurrentPrincipal,
+    settings: SettingsDep,
+    body: GrantIn,
+) -> GrantOut:
+    """Ask for a temporary grant (a lead); it waits for an admin's decision."""
+    now = utcnow()
+    asked = grants.parse_ask(body.model_dump(), now=now, max_days=settings.grant_max_days)
+    return grant_out(grants.ask(session, actor=principal.user, team=team, asked=asked, now=now))
+
+
+@router.get("/grants", response_model=list[GrantOut])
+def org_grants(session: SessionDep, principal: AdminPrincipal) -> list[GrantOut]:
+    """Every grant waiting, running or to come, and those ended in the last week (admin)."""
+    since = utcnow().replace(microsecond=0)
+    return [grant_out(g) for g in grants.of_org(session, since=since - grants.RECENT)]
+
+
+@router.post("/grants/{grant_id}/approve", response_model=GrantOut)
+def approve_grant(grant_id: Id, session: SessionDep, principal: AdminPrincipal) -> GrantOut:
+    """Approve a waiting grant (admin): refused, with the moment and what is free then,
+    if the pool cannot hold it at some moment of its window."""
+    return grant_out(grants.approve(session, actor=principal.user, grant_id=grant_id, now=utcnow()))
+
+
+@router.post("/grants/{grant_id}/reject", response_model=GrantOut)
+def reject_grant(
+    grant_id: Id, session: SessionDep, principal: AdminPrincipal, body: GrantDecisionIn
+) -> GrantOut:
+    grants.reject(
+        session, actor=principal.user, grant_id=grant_id, reason=body.reason, now=utcnow()
+    )
+    return grant_out(grants.get_grant(session, grant_id))
+
+
+@router.post("/grants/{grant_id}/end", response_model=GrantOut)
+def end_grant(grant_id: Id, session: SessionDep, principal: CurrentPrincipal) -> GrantOut:
+    """End a grant now (a lead of its team, or an admin): a waiting one is withdrawn."""
+    grant = grants.get_grant(session, grant_id)
+    team = grants.team_of(session, grant)
+    if not principal.can_view(team):
+        raise NotFound(f"no grant #{grant_id}")
+    principal.require_lead(team)
+    grants.end(session, actor=principal.user, grant=grant, now=utcnow())
+    return grant_out(grant)
