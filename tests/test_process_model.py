@@ -97,6 +97,7 @@ def test_each_process_runs_the_jobs_of_its_roles(tmp_path: Path) -> None:
         "access_sweeper",
         "sleep_policy",
         "quota_grants",
+        "gpu_budgets",
     }
     assert names(on, frozenset({Role.DELIVER})) == {
         "notification_delivery",

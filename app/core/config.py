@@ -532,6 +532,17 @@ class Settings(BaseSettings):
         le=3600,
         description="How often the portal applies temporary grants whose start or end passed.",
     )
+    budget_alerts: str = Field(
+        default="50,80,100",
+        pattern=r"^\s*[0-9]{1,3}\s*(,\s*[0-9]{1,3}\s*)*$",
+        description="Percent of a GPU-hour budget at which its team is told, comma-separated.",
+    )
+    budget_seconds: float = Field(
+        default=300,
+        gt=0,
+        le=3600,
+        description="How often the portal checks GPU-hour budgets against the usage history.",
+    )
     rightsizing_days: int = Field(
         default=14,
         ge=1,

@@ -41,6 +41,11 @@ class Event(StrEnum):
     GRANT_STARTED = "grant.started"  # added to the team's quota
     GRANT_ENDING = "grant.ending"  # ends within the notice (PORTAL_GRANT_NOTICE_HOURS)
     GRANT_ENDED = "grant.ended"  # taken back (or withdrawn before a decision)
+    # GPU-hour budgets
+    BUDGET_SET = "budget.set"
+    BUDGET_ALERT = "budget.alert"  # a threshold crossed (PORTAL_BUDGET_ALERTS)
+    BUDGET_LIMITED = "budget.limited"  # spent: no more borrowing until the month ends
+    BUDGET_RESTORED = "budget.restored"  # the month over: the limit put back
     # A team's people and life
     MEMBER_ADDED = "team.member_added"
     MEMBER_REMOVED = "team.member_removed"
@@ -119,6 +124,9 @@ HEARD: dict[Event, Heard] = {
     Event.GRANT_STARTED: Heard("quota.grant", (Audience.LEADS,)),
     Event.GRANT_ENDING: Heard("quota.grant", (Audience.LEADS,)),
     Event.GRANT_ENDED: Heard("quota.grant", (Audience.LEADS,)),
+    Event.BUDGET_ALERT: Heard("quota.budget", (Audience.LEADS, Audience.ADMINS)),
+    Event.BUDGET_LIMITED: Heard("quota.budget", (Audience.LEADS, Audience.ADMINS)),
+    Event.BUDGET_RESTORED: Heard("quota.budget", (Audience.LEADS,)),
     Event.MEMBER_ADDED: Heard("team.member_added", (Audience.PERSON,)),
     Event.KUBECONFIG_EXPIRING: Heard("kubeconfig.expiring", (Audience.PERSON,)),
     Event.RIGHTSIZING_DIGEST: Heard("rightsizing.digest", (Audience.LEADS,)),

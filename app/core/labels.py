@@ -89,6 +89,8 @@ OTHER_FIELDS = {
     "limit": "Limit added",
     "starts_at": "From",
     "ends_at": "Until",
+    "gpu_hours": "GPU-hours",
+    "at_limit": "When it is spent",
     "url": "URL",
     "kind": "Kind",
     "events": "Events",

@@ -781,6 +781,35 @@ class QuotaGrant(Base):
         return self.status == GrantStatus.APPROVED and self.starts_at <= at < self.end
 
 
+class GpuBudget(Base):
+    """A team's GPU-hour budget in one pool for one calendar month (UTC): the burn is what
+    KAI allocated to its queue there, summed from the usage history. ``alerted``: the
+    highest threshold (percent) its people were told of; with ``stop_borrowing``, at
+    100 % its limit there is lowered to its guarantee until the month ends
+    (``limit_before`` kept to put back on the 1st)."""
+
+    __tablename__ = "gpu_budgets"
+    __table_args__ = (
+        UniqueConstraint("team_id", "pool_id", "month", name="uq_gpu_budgets_team_pool_month"),
+        CheckConstraint("gpu_hours_centi > 0", name="budget_positive"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))
+    pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id"))
+    month: Mapped[str] = mapped_column(String(7))  # YYYY-MM
+    gpu_hours_centi: Mapped[int] = mapped_column(Integer)
+    stop_borrowing: Mapped[bool] = mapped_column(Boolean, default=False)
+    alerted: Mapped[int] = mapped_column(Integer, default=0)
+    limited_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    limit_before: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    restored_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    set_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    set_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    pool: Mapped[Pool] = relationship(lazy="joined")
+
+
 class TeamSchedule(Base):
     """The worker's bookkeeping of a team: when it next looks at it, who holds its lease
     and until when, when it last finished a pass. Apart from the team's row: the drift

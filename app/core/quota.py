@@ -80,8 +80,10 @@ class Resource:
         return parse_hundredths(text, what=what) * self.scale
 
     def kai(self, stored: int | None) -> float:
-        """An amount in KAI's unit (none is 0, as KAI reads an omitted quota)."""
-        return 0.0 if stored is None else stored * self.kai_scale
+        """An amount in KAI's unit (none is 0, as KAI reads an omitted quota), the nearest
+        double to the decimal it is (57 hundredths times 0.01 is 0.5700000000000001: the
+        Queue would carry that)."""
+        return 0.0 if stored is None else round(stored * self.kai_scale, 9)
 
 
 GPU = Resource(

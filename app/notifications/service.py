@@ -31,6 +31,7 @@ EVENTS: dict[str, str] = {
     "quota_change.submitted": "A quota change waits for a decision (admins)",
     "grant.submitted": "A temporary grant waits for a decision (admins)",
     "quota.grant": "Your team's temporary grant starts, ends soon or ends",
+    "quota.budget": "Your team's GPU-hour budget passes a threshold or stops borrowing",
     "request.approved": "Your team's request was approved",
     "request.adjusted": "Your team's request was approved with changes",
     "request.rejected": "Your team's request was rejected",

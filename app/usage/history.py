@@ -268,6 +268,14 @@ class ShowbackRow:
     pool: str = "default"  # the node pool's name
     gpu_type: str = ""
     price_centi: int | None = None  # the pool's price a GPU-hour today, in hundredths
+    budget_centi: int | None = None  # the team's GPU-hour budget there that month
+
+    @property
+    def budget_used(self) -> float | None:
+        """The share of the budget used, in percent (None: no budget)."""
+        if not self.budget_centi:
+            return None
+        return round(100 * self.total / (self.budget_centi / 100), 1)
 
     @property
     def total(self) -> float:
@@ -303,8 +311,12 @@ def showback(session: Session, *, month: str | None = None) -> list[ShowbackRow]
         (repo.DEFAULT_POOL if pool.is_default else pool.name): pool
         for pool in teams.get_pools(session, teams.get_org(session).id)
     }
+    budgets = {
+        (b.team_id, b.pool_id, b.month): b.gpu_hours_centi
+        for b in repo.all_budgets(session, month=month)
+    }
     rows = []
-    for name, m, pool_name, g, b in repo.gpu_seconds_by_month(session, month=month):
+    for name, team_id, m, pool_name, g, b in repo.gpu_seconds_by_team_month(session, month=month):
         pool = pools.get(pool_name)
         rows.append(
             ShowbackRow(
@@ -315,6 +327,7 @@ def showback(session: Session, *, month: str | None = None) -> list[ShowbackRow]
                 pool=pool.name if pool is not None else pool_name or "default",
                 gpu_type=pool.gpu_type if pool is not None else "",
                 price_centi=pool.price_centi if pool is not None else None,
+                budget_centi=budgets.get((team_id, pool.id, m)) if pool is not None else None,
             )
         )
     return rows

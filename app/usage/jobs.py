@@ -9,10 +9,10 @@ from typing import Protocol
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.config import Settings
-from app.core.db import unit_of_work
+from app.core.db import Effect, request_effect, unit_of_work
 from app.core.jobs import Job, Loop, Role
-from app.core.models import Org
-from app.usage import digest
+from app.core.models import Org, utcnow
+from app.usage import budgets, digest
 from app.usage.history import Collector, RightsizingRun, ViewRefresher
 from app.usage.service import OrgView, UsageCache
 
@@ -120,6 +120,20 @@ def _collecting(settings: Settings) -> bool:
     return settings.usage_collector_enabled
 
 
+def budgets_loop(parts: Parts) -> Loop:
+    """GPU-hour budgets: each threshold crossed told once, borrowing stopped at 100 %
+    where chosen, limits put back once their month is over."""
+    settings, factory = parts.settings, parts.session_factory
+    alerts = budgets.thresholds(settings.budget_alerts)
+
+    def run() -> None:
+        with unit_of_work(factory) as session:
+            if budgets.check(session, utcnow(), alerts=alerts):
+                request_effect(session, Effect.PROVISIONING_DUE)
+
+    return Loop(name="gpu_budgets", run=run, period=settings.budget_seconds)
+
+
 JOBS: tuple[Job[Parts], ...] = (
     Job(
         name="usage_collector",
@@ -137,4 +151,10 @@ JOBS: tuple[Job[Parts], ...] = (
         enabled=_collecting,
     ),
     Job(name="weekly_digest", roles=frozenset({Role.DELIVER}), build=digest_loop),
+    Job(
+        name="gpu_budgets",
+        roles=frozenset({Role.WORK}),
+        build=budgets_loop,
+        enabled=lambda settings: settings.worker_enabled,
+    ),
 )

@@ -26,6 +26,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session, aliased, join, outerj
 from app.core.models import (
     COMMITTED_STATUSES,
     DigestRun,
+    GpuBudget,
     Pool,
     PoolCapacity,
     RightsizingSuggestion,
@@ -365,6 +366,16 @@ def gpu_seconds_by_month(
 ) -> list[tuple[str, str, str, float, float]]:
     """(team, YYYY-MM, pool ("": the default), GPU-seconds within the guarantee, borrowed
     GPU-seconds), by month, team and pool."""
+    return [
+        (name, m, pool, g, b)
+        for name, _id, m, pool, g, b in gpu_seconds_by_team_month(session, month=month)
+    ]
+
+
+def gpu_seconds_by_team_month(
+    session: Session, *, month: str | None = None
+) -> list[tuple[str, int, str, str, float, float]]:
+    """``gpu_seconds_by_month`` with each team's id after its name."""
     dialect = session.get_bind().dialect.name
     month_of = (
         func.to_char(func.timezone("UTC", UsageSample.at), "YYYY-MM")
@@ -387,8 +398,8 @@ def gpu_seconds_by_month(
     if month:
         query = query.where(month_of == month)
     return [
-        (name, m, pool, float(g), float(b))
-        for name, _id, m, pool, g, b in session.execute(query).all()
+        (name, int(team_id), m, pool, float(g), float(b))
+        for name, team_id, m, pool, g, b in session.execute(query).all()
     ]
 
 
@@ -486,3 +497,47 @@ def average_use(session: Session, *, since: datetime) -> dict[int, float]:
         .group_by(UsageSample.team_id)
     )
     return {team_id: float(avg or 0.0) for team_id, avg in rows}
+
+
+# --- GPU-hour budgets ------------------------------------------------------------------
+
+
+def budgets_of_month(session: Session, month: str) -> list[GpuBudget]:
+    return list(
+        session.scalars(select(GpuBudget).where(GpuBudget.month == month).order_by(GpuBudget.id))
+    )
+
+
+def limited_budgets(session: Session) -> list[GpuBudget]:
+    """The budgets whose team's borrowing is stopped and not yet put back."""
+    return list(
+        session.scalars(
+            select(GpuBudget).where(
+                GpuBudget.limited_at.is_not(None), GpuBudget.restored_at.is_(None)
+            )
+        )
+    )
+
+
+def team_budgets(session: Session, team_id: int, month: str) -> list[GpuBudget]:
+    return list(
+        session.scalars(
+            select(GpuBudget).where(GpuBudget.team_id == team_id, GpuBudget.month == month)
+        )
+    )
+
+
+def find_budget(session: Session, team_id: int, pool_id: int, month: str) -> GpuBudget | None:
+    return session.scalar(
+        select(GpuBudget).where(
+            GpuBudget.team_id == team_id, GpuBudget.pool_id == pool_id, GpuBudget.month == month
+        )
+    )
+
+
+def all_budgets(session: Session, *, month: str | None = None) -> list[GpuBudget]:
+    """Every budget (of one month)."""
+    query = select(GpuBudget)
+    if month:
+        query = query.where(GpuBudget.month == month)
+    return list(session.scalars(query))

@@ -587,6 +587,12 @@ class ShowbackOut(BaseModel):
     gpu_type: str = Field(description="the pool's GPU type, as people read it")
     price_per_gpu_hour: str | None = Field(description="the pool's price today (none: not set)")
     cost: str | None = Field(description="the hours at that price (none: no price set)")
+    budget_gpu_hours: str | None = Field(
+        default=None, description="the team's GPU-hour budget there that month (none: none set)"
+    )
+    budget_used_percent: float | None = Field(
+        default=None, description="the share of that budget used"
+    )
 
 
 class TokenIn(BaseModel):
@@ -753,3 +759,28 @@ class GrantOut(BaseModel):
         description="waiting, to come, running, ended or not granted (rejected, withdrawn)"
     )
     decision_reason: str = ""
+
+
+class BudgetIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    gpu_hours: str = Field(description="GPU-hours for the month, such as 500")
+    month: str = Field(default="", description="YYYY-MM (empty: this month, UTC)")
+    pool: str = Field(default="", description="A node pool's name (empty: the default pool)")
+    at_limit: str = Field(
+        default="alert",
+        description="What happens once spent: alert, or stop_borrowing (the limit lowered "
+        "to the guarantee until the month ends)",
+    )
+
+
+class BudgetOut(BaseModel):
+    team_id: int
+    pool: str
+    month: str
+    gpu_hours: str
+    used_gpu_hours: float = Field(description="What KAI allocated this month, summed")
+    percent: float
+    reaches_100_at: datetime | None = Field(description="At this month's rate (null: not)")
+    at_limit: str
+    borrowing_stopped: bool

@@ -42,6 +42,15 @@ FACTS: dict[Event, dict[str, object]] = {
         "reason": "",
     },
     Event.REQUEST_REJECTED: {"request_id": 1, "reason": "pool full"},
+    Event.BUDGET_ALERT: {
+        "percent": "80",
+        "used": "400.0",
+        "hours": "500",
+        "month": "2026-12",
+        "stops": False,
+    },
+    Event.BUDGET_LIMITED: {"month": "2026-12"},
+    Event.BUDGET_RESTORED: {"month": "2026-12"},
     **{
         event: {
             "grant_id": 1,

@@ -32,6 +32,13 @@ def test_amounts_convert_between_what_people_type_storage_and_kai() -> None:
     assert GPU.kai(None) == 0.0
 
 
+def test_kai_reads_each_amount_as_the_decimal_it_is() -> None:
+    """0.57 GPU reaches the Queue as 0.57, not 57 x 0.01 = 0.5700000000000001 (a grant of
+    0.5 on 0.33 wrote 0.8300000000000001 to a real API server's Queue)."""
+    assert [c for c in range(100_001) if repr(GPU.kai(c)) != repr(c / 100)] == []
+    assert GPU.kai(83) == 0.83
+
+
 def test_a_form_is_parsed_once_into_a_line_per_resource() -> None:
     parsed = quota.parse(
         {"gpu_quota": "0.5", "gpu_limit": "1", "cpu_quota": "4", "priority": "7"},

@@ -359,6 +359,59 @@ def test_quota_change_and_decommission(kube_app: FastAPI, admin_api: Any) -> Non
     assert not _queue_exists(admin_api, "ml-org"), "the parent goes with its last child"
 
 
+def test_a_grant_raises_the_queue_at_its_start_and_lowers_it_at_its_end(
+    kube_app: FastAPI, admin_api: Any
+) -> None:
+    """A temporary grant on the real API server's Queue, with a clock the test holds:
+    both of the queue's values raised at the grant's start and back at its end, without
+    a repair (a change the portal made)."""
+    from app.core.db import unit_of_work
+    from app.core.models import AuditEvent, User, utcnow
+    from app.teams import grants
+    from tests.web.conftest import client_for
+
+    reconcile_until(kube_app, lambda: all_ready(kube_app))
+    admin = client_for(kube_app, "admin@example.org", admin=True)
+    admin.refresh_csrf()
+    assert admin.api("PUT", "/api/v1/pool", {"gpus": "2"}).status_code == 200
+    start = utcnow() + timedelta(hours=1)
+    factory = portal_of(kube_app).session_factory
+    with unit_of_work(factory) as session:
+        team = repo.get_live_team_by_name(session, "vision")
+        lead = session.query(User).filter(User.email == "lead-vision@example.org").one()
+        asked = grants.parse_ask(
+            {
+                "gpus": "0.5",
+                "limit": "1",
+                "starts_at": start.isoformat(),
+                "ends_at": (start + timedelta(days=1)).isoformat(),
+                "reason": "a two-day fine-tuning run",
+            },
+            now=utcnow(),
+            max_days=31,
+        )
+        assert team is not None
+        grant_id = grants.ask(session, actor=lead, team=team, asked=asked, now=utcnow()).id
+    assert admin.api("POST", f"/api/v1/grants/{grant_id}/approve").status_code == 200
+
+    def gpu() -> tuple[float, float]:
+        spec = queue(admin_api, "team-vision")["spec"]["resources"]["gpu"]
+        return spec["quota"], spec["limit"]
+
+    assert gpu() == (0.33, 1), "not before its start"
+    with unit_of_work(factory) as session:
+        assert grants.tick(session, start) == 1
+    reconcile_until(kube_app, lambda: gpu() == (0.83, 2))
+    with unit_of_work(factory) as session:
+        assert grants.tick(session, start + timedelta(days=1)) == 1
+    reconcile_until(kube_app, lambda: gpu() == (0.33, 1))
+    with factory() as session:
+        repaired = session.query(AuditEvent).filter(
+            AuditEvent.action == "provisioning.drift_repaired"
+        )
+        assert [e.summary for e in repaired] == []
+
+
 def test_vcluster_cli_failures_are_shown(kube_app: FastAPI, tmp_path: Path) -> None:
     """Real failures of the real CLI: a chart mirror that has no such chart, then one that
     never answers (the CLI and the helm it runs are stopped at the time-out)."""

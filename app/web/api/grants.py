@@ -1,4 +1,5 @@
-"""Temporary quota grants through the API: a lead asks, an admin decides, either ends it."""
+"""Quota over time through the API: temporary grants (a lead asks, an admin decides,
+either ends it) and GPU-hour budgets (an admin sets them, the team reads their burn)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from app.core.errors import NotFound
 from app.core.models import GrantStatus, QuotaGrant, utcnow
 from app.core.quantities import format_hundredths
 from app.teams import grants
+from app.usage import budgets
 from app.web.deps import (
     AdminPrincipal,
     CurrentPrincipal,
@@ -17,7 +19,7 @@ from app.web.deps import (
     TeamForLead,
     TeamForViewer,
 )
-from app.web.schemas import PROBLEMS, GrantDecisionIn, GrantIn, GrantOut
+from app.web.schemas import PROBLEMS, BudgetIn, BudgetOut, GrantDecisionIn, GrantIn, GrantOut
 
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["grants"])
 
@@ -102,3 +104,41 @@ def end_grant(grant_id: Id, session: SessionDep, principal: CurrentPrincipal) ->
     principal.require_lead(team)
     grants.end(session, actor=principal.user, grant=grant, now=utcnow())
     return grant_out(grant)
+
+
+def budget_out(burn: budgets.Burn) -> BudgetOut:
+    b = burn.budget
+    return BudgetOut(
+        team_id=b.team_id,
+        pool="" if b.pool.is_default else b.pool.name,
+        month=b.month,
+        gpu_hours=format_hundredths(b.gpu_hours_centi),
+        used_gpu_hours=burn.used_hours,
+        percent=round(burn.percent, 1),
+        reaches_100_at=burn.reaches_at,
+        at_limit="stop_borrowing" if b.stop_borrowing else "alert",
+        borrowing_stopped=b.limited_at is not None and b.restored_at is None,
+    )
+
+
+@router.get("/teams/{team_id}/budgets", response_model=list[BudgetOut])
+def team_budgets(team: TeamForViewer, session: SessionDep) -> list[BudgetOut]:
+    """The team's GPU-hour budgets this month, with their burn."""
+    return [budget_out(b) for b in budgets.of_team(session, team.id, utcnow())]
+
+
+@router.put("/teams/{team_id}/budget", response_model=BudgetOut)
+def put_budget(
+    team: TeamForViewer, session: SessionDep, principal: AdminPrincipal, body: BudgetIn
+) -> BudgetOut:
+    """Set the team's GPU-hour budget for a month (admin)."""
+    now = utcnow()
+    asked = budgets.parse_budget(body.model_dump(), now=now)
+    budget = budgets.set_budget(session, actor=principal.user, team=team, asked=asked, now=now)
+    return budget_out(budgets.burns(session, [budget], now)[0])
+
+
+@router.get("/budgets", response_model=list[BudgetOut])
+def org_budgets(session: SessionDep, principal: AdminPrincipal) -> list[BudgetOut]:
+    """Every GPU-hour budget this month, with its burn (admin)."""
+    return [budget_out(b) for b in budgets.of_org(session, utcnow())]

@@ -70,6 +70,8 @@ def get_showback(
             if r.price_centi is not None
             else None,
             cost=f"{r.cost:.2f}" if r.cost is not None else None,
+            budget_gpu_hours=format_hundredths(r.budget_centi) if r.budget_centi else None,
+            budget_used_percent=r.budget_used,
         )
         for r in shown
     ]

@@ -882,6 +882,8 @@ def showback_csv(session: SessionDep, principal: AdminPrincipal, month: str = ""
             "gpu_type",
             "price_per_gpu_hour",
             "cost",
+            "budget_gpu_hours",
+            "budget_used_percent",
         ]
     )
     for row in rows:
@@ -896,6 +898,8 @@ def showback_csv(session: SessionDep, principal: AdminPrincipal, month: str = ""
                 row.gpu_type,
                 format_hundredths(row.price_centi) if row.price_centi is not None else "",
                 f"{row.cost:.2f}" if row.cost is not None else "",
+                format_hundredths(row.budget_centi) if row.budget_centi else "",
+                f"{row.budget_used:.1f}" if row.budget_used is not None else "",
             ]
         )
     name = f"gpu-showback-{month or 'all'}.csv"

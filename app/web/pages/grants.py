@@ -1,5 +1,6 @@
-"""Temporary quota grants on pages: a lead asks for one (or ends it) on the team page; an
-admin approves or rejects it on the Requests page."""
+"""Quota over time on pages: temporary grants (a lead asks for one, or ends it, on the
+team page; an admin approves or rejects it on the Requests page) and GPU-hour budgets
+(an admin sets one on the team page)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from app.core import labels
 from app.core.db import discard_changes
 from app.core.errors import DomainError
 from app.core.models import utcnow
+from app.core.quantities import format_hundredths
 from app.teams import grants
+from app.usage import budgets
 from app.web.deps import (
     AdminPrincipal,
     CurrentPrincipal,
@@ -19,6 +22,7 @@ from app.web.deps import (
     SessionDep,
     SettingsDep,
     TeamForLead,
+    TeamForViewer,
 )
 from app.web.templating import flash, redirect
 
@@ -105,3 +109,28 @@ def reject_grant(
         return redirect(request, "/admin/requests#grants")
     flash(request, f"Rejected grant #{grant_id}.")
     return redirect(request, "/admin/requests#grants")
+
+
+@router.post("/teams/{team_id}/budget")
+def set_budget(
+    request: Request,
+    team: TeamForViewer,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    data: FormDep,
+) -> Response:
+    """An admin sets the team's GPU-hour budget for a month."""
+    now = utcnow()
+    try:
+        asked = budgets.parse_budget(data, now=now)
+        budget = budgets.set_budget(session, actor=principal.user, team=team, asked=asked, now=now)
+    except DomainError as exc:
+        discard_changes(session)
+        flash(request, "Budget not set: " + labels.said(exc), "error")
+        return redirect(request, f"/teams/{team.id}#budget")
+    flash(
+        request,
+        f"{team.name}'s budget for {budget.month}: {format_hundredths(budget.gpu_hours_centi)} "
+        "GPU-hours.",
+    )
+    return redirect(request, f"/teams/{team.id}#budget")

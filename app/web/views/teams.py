@@ -44,6 +44,7 @@ from app.reads.org import KeyShare, org_view, other_shares
 from app.teams import grants as quota_grants
 from app.teams import repository as repo
 from app.teams.repository import TeamRow
+from app.usage import budgets as budget_service
 from app.usage import rightsizing
 from app.usage.explain import Level, explain
 from app.usage.fairshare import Trace
@@ -265,6 +266,7 @@ class TeamDetail(_Gauges):
     pool_gpus: list[tuple[Pool, int]] = field(default_factory=list)
     # Its temporary grants waiting, running or to come, and those ended in the last week.
     quota_grants: list[QuotaGrant] = field(default_factory=list)
+    budgets: list[budget_service.Burn] = field(default_factory=list)  # this month's
 
     @property
     def running_grants(self) -> list[QuotaGrant]:
@@ -407,6 +409,7 @@ def team_detail(
         ),
         template=team_template(session, team, requests),
         quota_grants=quota_grants.of_team(session, team.id, since=utcnow() - timedelta(days=7)),
+        budgets=budget_service.of_team(session, team.id, utcnow()),
     )
 
 
