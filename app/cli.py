@@ -57,20 +57,23 @@ def migrate(settings: Settings, revision: str = "head") -> None:
 
 
 def seed(settings: Settings) -> bool:
-    from app.teams.seed import seed_example, seed_pool_use, seed_sleep
-    from app.usage.demo import seed_history
+    from app.teams.seed import seed_example, seed_grant, seed_pool_use, seed_sleep
+    from app.usage.demo import seed_budget, seed_history
 
     engine = make_engine(settings.database_url)
     try:
         factory = make_session_factory(engine)
         with unit_of_work(factory) as session:
             # The demo's org, with two weeks of history for right-sizing to speak of, one
-            # team holding GPUs of the L40S pool too, and one asleep.
+            # team holding GPUs of the L40S pool too (and a temporary grant there), one
+            # asleep, and a GPU-hour budget half spent.
             return (
                 seed_example(session)
                 and seed_pool_use(session)
+                and seed_grant(session)
                 and seed_sleep(session)
                 and seed_history(session) > 0
+                and seed_budget(session)
             )
     finally:
         engine.dispose()

@@ -247,3 +247,13 @@ def of_team(session: Session, team_id: int, now: datetime) -> list[Burn]:
 
 def of_org(session: Session, now: datetime) -> list[Burn]:
     return burns(session, repo.budgets_of_month(session, month_of(now)), now)
+
+
+def of_team_used(session: Session, team_id: int, now: datetime) -> float:
+    """GPU-hours the team's queue in the default pool was allocated this month."""
+    month = month_of(now)
+    return sum(
+        (g + b) / 3600
+        for _name, tid, _m, pool, g, b in repo.gpu_seconds_by_team_month(session, month=month)
+        if tid == team_id and pool == ""
+    )

@@ -13,9 +13,11 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from app.auth import repository as users
 from app.core.models import utcnow
 from app.core.quantities import gpus
 from app.teams import repository as teams
+from app.usage import budgets
 from app.usage import repository as repo
 
 DAYS = 14
@@ -70,3 +72,18 @@ def seed_history(session: Session, now: datetime | None = None) -> int:
             )
     repo.add_samples(session, rows)
     return len(rows)
+
+
+def seed_budget(session: Session, now: datetime | None = None) -> bool:
+    """The demo's GPU-hour budget: nlp's this month, twice what it has used so far (the
+    history seeded above), so a newcomer sees one half spent."""
+    now = now or utcnow()
+    nlp = teams.get_live_team_by_name(session, "nlp")
+    admin = users.get_user_by_email(session, "admin@example.org")
+    if nlp is None or admin is None:
+        return False
+    used = budgets.of_team_used(session, nlp.id, now)
+    hours = max(1.0, round(2 * used, 1))
+    asked = budgets.parse_budget({"gpu_hours": f"{hours:g}", "at_limit": "alert"}, now=now)
+    budgets.set_budget(session, actor=admin, team=nlp, asked=asked, now=now)
+    return True

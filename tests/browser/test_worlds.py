@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -79,3 +80,43 @@ def test_a_person_reads_use_over_time_with_its_axes(portal: str, browser: Any) -
     expect(rows.first).to_be_visible()
     teams = {r.split("/")[0] for r in rows.evaluate_all("rs => rs.map(r => r.dataset.showbackRow)")}
     assert {"nlp", "vision", "recommender"} <= teams
+
+
+def test_quota_over_time_on_screen(portal: str, browser: Any) -> None:
+    """The demo's running grant on the pool's timeline and its time left on vision's
+    gauge; nlp's budget half spent on its page; a grant asked on the team page and
+    approved on the Requests page shows on the timeline, to come."""
+    from playwright.sync_api import expect
+
+    admin = sign_in(browser, portal, "admin@example.org", admin=True)
+    wait_ready(admin, portal)
+    admin.goto(portal + "/admin")
+    bar = admin.locator('[data-grant-bar="1"]')
+    expect(bar).to_have_attribute("data-grant-state", "running")
+    expect(bar).to_contain_text("vision +0.5 pool l40s")
+    admin.goto(portal + "/teams/1")
+    budget = admin.locator("#budget")
+    expect(budget.locator("[data-budget-percent]")).to_have_text("50 %")
+    expect(budget).to_contain_text("At this month's rate so far")
+
+    # vision's lead asks for more in the L40S pool from next week; the admin approves it.
+    lead = sign_in(browser, portal, "lead-vision@example.org")
+    lead.goto(portal + "/teams/2")
+    expect(lead.locator('[data-grant-on-gauge="1"]')).to_contain_text("left")
+    form = lead.locator("details.grant-ask")
+    form.locator("summary").click()
+    form.locator("#g-gpus").fill("0.25")
+    form.locator("#g-pool").select_option("l40s")
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(days=4)
+    form.locator("#g-start").fill(start.strftime("%Y-%m-%dT%H:%M"))
+    form.locator("#g-end").fill((start + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M"))
+    form.locator("#g-reason").fill("a demo to a customer")
+    form.locator("button:has-text('Ask for it')").click()
+    expect(lead.locator(".toast")).to_contain_text("Asked for grant #2: +0.25 GPU in pool l40s")
+    admin.goto(portal + "/admin/requests")
+    card = admin.locator('[data-grant-review="2"]')
+    expect(card.locator("[data-grant-fit]")).to_have_attribute("data-grant-fit", "yes")
+    card.locator("button:has-text('Approve grant #2')").click()
+    expect(admin.locator(".toast")).to_contain_text("Approved grant #2")
+    admin.goto(portal + "/admin")
+    expect(admin.locator('[data-grant-bar="2"]')).to_have_attribute("data-grant-state", "approved")

@@ -141,6 +141,15 @@ def test_the_demo_seed_gives_right_sizing_an_idle_and_a_starved_team(db_url: str
         assert "Propose 0.34 GPU (fits today) Propose 1 GPU anyway" in rows["recommender"]
         assert "fits today" not in rows["vision"], "a lower guarantee always fits"
         assert "nlp" not in rows, "busy around its guarantee: nothing to say"
+        # Quota over time in the demo: one grant running, one budget half spent.
+        running = admin.api("GET", "/api/v1/grants").json()
+        assert [(g["team_id"], g["pool"], g["gpus"], g["state"]) for g in running] == [
+            (2, "l40s", "0.5", "running")
+        ]
+        (budget,) = admin.api("GET", "/api/v1/budgets").json()
+        # Twice what nlp used this month (none yet in a month's first hour: 1 GPU-hour).
+        half = 50 if budget["used_gpu_hours"] >= 0.05 else 0
+        assert (budget["team_id"], round(budget["percent"])) == (1, half)
         sparkline = admin.get("/teams/2").text
         assert 'data-spark="peak">0.04<' in sparkline, "a week of history in vision's sparkline"
         # recommender's lead is told what the pool can guarantee today, and asks for it.

@@ -47,7 +47,7 @@ from app.teams import grants, service
 from app.teams import repository as repo
 from app.teams.rules import parse_pool_fields, parse_quota_fields
 from app.teams.service import KEEP, Keep
-from app.usage import history, rightsizing
+from app.usage import budgets, history, rightsizing
 from app.usage.service import OrgView, UsageCache
 from app.web.deps import (
     AdminPrincipal,
@@ -313,9 +313,17 @@ def _render_overview(
             / 3600,
             "vcluster_gib": portal.settings.vcluster_memory_mib / 1024,
             "grants": _grant_timeline(session, org),
+            **_budgets(session),
         },
         partial="admin/partials/teams_table.html",
     )
+
+
+def _budgets(session: Session) -> dict[str, Any]:
+    """This month's GPU-hour budgets with their burn, and their teams' names."""
+    found = budgets.of_org(session, utcnow())
+    names = repo.get_team_names(session, [b.budget.team_id for b in found]) if found else {}
+    return {"budgets": found, "budget_names": names}
 
 
 def _grant_timeline(session: Session, org: Org) -> GrantTimeline | None:
@@ -325,6 +333,7 @@ def _grant_timeline(session: Session, org: Org) -> GrantTimeline | None:
     if not found:
         return None
     now = utcnow()
+    org = repo.get_org(session)  # the page's is read apart, without its pools
     pool = org.default_pool
     approved = [g for g in found if g.status == "approved" and g.pool_id == pool.id]
     last = max((g.end for g in approved), default=now)
