@@ -41,6 +41,7 @@ from app.teams.rules import parse_reason
 PAST_SLACK = timedelta(minutes=5)  # a start this little in the past means "now"
 RECENT = timedelta(days=7)  # ended grants listed this long after
 OPEN = (GrantStatus.SUBMITTED, GrantStatus.APPROVED)
+GONE = (TeamStatus.DECOMMISSIONING, TeamStatus.DECOMMISSIONED)  # a grant ends with them
 
 
 @dataclass(frozen=True)
@@ -394,7 +395,7 @@ def tick(session: Session, now: datetime, *, actor: User | None = None) -> int:
     changed = 0
     for grant in repo.due_grants(session, now):
         team = repo.get_team(session, grant.team_id)
-        if grant.end <= now:
+        if grant.end <= now or team.status in GONE:
             _release(session, grant, team, now, actor)
         elif grant.applied_at is None:
             _apply(session, grant, team, now)
@@ -428,13 +429,15 @@ def _release(
 ) -> None:
     pool = grant.pool
     applied = grant.applied_at is not None
-    if applied and team.status not in (TeamStatus.DECOMMISSIONING, TeamStatus.DECOMMISSIONED):
+    if applied and team.status not in GONE:
         held = team.quota_in(pool)
         team.set_quota(pool, without_grants(held, (grant.gpu_centi, grant.limit_centi)))
         _changed(team, now)
     grant.released_at = now
     how = "ended early" if grant.ended_early_at is not None else "ended"
-    if not applied:
+    if team.status in GONE:
+        how = "ended with the team's cluster"
+    elif not applied:
         how = "passed while the portal was not running: never applied"
     events.record(
         session,

@@ -836,13 +836,17 @@ def open_grants(session: Session, team_id: int, pool_id: int) -> list[QuotaGrant
 
 
 def approved_grants(session: Session, pool_id: int) -> list[QuotaGrant]:
-    """The pool's approved grants not yet taken back (running or to come)."""
+    """The pool's approved grants not yet taken back (running or to come) of teams that
+    hold their guarantees (a decommissioned team's reserve nothing)."""
     return list(
         session.scalars(
-            select(QuotaGrant).where(
+            select(QuotaGrant)
+            .join(Team, Team.id == QuotaGrant.team_id)
+            .where(
                 QuotaGrant.pool_id == pool_id,
                 QuotaGrant.status == GrantStatus.APPROVED,
                 QuotaGrant.released_at.is_(None),
+                Team.status.in_(COMMITTED_STATUSES),
             )
         )
     )
@@ -855,11 +859,17 @@ def applied_grants(
     team_id: int | None = None,
     exclude_team_id: int | None = None,
 ) -> list[QuotaGrant]:
-    """The pool's grants added to their teams' quota now (one team's, or all but one)."""
-    query = select(QuotaGrant).where(
-        QuotaGrant.pool_id == pool_id,
-        QuotaGrant.applied_at.is_not(None),
-        QuotaGrant.released_at.is_(None),
+    """The pool's grants added to their teams' quota now (one team's, or all but one),
+    of teams whose guarantees count in the pool."""
+    query = (
+        select(QuotaGrant)
+        .join(Team, Team.id == QuotaGrant.team_id)
+        .where(
+            QuotaGrant.pool_id == pool_id,
+            QuotaGrant.applied_at.is_not(None),
+            QuotaGrant.released_at.is_(None),
+            Team.status.in_(COMMITTED_STATUSES),
+        )
     )
     if team_id is not None:
         query = query.where(QuotaGrant.team_id == team_id)

@@ -281,3 +281,19 @@ def test_racing_admins_never_over_commit_the_pool_over_time(app: FastAPI) -> Non
     with _session(app) as session:
         org = repo.get_org(session)
         assert repo.committed_by_pool(session, org.id)[org.default_pool.id] == 99 + 60
+
+
+def test_a_grant_ends_with_its_teams_cluster_and_reserves_nothing_after(app: FastAPI) -> None:
+    grant = _ask(app, "recommender", "1", NOW + DAY, NOW + 2 * DAY)
+    _approve(app, grant)
+    lead = client_for(app, "lead-recommender@example.org")
+    assert lead.api("POST", "/api/v1/teams/3/decommission").status_code == 200
+    for _ in range(3):
+        portal_of(app).reconciler.run_once()
+    assert _tick(app, NOW + DAY) == 1, "at its start: released with the team, never applied"
+    with _session(app) as session:
+        ended = session.get(QuotaGrant, grant)
+        assert ended is not None
+        assert (ended.applied_at, ended.released_at is not None) == (None, True)
+    # Its day is free again for another team's grant of the same size.
+    _approve(app, _ask(app, "vision", "1", NOW + DAY, NOW + 2 * DAY))
