@@ -226,7 +226,8 @@ def propose(
     ``pool``) into a quota-change request (the normal approval, with its impact preview):
     the guarantee suggested (or ``centi``, a raise part of the way to it: what fits the
     pool today), the limit raised to it if below, the numbers as the reason."""
-    held = team.other_pools()
+    # Its own quota (a change keeps the grants running apart).
+    held = {p.name: q for p, q in grants.base_pools(session, team).items()}
     if pool and pool not in held:
         raise Conflict(f"{team.name} holds no quota in pool {pool}")
     now = held[pool] if pool else team.quota

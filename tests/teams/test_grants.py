@@ -18,6 +18,7 @@ from app.adapters.simulated import SimulatedBackend
 from app.core.db import unit_of_work
 from app.core.errors import Conflict, InvalidInput
 from app.core.models import AuditEvent, Notification, QuotaGrant, Step, User
+from app.core.quota import Quota
 from app.runtime import portal_of
 from app.teams import grants
 from app.teams import repository as repo
@@ -297,3 +298,50 @@ def test_a_grant_ends_with_its_teams_cluster_and_reserves_nothing_after(app: Fas
         assert (ended.applied_at, ended.released_at is not None) == (None, True)
     # Its day is free again for another team's grant of the same size.
     _approve(app, _ask(app, "vision", "1", NOW + DAY, NOW + 2 * DAY))
+
+
+def test_a_change_asked_during_a_grant_speaks_of_the_teams_own_quota(app: FastAPI) -> None:
+    """vision runs a grant in the L40S pool; its lead asks to change only the default
+    pool: the review card shows no change in the L40S pool (the grant stays apart)."""
+    with unit_of_work(portal_of(app).session_factory) as session:
+        vision = repo.get_live_team_by_name(session, "vision")
+        assert vision is not None
+        l40s = next(p for p in repo.get_pools(session, vision.org_id) if p.name == "l40s")
+        vision.set_quota(l40s, Quota.of_gpu(100, 200))
+    l40s_grant = _ask_in(app, "vision", "l40s", "0.5")
+    _approve(app, l40s_grant)
+    lead = client_for(app, "lead-vision@example.org")
+    asked = lead.api(
+        "POST", "/api/v1/teams/2/quota-requests", {"gpu_quota": "0.4", "gpu_limit": "1"}
+    )
+    assert asked.status_code == 201, asked.text
+    assert asked.json()["requested"]["pools"]["l40s"]["gpu"]["guarantee"] == "1"
+    card = client_for(app, "admin@example.org", admin=True).get("/admin/requests").text
+    assert 'data-pool-review="l40s"' not in card
+    approved = client_for(app, "admin@example.org", admin=True).api(
+        "POST", f"/api/v1/requests/{asked.json()['id']}/approve", {}
+    )
+    assert approved.status_code == 200, approved.text
+    with _session(app) as session:
+        vision = repo.get_live_team_by_name(session, "vision")
+        assert vision is not None
+        held = next(q for p, q in vision.quota_by_pool().items() if p.name == "l40s")
+        assert held.gpu.guarantee == 150, "its own 1 and the grant's 0.5"
+
+
+def _ask_in(app: FastAPI, team: str, pool: str, gpus: str) -> int:
+    with unit_of_work(portal_of(app).session_factory) as session:
+        t = repo.get_live_team_by_name(session, team)
+        assert t is not None
+        asked = grants.parse_ask(
+            {
+                "pool": pool,
+                "gpus": gpus,
+                "ends_at": (NOW + DAY).isoformat(),
+                "reason": "a run",
+            },
+            now=NOW,
+            max_days=31,
+        )
+        lead = _user(session, f"lead-{team}@example.org")
+        return grants.ask(session, actor=lead, team=t, asked=asked, now=NOW).id

@@ -572,7 +572,8 @@ def what_if_to_requests(
         values = row.values.keep_others(current, "gpu")
         pools = None
         if scenario.in_pool:
-            pools = {**team.other_pools(), scenario.in_pool: row.values}
+            held = grants.base_pools(session, team)  # its own, without running grants
+            pools = {**{p.name: q for p, q in held.items()}, scenario.in_pool: row.values}
             values = current
         try:
             service.submit_quota_change(

@@ -512,7 +512,7 @@ def _pool_feedback(
 ) -> dict[str, Any]:
     """The form's other node pools as typed: each pool changed (before → after, its fit,
     the team's own figures there) and what is wrong with the typed values."""
-    held = team.quota_by_pool() if team is not None else {}
+    held = grants.base_pools(session, team) if team is not None else {}
     try:
         typed = parse_pool_fields(values)
     except InvalidInput as exc:

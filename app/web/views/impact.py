@@ -186,7 +186,8 @@ def pool_reviews(
     """Every other pool the request changes (asked for anew, changed, or left), in name
     order; ``after``: the typed values instead of the asked."""
     team = request.team
-    before = team.quota_by_pool() if request.kind == RequestKind.QUOTA_CHANGE else {}
+    # A change is asked in the team's own values: the grants running now stay apart.
+    before = grants.base_pools(session, team) if request.kind == RequestKind.QUOTA_CHANGE else {}
     wanted = request.quota_by_pool() if after is None else dict(after)
     return pool_changes(session, usage, org, team, before, wanted)
 
