@@ -489,6 +489,11 @@ def of_org(session: Session, *, since: datetime) -> list[QuotaGrant]:
     return [g for g in reversed(repo.grants_of(session)) if _shown(g, since)]
 
 
+def shown(found: Iterable[QuotaGrant], *, since: datetime) -> list[QuotaGrant]:
+    """Of ``found``, those waiting, running or to come, or ended after ``since``."""
+    return [g for g in found if _shown(g, since)]
+
+
 def _shown(grant: QuotaGrant, since: datetime) -> bool:
     """Waiting, running or to come; or over, but after ``since``."""
     return (grant.status in OPEN and grant.released_at is None) or grant.end >= since

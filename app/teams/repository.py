@@ -943,3 +943,26 @@ def open_grants_of_org(session: Session) -> list[QuotaGrant]:
             .order_by(QuotaGrant.starts_at, QuotaGrant.id)
         )
     )
+
+
+_TEAM_QUOTA_GRANTS = (
+    select(QuotaGrant, Pool)
+    .join(Pool, Pool.id == QuotaGrant.pool_id)
+    .where(QuotaGrant.team_id == bindparam("team_id"))
+    .order_by(QuotaGrant.starts_at.desc(), QuotaGrant.id.desc())
+    .limit(50)
+)
+
+
+def team_quota_grants(team_id: int) -> Read[list[QuotaGrant]]:
+    """A team's temporary grants with their pools, the latest window first (its page's
+    list, read with the page's other lists)."""
+    return Read(_TEAM_QUOTA_GRANTS, {"team_id": team_id}, _with_pools)
+
+
+def _with_pools(rows: Rows) -> list[QuotaGrant]:
+    found = []
+    for grant, pool in rows:
+        set_committed_value(grant, "pool", pool)
+        found.append(grant)
+    return found

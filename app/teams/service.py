@@ -657,16 +657,17 @@ def _check_pool(session: Session, org: Org, team: Team, values: Quota) -> None:
     # The other teams' own guarantees, and the most the temporary grants approved (this
     # team's too) add at once from now on: a raise must fit beside them all along.
     pool = org.default_pool
-    others = grants.base_committed(session, org, pool, exclude_team_id=team.id)
-    others += grants.future_peak(session, pool, utcnow())
+    peak = grants.future_peak(session, pool, utcnow())
+    others = grants.base_committed(session, org, pool, exclude_team_id=team.id) + peak
     guarantee = values.gpu.guarantee or 0
     if others + guarantee > org.gpus_centi:
         free = max(0, org.gpus_centi - others)
         raise Conflict(
             f"approving a guarantee of {format_hundredths(guarantee)} GPU would "
             f"commit {format_hundredths(others + guarantee)} of the pool's "
-            f"{format_hundredths(org.gpus_centi)} GPU (temporary grants included at their "
-            f"peak); {format_hundredths(free)} GPU is free. "
+            f"{format_hundredths(org.gpus_centi)} GPU"
+            + (" (temporary grants included at their peak)" if peak else "")
+            + f"; {format_hundredths(free)} GPU is free. "
             "Approve with a guarantee of at most that, or raise the pool first."
         )
 

@@ -85,5 +85,7 @@ def seed_budget(session: Session, now: datetime | None = None) -> bool:
     used = budgets.of_team_used(session, nlp.id, now)
     hours = max(1.0, round(2 * used, 1))
     asked = budgets.parse_budget({"gpu_hours": f"{hours:g}", "at_limit": "alert"}, now=now)
-    budgets.set_budget(session, actor=admin, team=nlp, asked=asked, now=now)
+    budget = budgets.set_budget(session, actor=admin, team=nlp, asked=asked, now=now)
+    # Seeded half spent: its 50 % needs no message to a newcomer's bell.
+    budget.alerted = 50 if used >= hours / 2 else 0
     return True

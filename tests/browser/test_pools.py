@@ -41,7 +41,7 @@ def _no_demo_grant(portal: str, browser: object) -> None:
     grant = lead.locator('[data-grant="1"]')
     expect(grant).to_have_attribute("data-grant-state", "running")
     expect(lead.locator('[data-grant-on-gauge="1"]')).to_contain_text(
-        "The guarantee includes a temporary +0.5 GPU in pool l40s"
+        "includes a temporary +0.5 GPU in pool l40s"
     )
     grant.locator("button:has-text('End now')").click()
     expect(lead.locator(".toast")).to_contain_text("Grant #1 ended")

@@ -136,8 +136,9 @@ def test_openapi_document_is_clean(anonymous: Client) -> None:
     assert all(p.startswith("/api/v1/") for p in paths), "pages stay out of the API document"
     operations = [(path, method, op) for path, ops in paths.items() for method, op in ops.items()]
     # The pools: list, add, change, remove; sleep: wake, sleep, the team's choices, the
-    # org's policy (read and set).
-    assert len(operations) == 48
+    # org's policy (read and set); grants: list (team, org), ask, approve, reject, end;
+    # budgets: list (team, org), set.
+    assert len(operations) == 57
     ids = [op["operationId"] for _, _, op in operations]
     assert len(ids) == len(set(ids))
     for path, method, op in operations:

@@ -135,8 +135,8 @@ LISTS = ("cluster_requests", "_grants", "audit_")  # the team page's lists' tabl
 
 def test_the_team_page_is_one_statement(app: FastAPI, lead: Client) -> None:
     """Its caller, the team (its pool, steps and suggestion) and its requests, members,
-    grants and events: one statement on PostgreSQL, each read on its own on SQLite
-    (in-process, no round trip to save)."""
+    kubeconfig grants, events and temporary quota grants: one statement on PostgreSQL,
+    each read on its own on SQLite (in-process, no round trip to save)."""
     lead.form(f"/teams/{NLP}/kubeconfig", {"ttl": "8h"})  # a grant to show
     lead.get(f"/teams/{NLP}")  # the caches a page fills (the org, the usage history)
     page, seen = statements_of(app, lead, f"/teams/{NLP}")
@@ -151,7 +151,8 @@ def test_the_team_page_is_one_statement(app: FastAPI, lead: Client) -> None:
         assert len(mine) == 1, mine
         assert all(t in mine[0] for t in ("web_sessions", "provisioning_steps", "team_members"))
     else:
-        assert len(lists) == 3, lists
+        # requests, kubeconfig grants, events, temporary quota grants
+        assert len(lists) == 4, lists
 
 
 def test_the_live_share_gauge_reads_none_of_the_lists(app: FastAPI, lead: Client) -> None:
@@ -573,8 +574,8 @@ def test_showback_csv(app: FastAPI, admin: Client) -> None:
     assert response.headers["content-type"].startswith("text/csv")
     assert response.text.splitlines() == [
         "team,month,guaranteed_gpu_hours,borrowed_gpu_hours,total_gpu_hours,pool,gpu_type,"
-        "price_per_gpu_hour,cost",
-        "nlp,2026-11,0.330,0.170,0.500,default,NVIDIA H100,,",
+        "price_per_gpu_hour,cost,budget_gpu_hours,budget_used_percent",
+        "nlp,2026-11,0.330,0.170,0.500,default,NVIDIA H100,,,,",
     ]
     bad = admin.get("/admin/showback.csv?month=November")
     assert bad.status_code == 422

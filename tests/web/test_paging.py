@@ -21,6 +21,10 @@ LISTS = (
     "/api/v1/showback",
     "/api/v1/templates",
     "/api/v1/pools",
+    "/api/v1/grants",
+    "/api/v1/teams/1/grants",
+    "/api/v1/budgets",
+    "/api/v1/teams/1/budgets",
 )
 
 

@@ -3,7 +3,7 @@ either ends it) and GPU-hour budgets (an admin sets them, the team reads their b
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 
 from app.core.errors import NotFound
 from app.core.models import GrantStatus, QuotaGrant, utcnow
@@ -19,6 +19,7 @@ from app.web.deps import (
     TeamForLead,
     TeamForViewer,
 )
+from app.web.paging import PAGED, WindowDep, announce
 from app.web.schemas import PROBLEMS, BudgetIn, BudgetOut, GrantDecisionIn, GrantIn, GrantOut
 
 router = APIRouter(prefix="/api/v1", responses=PROBLEMS, tags=["grants"])
@@ -50,10 +51,20 @@ def grant_out(grant: QuotaGrant) -> GrantOut:
     )
 
 
-@router.get("/teams/{team_id}/grants", response_model=list[GrantOut])
-def team_grants(team: TeamForViewer, session: SessionDep) -> list[GrantOut]:
-    """The team's grants, the latest window first (anyone of the team, or an admin)."""
-    return [grant_out(g) for g in grants.of_team(session, team.id, since=utcnow())]
+@router.get("/teams/{team_id}/grants", response_model=list[GrantOut], responses=PAGED)
+def team_grants(
+    request: Request,
+    response: Response,
+    team: TeamForViewer,
+    session: SessionDep,
+    window: WindowDep,
+) -> list[GrantOut]:
+    """The team's grants, the latest window first (anyone of the team, or an admin);
+    paged (`limit`, `offset`)."""
+    found = grants.of_team(session, team.id, since=utcnow() - grants.RECENT)
+    shown = window.of(found)
+    announce(request, response, window, returned=len(shown), total=len(found))
+    return [grant_out(g) for g in shown]
 
 
 @router.post("/teams/{team_id}/grants", response_model=GrantOut, status_code=201)
@@ -70,11 +81,20 @@ def ask_grant(
     return grant_out(grants.ask(session, actor=principal.user, team=team, asked=asked, now=now))
 
 
-@router.get("/grants", response_model=list[GrantOut])
-def org_grants(session: SessionDep, principal: AdminPrincipal) -> list[GrantOut]:
-    """Every grant waiting, running or to come, and those ended in the last week (admin)."""
-    since = utcnow().replace(microsecond=0)
-    return [grant_out(g) for g in grants.of_org(session, since=since - grants.RECENT)]
+@router.get("/grants", response_model=list[GrantOut], responses=PAGED)
+def org_grants(
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    window: WindowDep,
+) -> list[GrantOut]:
+    """Every grant waiting, running or to come, and those ended in the last week (admin);
+    paged (`limit`, `offset`)."""
+    found = grants.of_org(session, since=utcnow() - grants.RECENT)
+    shown = window.of(found)
+    announce(request, response, window, returned=len(shown), total=len(found))
+    return [grant_out(g) for g in shown]
 
 
 @router.post("/grants/{grant_id}/approve", response_model=GrantOut)
@@ -121,10 +141,19 @@ def budget_out(burn: budgets.Burn) -> BudgetOut:
     )
 
 
-@router.get("/teams/{team_id}/budgets", response_model=list[BudgetOut])
-def team_budgets(team: TeamForViewer, session: SessionDep) -> list[BudgetOut]:
-    """The team's GPU-hour budgets this month, with their burn."""
-    return [budget_out(b) for b in budgets.of_team(session, team.id, utcnow())]
+@router.get("/teams/{team_id}/budgets", response_model=list[BudgetOut], responses=PAGED)
+def team_budgets(
+    request: Request,
+    response: Response,
+    team: TeamForViewer,
+    session: SessionDep,
+    window: WindowDep,
+) -> list[BudgetOut]:
+    """The team's GPU-hour budgets this month, with their burn; paged."""
+    found = budgets.of_team(session, team.id, utcnow())
+    shown = window.of(found)
+    announce(request, response, window, returned=len(shown), total=len(found))
+    return [budget_out(b) for b in shown]
 
 
 @router.put("/teams/{team_id}/budget", response_model=BudgetOut)
@@ -138,7 +167,16 @@ def put_budget(
     return budget_out(budgets.burns(session, [budget], now)[0])
 
 
-@router.get("/budgets", response_model=list[BudgetOut])
-def org_budgets(session: SessionDep, principal: AdminPrincipal) -> list[BudgetOut]:
-    """Every GPU-hour budget this month, with its burn (admin)."""
-    return [budget_out(b) for b in budgets.of_org(session, utcnow())]
+@router.get("/budgets", response_model=list[BudgetOut], responses=PAGED)
+def org_budgets(
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    principal: AdminPrincipal,
+    window: WindowDep,
+) -> list[BudgetOut]:
+    """Every GPU-hour budget this month, with its burn (admin); paged."""
+    found = budgets.of_org(session, utcnow())
+    shown = window.of(found)
+    announce(request, response, window, returned=len(shown), total=len(found))
+    return [budget_out(b) for b in shown]

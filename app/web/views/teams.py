@@ -8,6 +8,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import cast
 
 from sqlalchemy.orm import Session
 
@@ -38,7 +39,7 @@ from app.core.models import (
     User,
     utcnow,
 )
-from app.core.together import Read, read_together
+from app.core.together import Read, read_all
 from app.provisioning import sleep
 from app.reads.org import KeyShare, org_view, other_shares
 from app.teams import grants as quota_grants
@@ -221,7 +222,6 @@ class ShareDetail(_Gauges):
     usage_error: str | None
     # The team's share in its other pools and divided resources (one gauge each).
     others: list[KeyShare] = field(default_factory=list)
-    running_grants: list[QuotaGrant] = field(default_factory=list)  # added to it now
 
 
 def share_detail(session: Session, team: Team, usage: UsageCache) -> ShareDetail:
@@ -237,7 +237,6 @@ def share_detail(session: Session, team: Team, usage: UsageCache) -> ShareDetail
         borrowers=view.borrowers,
         usage_error=usage.error or usage.model.history_error,
         others=other_shares(session, usage, org, team.id, view),
-        running_grants=repo.running_grants(session, team.id),
     )
 
 
@@ -345,6 +344,7 @@ TeamLists = tuple[
     list[tuple[User, TeamMember]],
     list[tuple[User, KubeconfigGrant, str | None]],
     list[AuditEvent],
+    list[QuotaGrant],
 ]
 
 
@@ -355,13 +355,16 @@ def team_lists(
     Read[list[tuple[User, TeamMember]]],
     Read[list[tuple[User, KubeconfigGrant, str | None]]],
     Read[list[AuditEvent]],
+    Read[list[QuotaGrant]],
 ]:
-    """What the team page lists: its requests, members, grants and latest events."""
+    """What the team page lists: its requests, members, kubeconfig grants, latest events
+    and temporary quota grants."""
     return (
         repo.team_requests_decided(team_id),
         repo.team_members(team_id),
         access_repo.team_grants(team_id),
         audit.team_events(team_id, ACTIVITY_SHOWN),
+        repo.team_quota_grants(team_id),
     )
 
 
@@ -375,8 +378,8 @@ def team_detail(
     """Costs the same whatever the number of teams: the org-wide parts are read ready.
     ``lists``: the values of ``team_lists``, when read with the caller and the team."""
     gauge = share_detail(session, team, usage)
-    (requests, decisions), people, grants, events = (
-        lists if lists is not None else read_together(session, *team_lists(team.id))
+    (requests, decisions), people, grants, events, quota_list = (
+        lists if lists is not None else cast(TeamLists, read_all(session, team_lists(team.id)))
     )
     holders, pending = access.holders_of(team, grants, settings)
     suggestion = (
@@ -408,7 +411,7 @@ def team_detail(
             else None
         ),
         template=team_template(session, team, requests),
-        quota_grants=quota_grants.of_team(session, team.id, since=utcnow() - timedelta(days=7)),
+        quota_grants=quota_grants.shown(quota_list, since=utcnow() - timedelta(days=7)),
         budgets=budget_service.of_team(session, team.id, utcnow()),
     )
 
