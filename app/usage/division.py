@@ -258,11 +258,7 @@ def divide_org(
                 fair_now[at[name]] = value
     fair_busy = level.fair(total, busy_demand, model.k_value, busy_trace, rest_idle=True)
     if_all_busy = _usable(fair_busy, inputs.limit, busy_demand)
-    # A cluster no larger than the pool, or an org queue capped at it: the same world.
-    within = if_all_busy
-    capped = 0 <= level.own_limit <= pool + 0.005
-    if top is not None and total > pool + 0.005 and not capped:
-        within = _usable(level.within(pool, busy_demand, model.k_value), inputs.limit, busy_demand)
+    within = _within(level, total if top is not None else pool, busy_demand, model.k_value)
     fair_now = np.where(inputs.shown, fair_now, np.nan)
     held = inputs.allocated
     all_held = float(np.add.accumulate(held)[-1])
@@ -281,9 +277,19 @@ def divide_org(
         if_all_busy=if_all_busy,
         usable_now=usable,
         without_history=without,
-        within_pool=within,
+        within_pool=if_all_busy if within is None else within,
         idle_elsewhere=_idle(top, all_held, level.others),
     )
+
+
+def _within(level: _Level, total: float, demand: Floats, k_value: float) -> Floats | None:
+    """Every team's usable share if every team of the org were busy and the rest of the
+    cluster too: the pool alone divided. None where that is the busy figure itself (a
+    cluster no larger than the pool, or an org queue capped at it)."""
+    pool = level.pool
+    if total <= pool + 0.005 or 0 <= level.own_limit <= pool + 0.005:
+        return None
+    return _usable(level.within(pool, demand, k_value), level.inputs.limit, demand)
 
 
 def _idle(top: ClusterTop | None, held: float, others: Sequence[QueueInput]) -> float | None:
