@@ -916,21 +916,6 @@ def grants_of(session: Session, team_id: int | None = None) -> list[QuotaGrant]:
     return list(session.scalars(query))
 
 
-def running_grants(session: Session, team_id: int) -> list[QuotaGrant]:
-    """The team's grants added to its quota now, the soonest to end first."""
-    return list(
-        session.scalars(
-            select(QuotaGrant)
-            .where(
-                QuotaGrant.team_id == team_id,
-                QuotaGrant.applied_at.is_not(None),
-                QuotaGrant.released_at.is_(None),
-            )
-            .order_by(QuotaGrant.ends_at)
-        )
-    )
-
-
 def open_grants_of_org(session: Session) -> list[QuotaGrant]:
     """Every grant waiting, running or to come (not the ended: a page shows these often)."""
     return list(
