@@ -6,7 +6,7 @@ PYTHON ?= python3
 .PHONY: run test setup setup-test lint typecheck layers pytest bench lock clean screenshots
 
 run: setup
-	PORTAL_DEVELOPMENT=true PORTAL_SIMULATED_CLUSTER_GPUS=2 $(BIN)/gpu-portal serve --seed --host 127.0.0.1 --port 8000
+	PORTAL_DEVELOPMENT=true PORTAL_SIMULATED_CLUSTER_GPUS=2 PORTAL_SIMULATED_EXAMPLE_WORK=true $(BIN)/gpu-portal serve --seed --host 127.0.0.1 --port 8000
 
 # Lint, types, layers and the tests that need no Go tool run while the tools build.
 test: setup

@@ -46,7 +46,7 @@ from app.provisioning import jobs as provisioning_jobs
 from app.provisioning import repository as provisioning_repo
 from app.provisioning.reconciler import Reconciler
 from app.provisioning.restore import restore_from_database
-from app.provisioning.workloads import RefusedPods
+from app.provisioning.workloads import RefusedPods, Workloads
 from app.reads.org import pool_views
 from app.teams import jobs as team_jobs
 from app.teams import repository as teams_repo
@@ -77,6 +77,7 @@ WEB_PARTS = (
     "backend",
     "usage_cache",
     "refused_pods",
+    "workloads",
     "recent_history",
     "drift_lines",
     "oidc",
@@ -181,6 +182,10 @@ class Portal:
         return RefusedPods(self.backend, ttl=self.settings.refused_pods_seconds)
 
     @cached_property
+    def workloads(self) -> Workloads:
+        return Workloads(self.backend, ttl=self.settings.workloads_seconds)
+
+    @cached_property
     def collector(self) -> Collector:
         return Collector(
             self.session_factory, self.usage_cache, interval=self.settings.usage_sample_seconds
@@ -282,6 +287,8 @@ class Portal:
                 log.exception("could not hand the delivery leases back; they expire on their own")
         if self.built("refused_pods"):
             self.refused_pods.close()
+        if self.built("workloads"):
+            self.workloads.close()
         if self.built("read_engine") and self.read_engine is not self.engine:
             self.read_engine.dispose()
         if self.built("engine"):

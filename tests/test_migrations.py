@@ -35,7 +35,7 @@ def test_down_and_up_again(engine: Engine, db_url: str) -> None:
     command.upgrade(config, "head")
     assert tables(engine) == set(Base.metadata.tables)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0026"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0027"
 
 
 def test_quota_values_move_to_lines_by_pool_and_resource_and_back(

@@ -29,6 +29,7 @@ def make_backend(settings: Settings) -> Cluster:
             cluster_gpus=settings.simulated_cluster_gpus,
             node_pools=settings.simulated_pools,
             chart_version=settings.chart_version,
+            example_work=settings.simulated_example_work,
         )
     from app.adapters.k8s.backend import KubernetesBackend
 

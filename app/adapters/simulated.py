@@ -22,6 +22,7 @@ import numpy.typing as npt
 from app.access import kubeconfigs
 from app.access.credentials import Account, IssuedCredential, Person
 from app.core.models import Sleep, Step
+from app.core.quota import GPU
 from app.provisioning.backend import (
     ASLEEP,
     DONE,
@@ -29,10 +30,15 @@ from app.provisioning.backend import (
     OUTDATED,
     PROGRESSING,
     BackendError,
+    Eviction,
+    KaiReason,
     Observation,
+    QueueFigures,
     RefusedPod,
+    ResourceQuota,
     TeamSpec,
     TemplateCheck,
+    Workload,
     template_objects,
 )
 from app.teams.pools import NodePool
@@ -65,6 +71,51 @@ class _Fault:
     message: str
 
 
+@dataclass(frozen=True)
+class PlayedWorkload:
+    """A pod played in a simulated team's vCluster."""
+
+    namespace: str
+    name: str
+    gpus: float
+    pool: str = ""  # the pool's label value ("": the default pool)
+    preemptible: bool = True
+    created: datetime = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def judged(
+    work: PlayedWorkload, queue: str, entry: ResourceQuota, allocated: float
+) -> tuple[KaiReason, ...]:
+    """KAI's capacity checks of the proportion plugin for one workload, in its order
+    (``capacity_policy``: the queue's limit, then a non-preemptible workload within the
+    guarantee), with the figures KAI writes beside its reason."""
+    limit = math.inf if entry.limit < 0 else entry.limit
+    non_preemptible = 0.0 if work.preemptible else work.gpus
+    figures = QueueFigures(
+        queue,
+        deserved=entry.quota,
+        allocated=allocated,
+        allocated_non_preemptible=0.0,
+        limit=limit,
+        asked=work.gpus,
+        asked_non_preemptible=non_preemptible,
+    )
+    if allocated + work.gpus > limit + 1e-9:
+        message = (
+            f"{queue} quota has reached the allowable limit of GPUs. Limit is {limit:g} GPUs, "
+            f"currently {allocated:g} GPUs allocated and workload requested {work.gpus:g} GPUs"
+        )
+        return (KaiReason("OverLimit", message, "", figures),)
+    if not work.preemptible and work.gpus > entry.quota + 1e-9:
+        message = (
+            f"Non-preemptible workload is over quota. Workload requested {work.gpus:g} GPUs, "
+            f"but {queue} quota is {entry.quota:g} GPUs, while 0 GPUs are already allocated "
+            "for non-preemptible pods. Use a preemptible workload to go over quota."
+        )
+        return (KaiReason("NonPreemptibleOverQuota", message, "", figures),)
+    return ()
+
+
 class SimulatedBackend:
     kind = "simulated"
     simulated = True
@@ -77,6 +128,7 @@ class SimulatedBackend:
         cluster_gpus: float | None = None,
         chart_version: str | None = None,
         node_pools: Sequence[tuple[str, str, float]] = (),
+        example_work: bool = False,
     ) -> None:
         self.step_seconds = step_seconds
         # The chart a vCluster is installed with; one at another version is outdated (and
@@ -104,6 +156,11 @@ class SimulatedBackend:
         self._template_gone: dict[str, set[str]] = {}
         # The teams whose vCluster is paused (its objects kept, its pods gone: no demand).
         self._asleep: set[str] = set()
+        # Workloads played per team (judged as KAI judges them), and KAI's evictions.
+        self._played: dict[str, list[PlayedWorkload]] = {}
+        self._evicted: dict[str, list[Eviction]] = {}
+        if example_work:
+            self._play_example(datetime.now(UTC))
         self._lock = threading.Lock()
         self.calls = 0
 
@@ -370,6 +427,126 @@ class SimulatedBackend:
         """A simulated cluster has no host to refuse anything."""
         self._slow_call()
         return []
+
+    # --- KAI's decisions about the teams' work -----------------------------------------
+
+    def play_workload(self, team: str, workload: PlayedWorkload) -> None:
+        """A pod the team created in its vCluster, judged by the simulated KAI."""
+        with self._lock:
+            self._played.setdefault(team, []).append(workload)
+
+    def play_eviction(self, team: str, eviction: Eviction) -> None:
+        """An ``Evict`` event KAI wrote on one of the team's PodGroups."""
+        with self._lock:
+            self._evicted.setdefault(team, []).append(eviction)
+
+    def workloads(self, spec: TeamSpec) -> list[Workload]:
+        """The played workloads, each judged with KAI's two capacity checks (the queue's
+        limit; a non-preemptible one within the guarantee) against the queue's simulated
+        figures at this moment; one that passes runs."""
+        self._slow_call()
+        with self._lock:
+            played = list(self._played.get(spec.team, ()))
+        queues = {"": (spec.queue_name, spec.gpu)}
+        for pool in spec.pools:
+            queues[pool.label_value] = (pool.queue_name, dict(pool.resources)[GPU.key])
+        used = self.usage([name for name, _ in queues.values()])
+        found = []
+        for work in played:
+            if work.pool not in queues:
+                continue
+            queue, entry = queues[work.pool]
+            held = used.get(queue)
+            reasons = judged(work, queue, entry, held.allocated_gpu if held else 0.0)
+            found.append(
+                Workload(
+                    namespace=work.namespace,
+                    name=work.name,
+                    pool=work.pool,
+                    queue=queue,
+                    gpus=work.gpus,
+                    running=not reasons,
+                    since=work.created,
+                    preemptible=work.preemptible,
+                    reasons=reasons,
+                    group=f"pg-{work.name}-x-{work.namespace}-x-{spec.vcluster_name}",
+                )
+            )
+        found.extend(self._demand(spec, queues, used))
+        found.sort(key=lambda w: (w.running, w.since, w.namespace, w.name))
+        return found
+
+    def _demand(
+        self,
+        spec: TeamSpec,
+        queues: Mapping[str, tuple[str, ResourceQuota]],
+        used: Mapping[str, QueueUsage],
+    ) -> list[Workload]:
+        """What the simulated demand holds in each of the team's queues, as one running
+        workload each (namespace ``simulated``): the figures the gauges show."""
+        now = datetime.now(UTC)
+        with self._lock:
+            made = self._objects.get((Step.QUEUE, spec.team))
+        since = now - timedelta(seconds=time.monotonic() - made.ready_at) if made else now
+        found = []
+        for value, (queue, _) in queues.items():
+            held = used.get(queue)
+            if held is None or held.allocated_gpu <= 0:
+                continue
+            found.append(
+                Workload(
+                    namespace="simulated",
+                    name=f"demand-{value or 'default'}",
+                    pool=value,
+                    queue=queue,
+                    gpus=held.allocated_gpu,
+                    running=True,
+                    since=since,
+                    preemptible=True,
+                )
+            )
+        return found
+
+    def evictions(self, spec: TeamSpec) -> list[Eviction]:
+        self._slow_call()
+        with self._lock:
+            return sorted(self._evicted.get(spec.team, ()), key=lambda e: e.at, reverse=True)
+
+    def _play_example(self, now: datetime) -> None:
+        """The example org's work: nlp waits with a non-preemptible 0.5-GPU fine-tune
+        above its 0.33 guarantee, and had a sweep reclaimed by vision 40 minutes ago."""
+        self._played["nlp"] = [
+            PlayedWorkload(
+                "default",
+                "finetune-13b",
+                gpus=0.5,
+                preemptible=False,
+                created=now - timedelta(minutes=12),
+            )
+        ]
+        at = now - timedelta(minutes=40)
+        self._evicted["nlp"] = [
+            Eviction(
+                uid="example-eviction-nlp-sweep-3",
+                group="pg-sweep-3-x-default-x-nlp",
+                namespace="default",
+                name="sweep-3",
+                at=at,
+                action="reclaim",
+                pods=1,
+                by_namespace="vcluster-vision",
+                gpus=0.67,
+                started=at - timedelta(hours=2, minutes=30),
+                queues=(
+                    QueueFigures(
+                        "team-nlp", allocated=1.0, deserved=0.33, fair_share=0.33, priority=100
+                    ),
+                    QueueFigures(
+                        "team-vision", allocated=0.0, deserved=0.33, fair_share=0.5, priority=100
+                    ),
+                ),
+            )
+        ]
 
     def credential_accounts(self, spec: TeamSpec) -> list[Account]:
         with self._lock:

@@ -375,6 +375,13 @@ class Settings(BaseSettings):
             "pool alone."
         ),
     )
+    simulated_example_work: bool = Field(
+        default=False,
+        description=(
+            "Simulated backend: play the example org's workloads (one of nlp's waits for "
+            "KAI, one was reclaimed by vision). `make run` turns it on."
+        ),
+    )
     org_queue_gpu_limit: Literal["unlimited", "pool"] = Field(
         default="unlimited",
         description=(
@@ -577,6 +584,33 @@ class Settings(BaseSettings):
         description=(
             "One read of the pods a team's vCluster could not sync to the host serves "
             "every viewer of the team page this long."
+        ),
+    )
+    workloads_seconds: float = Field(
+        default=30.0,
+        ge=1,
+        le=3600,
+        description=(
+            "How often the portal reads KAI's decisions about each awake team's work "
+            "(waiting reasons and evictions) from the host; one read serves every viewer."
+        ),
+    )
+    eviction_burst_minutes: float = Field(
+        default=10.0,
+        ge=0,
+        le=1440,
+        description=(
+            "A team hears of KAI's evictions of its work at most once in this many minutes: "
+            "the evictions in between come in the next notice, together."
+        ),
+    )
+    long_wait_minutes: float = Field(
+        default=30.0,
+        ge=1,
+        le=10080,
+        description=(
+            "A workload KAI keeps waiting this long is written on its team's timeline "
+            "(once per workload)."
         ),
     )
     kai_queue_label: str = Field(

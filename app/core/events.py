@@ -86,6 +86,9 @@ class Event(StrEnum):
     WEBHOOK_SET = "webhook.set"
     WEBHOOK_REMOVED = "webhook.removed"
     RIGHTSIZING_DIGEST = "rightsizing.digest"
+    # KAI's decisions about the teams' work
+    WORKLOAD_EVICTED = "workload.evicted"  # one notice per burst of evictions
+    WORKLOAD_WAITING = "workload.waiting"  # a workload waited long (timeline only)
 
 
 class Audience(StrEnum):
@@ -130,6 +133,9 @@ HEARD: dict[Event, Heard] = {
     Event.MEMBER_ADDED: Heard("team.member_added", (Audience.PERSON,)),
     Event.KUBECONFIG_EXPIRING: Heard("kubeconfig.expiring", (Audience.PERSON,)),
     Event.RIGHTSIZING_DIGEST: Heard("rightsizing.digest", (Audience.LEADS,)),
+    Event.WORKLOAD_EVICTED: Heard(
+        "workload.evicted", (Audience.LEADS,), "/teams/{team_id}#workloads"
+    ),
     Event.SLEEP_SOON: Heard("cluster.sleep", (Audience.LEADS,), "/teams/{team_id}#keep-awake"),
     Event.VCLUSTER_ASLEEP: Heard("cluster.sleep", (Audience.LEADS,)),
     Event.WAKE_ASKED: Heard("cluster.sleep", (Audience.LEADS,)),

@@ -810,6 +810,43 @@ class GpuBudget(Base):
     pool: Mapped[Pool] = relationship(lazy="joined")
 
 
+class WorkloadEvent(Base):
+    """What KAI did to a team's work, kept for its history: an eviction (``Evict`` event:
+    the action, the pods evicted together, the team whose work it was for, the GPUs and
+    how long the work had run) or a long wait (KAI's reason). ``key`` makes each one
+    recorded once per team (the event's uid; the wait's PodGroup and start).
+    ``notified_at``: when the team was told (evictions come in bursts: one notice each)."""
+
+    __tablename__ = "workload_events"
+    __table_args__ = (
+        UniqueConstraint("team_id", "key", name="uq_workload_events_team_key"),
+        Index("ix_workload_events_at", "at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))
+    kind: Mapped[str] = mapped_column(String(16))  # evicted | waited
+    key: Mapped[str] = mapped_column(String(200))
+    pool: Mapped[str] = mapped_column(String(63), default="")  # label value; "": default
+    workload: Mapped[str] = mapped_column(String(320), default="")  # namespace/name inside
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    action: Mapped[str] = mapped_column(String(32), default="")  # KAI's, or its reason
+    pods: Mapped[int] = mapped_column(Integer, default=1)
+    gpu_centi: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    ran_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    by_team_id: Mapped[int | None] = mapped_column(ForeignKey("teams.id"), nullable=True)
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    notified_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    @property
+    def lost_gpu_hours(self) -> float | None:
+        """The GPU-hours of work the eviction threw away (its GPUs times how long it had
+        run), where both are known."""
+        if self.gpu_centi is None or self.ran_seconds is None:
+            return None
+        return self.gpu_centi / 100 * self.ran_seconds / 3600
+
+
 class TeamSchedule(Base):
     """The worker's bookkeeping of a team: when it next looks at it, who holds its lease
     and until when, when it last finished a pass. Apart from the team's row: the drift

@@ -40,6 +40,7 @@ EVENTS: dict[str, str] = {
     "team.member_added": "You were added to a team",
     "kubeconfig.expiring": "Your kubeconfig expires within a day",
     "rightsizing.digest": "Weekly right-sizing digest (leads)",
+    "workload.evicted": "KAI evicted your team's work (once per burst)",
     "cluster.sleep": "Your team's cluster goes to sleep, sleeps or is woken",
 }
 # About one person only: never posted to a team's or the org's channel.

@@ -279,11 +279,86 @@ class RefusedPod:
     by_syncer: bool = True
 
 
+@dataclass(frozen=True)
+class QueueFigures:
+    """A queue's GPU figures as KAI wrote them with a decision (``None``: not written;
+    ``math.inf``: unlimited)."""
+
+    queue: str
+    requested: float | None = None
+    deserved: float | None = None  # the guarantee KAI holds for it
+    allocated: float | None = None
+    allocated_non_preemptible: float | None = None
+    limit: float | None = None
+    asked: float | None = None  # the workload's own request
+    asked_non_preemptible: float | None = None
+    fair_share: float | None = None  # written with an eviction only
+    priority: int | None = None
+
+
+@dataclass(frozen=True)
+class KaiReason:
+    """One reason KAI gave for not scheduling a workload, in its words: ``reason`` is
+    KAI's (``OverLimit``, ``NonPreemptibleOverQuota``, ... or "" where it gave only a
+    message), ``figures`` the queue's at that moment where it wrote them."""
+
+    reason: str
+    message: str
+    pool: str = ""  # KAI's node pool of the condition ("" or "default": the default)
+    figures: QueueFigures | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A team's pod as KAI sees it on the host, named as the team named it inside its
+    vCluster. ``waiting_since``: when KAI last judged it unschedulable (or, without a
+    verdict, when it was created); ``reasons`` empty where KAI wrote none."""
+
+    namespace: str  # inside the vCluster
+    name: str
+    pool: str  # the pool's label value ("": the default pool)
+    queue: str
+    gpus: float
+    running: bool
+    since: datetime  # running since, or waiting since
+    preemptible: bool
+    reasons: tuple[KaiReason, ...] = ()
+    group: str = ""  # KAI's PodGroup on the host
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """KAI's ``Evict`` event on a team's PodGroup: which action, how many pods at once,
+    the preemptor's host namespace (a team, never its pod's name), and the queues' figures
+    KAI wrote into its message (reclaims only)."""
+
+    uid: str  # the event's: one eviction is recorded once
+    group: str
+    namespace: str  # the workload inside the vCluster ("" when no longer known)
+    name: str
+    at: datetime
+    action: str  # KAI's: reclaim, preempt, consolidation, ...
+    pods: int
+    by_namespace: str = ""  # the preemptor PodGroup's namespace on the host
+    pool: str = ""  # the pool's label value where known ("": the default pool)
+    gpus: float | None = None
+    started: datetime | None = None  # when the evicted pod had started, where known
+    queues: tuple[QueueFigures, ...] = ()
+
+
 class WorkloadReader(Protocol):
     """What the team page needs to know about the pods a team runs."""
 
     def refused_pods(self, spec: TeamSpec) -> list[RefusedPod]:
         """The team's pods the host refused, newest first."""
+        ...
+
+    def workloads(self, spec: TeamSpec) -> list[Workload]:
+        """The team's pods on the host as KAI sees them: waiting first, longest first."""
+        ...
+
+    def evictions(self, spec: TeamSpec) -> list[Eviction]:
+        """KAI's evictions of the team's work the host still keeps events of."""
         ...
 
 

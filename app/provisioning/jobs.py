@@ -13,7 +13,9 @@ from app.core.jobs import Job, Loop, Role
 from app.core.models import utcnow
 from app.provisioning import sleep
 from app.provisioning.backend import ClusterBackend
+from app.provisioning.decisions import DecisionsPass
 from app.provisioning.reconciler import POLL_SECONDS, Reconciler
+from app.provisioning.workloads import Workloads
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +29,8 @@ class Parts(Protocol):
     def backend(self) -> ClusterBackend: ...
     @property
     def session_factory(self) -> sessionmaker[Session]: ...
+    @property
+    def workloads(self) -> Workloads: ...
 
 
 def worker_loop(parts: Parts) -> Loop:
@@ -79,6 +83,23 @@ def sleep_loop(parts: Parts) -> Loop:
     )
 
 
+def decisions_loop(parts: Parts) -> Loop:
+    """KAI's decisions about the teams' work: evictions kept and told, long waits on the
+    timeline, the team pages' workload readings kept fresh."""
+    cache = parts.workloads
+    decisions = DecisionsPass(parts.session_factory, cache.reader, parts.settings, cache)
+
+    def run() -> None:
+        decisions.run_once()
+
+    return Loop(
+        name="kai_decisions",
+        run=run,
+        period=parts.settings.workloads_seconds,
+        failure="pass failed; trying again",
+    )
+
+
 JOBS: tuple[Job[Parts], ...] = (
     Job(
         name="provisioning_worker",
@@ -90,6 +111,12 @@ JOBS: tuple[Job[Parts], ...] = (
         name="sleep_policy",
         roles=frozenset({Role.WORK}),
         build=sleep_loop,
+        enabled=lambda settings: settings.worker_enabled,
+    ),
+    Job(
+        name="kai_decisions",
+        roles=frozenset({Role.WORK}),
+        build=decisions_loop,
         enabled=lambda settings: settings.worker_enabled,
     ),
 )

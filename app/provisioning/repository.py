@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -35,6 +35,7 @@ from app.core.models import (
     TeamStatus,
     TemplateVersion,
     UTCDateTime,
+    WorkloadEvent,
 )
 
 # Teams the reconciler looks at: everything that holds, or is building or removing, objects.
@@ -513,3 +514,101 @@ def asleep_count_column() -> ColumnElement[Any]:
         )
         .scalar_subquery()
     )
+
+
+# --- what KAI did to the teams' work --------------------------------------------------
+
+
+def workload_event_keys(session: Session, team_id: int, keys: Collection[str]) -> set[str]:
+    """Which of ``keys`` the team's history holds already."""
+    if not keys:
+        return set()
+    found = session.scalars(
+        select(WorkloadEvent.key).where(
+            WorkloadEvent.team_id == team_id, WorkloadEvent.key.in_([k[:200] for k in keys])
+        )
+    )
+    return set(found)
+
+
+def add_workload_event(session: Session, row: WorkloadEvent) -> bool:
+    """Keep ``row``; False when another process kept the same one first."""
+    try:
+        with session.begin_nested():
+            session.add(row)
+            session.flush()
+    except IntegrityError:
+        return False
+    return True
+
+
+def untold_evictions(session: Session, team_id: int) -> list[WorkloadEvent]:
+    return list(
+        session.scalars(
+            select(WorkloadEvent)
+            .where(
+                WorkloadEvent.team_id == team_id,
+                WorkloadEvent.kind == "evicted",
+                WorkloadEvent.notified_at.is_(None),
+            )
+            .order_by(WorkloadEvent.at, WorkloadEvent.id)
+        )
+    )
+
+
+def last_told(session: Session, team_id: int) -> datetime | None:
+    found = session.scalar(
+        select(func.max(WorkloadEvent.notified_at)).where(WorkloadEvent.team_id == team_id)
+    )
+    return cast_utc(found)
+
+
+def cast_utc(value: Any) -> datetime | None:
+    """A max() over a UTC column comes back naive on SQLite."""
+    if value is None:
+        return None
+    when = datetime.fromisoformat(value) if isinstance(value, str) else value
+    assert isinstance(when, datetime)
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def workload_events(
+    session: Session,
+    *,
+    team_id: int | None = None,
+    kind: str | None = None,
+    since: datetime | None = None,
+    offset: int = 0,
+    limit: int | None = None,
+) -> tuple[list[WorkloadEvent], int]:
+    """A team's (or every team's) kept decisions, newest first, and how many there are."""
+    where = []
+    if team_id is not None:
+        where.append(WorkloadEvent.team_id == team_id)
+    if kind is not None:
+        where.append(WorkloadEvent.kind == kind)
+    if since is not None:
+        where.append(WorkloadEvent.at >= since)
+    total = int(session.scalar(select(func.count()).select_from(WorkloadEvent).where(*where)) or 0)
+    query = (
+        select(WorkloadEvent)
+        .where(*where)
+        .order_by(WorkloadEvent.at.desc(), WorkloadEvent.id.desc())
+        .offset(offset)
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    return list(session.scalars(query)), total
+
+
+def team_names(session: Session, ids: Collection[int]) -> dict[int, str]:
+    if not ids:
+        return {}
+    rows = session.execute(select(Team.id, Team.name).where(Team.id.in_(list(ids))))
+    return {row.id: row.name for row in rows}
+
+
+def namespaces_of_teams(session: Session) -> dict[str, int]:
+    """Every team's host namespace, to name whose work an eviction was for."""
+    rows = session.execute(select(Team.id, Team.name))
+    return {Team(name=row.name).namespace: row.id for row in rows}

@@ -66,3 +66,8 @@ def when(at: datetime | None, relative: bool = False, now: datetime | None = Non
     return Markup(  # noqa: S704 - digits and fixed words only, made above from the datetime
         f'<time datetime="{text}Z" title="{stamp}" data-when="{kind}">{shown}</time>'
     )
+
+
+def moment(epoch: float) -> datetime:
+    """A ``time.time()`` as a moment in UTC (for ``when``)."""
+    return datetime.fromtimestamp(epoch, UTC)

@@ -20,7 +20,7 @@ from app.web.assets import ASSETS
 from app.web.deps import csrf_token
 from app.web.gauge import gauge
 from app.web.marks import overview_row, status_pill, steps, timeline
-from app.web.moments import ago, iso, stamp, when
+from app.web.moments import ago, iso, moment, stamp, when
 
 templates = Jinja2Templates(directory=str(PROJECT_ROOT / "templates"))
 
@@ -30,6 +30,7 @@ templates.env.filters["gpu"] = format_hundredths
 templates.env.filters["ago"] = ago
 templates.env.filters["stamp"] = stamp
 templates.env.filters["iso"] = iso
+templates.env.filters["moment"] = moment
 templates.env.filters["num"] = format_figure
 templates.env.filters["label"] = labels.label  # a field as its form labels it
 templates.env.filters["changes"] = labels.changes  # "GPU guarantee 0.25 → 0.2", as messages say

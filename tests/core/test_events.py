@@ -93,6 +93,14 @@ FACTS: dict[Event, dict[str, object]] = {
         "suggested": "0.15",
         "direction": "lower",
     },
+    Event.WORKLOAD_EVICTED: {
+        "count": 2,
+        "workloads": ["default/sweep-3", "default/sweep-4"],
+        "more": 0,
+        "gpus": "1",
+        "by": ["vision"],
+        "actions": ["reclaim"],
+    },
 }
 
 
@@ -148,6 +156,9 @@ def test_the_e_mail_says_more_than_the_title() -> None:
     failing = words(Event.PROVISIONING_FAILING)
     assert failing.title == "Provisioning nlp failed 3 times, retrying: quota webhook down"
     assert "The last error: quota webhook down" in failing.email
+    evicted = words(Event.WORKLOAD_EVICTED)
+    assert evicted.title == "KAI evicted 2 workloads of nlp for team vision (1 GPU)"
+    assert evicted.chat == "KAI evicted 2 workloads of nlp for team vision (reclaim)"
     digest = words(Event.RIGHTSIZING_DIGEST)
     assert digest.title == (
         "nlp this week: 0.12 GPU in use on average of 0.5 guaranteed; "

@@ -23,6 +23,7 @@ from app.access.credentials import Account, IssuedCredential, Person
 from app.adapters.k8s import manifests as m
 from app.adapters.k8s.access import Access
 from app.adapters.k8s.client import Kube
+from app.adapters.k8s.decisions import KaiDecisions
 from app.adapters.k8s.kubeconfig import Kubeconfigs
 from app.adapters.k8s.objects import ClusterObjects
 from app.adapters.k8s.vcluster import VClusterInstaller
@@ -31,10 +32,12 @@ from app.core.models import Step
 from app.provisioning.backend import (
     DONE,
     BackendError,
+    Eviction,
     Observation,
     RefusedPod,
     TeamSpec,
     TemplateCheck,
+    Workload,
 )
 from app.teams.pools import NodePool
 from app.usage.sources import ClusterTop, QueueUsage, TopQueue
@@ -63,6 +66,7 @@ class KubernetesBackend:
         self.vclusters = VClusterInstaller(self.kube)
         self.kubeconfigs = Kubeconfigs(self.kube)
         self.access = Access(self.kube, self.kubeconfigs)
+        self.decisions = KaiDecisions(self.kube)
         self._queues_read: tuple[float, Any] | None = None
 
     @property
@@ -150,6 +154,12 @@ class KubernetesBackend:
 
     def refused_pods(self, spec: TeamSpec) -> list[RefusedPod]:
         return self.access.refused_pods(spec)
+
+    def workloads(self, spec: TeamSpec) -> list[Workload]:
+        return self.decisions.workloads(spec)
+
+    def evictions(self, spec: TeamSpec) -> list[Eviction]:
+        return self.decisions.evictions(spec)
 
     def revoke_credentials(
         self, spec: TeamSpec, accounts: Collection[str], *, uids: Mapping[str, str] | None = None

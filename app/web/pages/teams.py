@@ -58,6 +58,7 @@ from app.web.views.teams import (
     team_lists,
     why_share,
 )
+from app.web.views.workloads import workloads_card
 
 router = APIRouter(include_in_schema=False)
 
@@ -365,14 +366,16 @@ def team_workloads(
     principal: CurrentPrincipal,
     portal: PortalDep,
 ) -> Response:
-    """The team's pods the host refused, read from its vCluster (loaded after the page,
-    so the page itself never waits for a cluster)."""
-    reading = (
-        portal.refused_pods.get(spec_of(session, team, portal.settings))
-        if team.status == TeamStatus.READY
-        else None
-    )
-    context = {"principal": principal, "team": team, "reading": reading}
+    """The team's workloads as KAI sees them, KAI's recent evictions of its work, and its
+    pods the host refused (read from its vCluster): loaded after the page, so the page
+    itself never waits for a cluster."""
+    ready = team.status == TeamStatus.READY
+    spec = spec_of(session, team, portal.settings) if ready else None
+    reading = portal.refused_pods.get(spec) if spec is not None else None
+    awake = spec is not None and team.sleep == Sleep.AWAKE
+    kai = portal.workloads.get(spec) if awake and spec is not None else None
+    card = workloads_card(session, team, kai)
+    context = {"principal": principal, "team": team, "reading": reading, "card": card}
     return render(request, "teams/partials/workloads.html", context)
 
 
