@@ -30,6 +30,7 @@ from app.web.api import requests as requests_api
 from app.web.api import teams as teams_api
 from app.web.api import tokens as tokens_api
 from app.web.api import usage as usage_api
+from app.web.api import workloads as workloads_api
 from app.web.assets import ASSETS
 from app.web.deps import NotAuthenticated, csrf_protect, page_principal
 from app.web.limits import SESSION_COOKIE, BodyLimit
@@ -119,6 +120,7 @@ ROUTERS = tuple(
         grant_pages,
         usage_pages,
         usage_api,
+        workloads_api,
         requests_api,
         grants_api,
         pool_api,

@@ -9,6 +9,7 @@ gets there first writes it and the others find the row.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -45,6 +46,7 @@ def write_weekly(session: Session, settings: Settings, now: datetime | None = No
     quotas = [q for q in repo.get_quota_rows(session, org.id) if q.ready]
     use = repo.average_use(session, since=now - timedelta(days=7))
     suggestions = {s.team_id: s for s in repo.get_suggestions(session)}
+    evicted = evictions_by_team(session, now - timedelta(days=7))
     written = 0
     for quota in quotas:
         used = use.get(quota.id)
@@ -56,6 +58,7 @@ def write_weekly(session: Session, settings: Settings, now: datetime | None = No
             "guaranteed": format_hundredths(quota.quota_centi),
             "suggested": format_hundredths(s.suggested_centi) if s is not None and current else "",
             "direction": ("lower" if s.direction == "lower" else "raise") if s and current else "",
+            **evicted.get(quota.id, {}),
         }
         events.record(
             session,
@@ -67,3 +70,33 @@ def write_weekly(session: Session, settings: Settings, now: datetime | None = No
         )
         written += 1
     return written
+
+
+def evictions_by_team(session: Session, since: datetime) -> dict[int, dict[str, Any]]:
+    """Per team, the week's evictions as the digest tells them: how many, the GPU-hours
+    of work lost, the teams the GPUs went to, and whether every reclaim found the team
+    above its guarantee (the figures KAI wrote with it)."""
+    rows = repo.evictions_since(session, since)
+    ids = {r.by_team_id for r in rows if r.by_team_id is not None}
+    names = teams.get_team_names(session, list(ids)) if ids else {}
+    found: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        facts = found.setdefault(
+            row.team_id, {"evicted": 0, "lost": 0.0, "evicted_by": [], "borrowing": True}
+        )
+        facts["evicted"] += 1
+        facts["lost"] += row.lost_gpu_hours or 0.0
+        by = names.get(row.by_team_id) if row.by_team_id is not None else None
+        if by and by not in facts["evicted_by"]:
+            facts["evicted_by"].append(by)
+        queues = row.details.get("queues") or []
+        own = queues[0] if queues else {}
+        above = (
+            own.get("allocated") is not None
+            and own.get("deserved") is not None
+            and own["allocated"] > own["deserved"]
+        )
+        facts["borrowing"] = facts["borrowing"] and above
+    for facts in found.values():
+        facts["lost"] = f"{facts['lost']:.1f}"
+    return found

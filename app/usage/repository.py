@@ -34,6 +34,7 @@ from app.core.models import (
     TeamQuotaLine,
     TeamStatus,
     UsageSample,
+    WorkloadEvent,
 )
 from app.core.quota import RESOURCES, WEIGHT_DEFAULT
 from app.teams.repository import GPU_LINE, line_of_team
@@ -541,3 +542,14 @@ def all_budgets(session: Session, *, month: str | None = None) -> list[GpuBudget
     if month:
         query = query.where(GpuBudget.month == month)
     return list(session.scalars(query))
+
+
+def evictions_since(session: Session, since: datetime) -> list[WorkloadEvent]:
+    """KAI's evictions the portal kept since ``since``, oldest first (the digest's)."""
+    return list(
+        session.scalars(
+            select(WorkloadEvent)
+            .where(WorkloadEvent.kind == "evicted", WorkloadEvent.at >= since)
+            .order_by(WorkloadEvent.at)
+        )
+    )

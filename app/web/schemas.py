@@ -784,3 +784,63 @@ class BudgetOut(BaseModel):
     reaches_100_at: datetime | None = Field(description="At this month's rate (null: not)")
     at_limit: str
     borrowing_stopped: bool
+
+
+class QueueFiguresOut(BaseModel):
+    """A queue's GPU figures as KAI wrote them with its decision (null: not written;
+    "unlimited" where it has no limit)."""
+
+    queue: str = Field(description="KAI's queue (the team's, or its org's parent queue)")
+    guarantee: str | None = Field(description="What KAI holds for it (deserved)")
+    allocated: str | None
+    allocated_non_preemptible: str | None
+    limit: str | None
+    asked: str | None = Field(description="The workload's own request")
+
+
+class WaitReasonOut(BaseModel):
+    kai_reason: str = Field(
+        description="KAI's reason (OverLimit, NonPreemptibleOverQuota, ...); empty where it "
+        "wrote only a message, or nothing"
+    )
+    said: str = Field(description="The reason in the team's words")
+    remedy: str = Field(description="What would let it start")
+    message: str = Field(description="KAI's own message")
+    node_pool: str = Field(description="KAI's node pool of the verdict")
+    figures: QueueFiguresOut | None
+
+
+class WorkloadOut(BaseModel):
+    namespace: str = Field(description="Inside the team's vCluster")
+    name: str
+    pool: str = Field(description="The node pool's name (empty: the default pool)")
+    queue: str
+    gpus: str
+    state: str = Field(description="running or waiting")
+    since: datetime = Field(description="Running since, or waiting since KAI's verdict")
+    preemptible: bool
+    reasons: list[WaitReasonOut] = Field(description="Why it waits (empty while it runs)")
+
+
+class WorkloadEventOut(BaseModel):
+    id: int
+    team_id: int
+    team: str
+    kind: str = Field(description="evicted, or waited (a long wait)")
+    at: datetime = Field(description="When KAI evicted it, or since when it waited")
+    workload: str = Field(description="namespace/name inside the vCluster (empty: not known)")
+    pool: str = Field(description="The node pool's name (empty: the default pool)")
+    action: str = Field(description="KAI's action (reclaim, preempt, consolidation) or reason")
+    pods: int = Field(description="Pods evicted together")
+    gpus: str | None
+    by_team: str | None = Field(description="The team whose work the GPUs went to")
+    lost_gpu_hours: str | None = Field(description="Its GPUs times how long it had run")
+    said: str = Field(description="What happened, in people's words")
+    why: str = Field(description="The shares that made KAI choose it, where KAI wrote them")
+
+
+class ReclaimPairOut(BaseModel):
+    by_team: str = Field(description="The team that got the GPUs ('' where KAI named none)")
+    from_team: str
+    evictions: int
+    gpus: str = Field(description="GPUs evicted, where known")

@@ -8,6 +8,7 @@ import io
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -71,6 +72,7 @@ from app.web.views.overview import (
     rollout_title,
 )
 from app.web.views.teams import cards_from
+from app.web.views.workloads import reclaim_pairs
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
 
@@ -314,6 +316,7 @@ def _render_overview(
             "vcluster_gib": portal.settings.vcluster_memory_mib / 1024,
             "grants": _grant_timeline(session, org),
             **_budgets(session),
+            "reclaims": reclaim_pairs(session, utcnow() - timedelta(days=1)),
         },
         partial="admin/partials/teams_table.html",
     )

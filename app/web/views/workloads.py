@@ -99,3 +99,27 @@ def workloads_card(
         evictions_total=total,
         waiting=sum(1 for r in rows if not r.work.running),
     )
+
+
+@dataclass(frozen=True)
+class ReclaimPair:
+    by: str  # the team that got the GPUs ("" where KAI named none)
+    team: str  # whose work was evicted
+    count: int
+    gpus: str
+
+
+def reclaim_pairs(session: Session, since: datetime) -> list[ReclaimPair]:
+    """Who reclaimed from whom since ``since``: per pair of teams, the evictions and
+    their GPUs (where known), the most first."""
+    rows, _ = provisioning_repo.workload_events(session, kind=EVICTED, since=since)
+    ids = {r.team_id for r in rows} | {r.by_team_id for r in rows if r.by_team_id is not None}
+    names = provisioning_repo.team_names(session, ids)
+    counts: dict[tuple[str, str], list[int]] = {}
+    for row in rows:
+        by = names.get(row.by_team_id, "") if row.by_team_id is not None else ""
+        held = counts.setdefault((by, names.get(row.team_id, "")), [0, 0])
+        held[0] += 1
+        held[1] += row.gpu_centi or 0
+    pairs = [ReclaimPair(by, team, n, gpu(c / 100)) for (by, team), (n, c) in counts.items()]
+    return sorted(pairs, key=lambda p: (-p.count, p.by, p.team))
