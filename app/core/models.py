@@ -810,6 +810,11 @@ class GpuBudget(Base):
     pool: Mapped[Pool] = relationship(lazy="joined")
 
 
+class WorkloadEventKind(StrEnum):
+    EVICTED = "evicted"  # KAI's Evict event on one of the team's PodGroups
+    WAITED = "waited"  # a workload KAI kept waiting long
+
+
 class WorkloadEvent(Base):
     """What KAI did to a team's work, kept for its history: an eviction (``Evict`` event:
     the action, the pods evicted together, the team whose work it was for, the GPUs and
@@ -825,7 +830,7 @@ class WorkloadEvent(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))
-    kind: Mapped[str] = mapped_column(String(16))  # evicted | waited
+    kind: Mapped[WorkloadEventKind] = mapped_column(choice(WorkloadEventKind, 16))
     key: Mapped[str] = mapped_column(String(200))
     pool: Mapped[str] = mapped_column(String(63), default="")  # label value; "": default
     workload: Mapped[str] = mapped_column(String(320), default="")  # namespace/name inside

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.config import Settings
 from app.core.db import unit_of_work
 from app.core.events import Event
-from app.core.models import Team, WorkloadEvent, utcnow
+from app.core.models import Team, WorkloadEvent, WorkloadEventKind, utcnow
 from app.core.quantities import format_figure
 from app.notifications import events
 from app.provisioning import repository as repo
@@ -39,8 +39,8 @@ from app.teams import repository as teams_repo
 log = logging.getLogger(__name__)
 TEAMS_PER_PASS = 100  # teams read per pass of the decisions job
 
-EVICTED = "evicted"
-WAITED = "waited"
+EVICTED = WorkloadEventKind.EVICTED
+WAITED = WorkloadEventKind.WAITED
 SHOWN_IN_NOTICE = 3  # workloads named in one notice
 
 

@@ -36,6 +36,7 @@ from app.core.models import (
     TemplateVersion,
     UTCDateTime,
     WorkloadEvent,
+    WorkloadEventKind,
 )
 
 # Teams the reconciler looks at: everything that holds, or is building or removing, objects.
@@ -548,7 +549,7 @@ def untold_evictions(session: Session, team_id: int) -> list[WorkloadEvent]:
             select(WorkloadEvent)
             .where(
                 WorkloadEvent.team_id == team_id,
-                WorkloadEvent.kind == "evicted",
+                WorkloadEvent.kind == WorkloadEventKind.EVICTED,
                 WorkloadEvent.notified_at.is_(None),
             )
             .order_by(WorkloadEvent.at, WorkloadEvent.id)

@@ -22,6 +22,8 @@ from app.notifications import events
 from app.teams import repository as teams
 from app.usage import repository as repo
 
+NO_EVICTIONS: dict[str, Any] = {"evicted": 0, "lost": "0.0", "evicted_by": [], "borrowing": False}
+
 
 def week_of(now: datetime) -> str:
     year, week, _ = now.isocalendar()
@@ -58,7 +60,7 @@ def write_weekly(session: Session, settings: Settings, now: datetime | None = No
             "guaranteed": format_hundredths(quota.quota_centi),
             "suggested": format_hundredths(s.suggested_centi) if s is not None and current else "",
             "direction": ("lower" if s.direction == "lower" else "raise") if s and current else "",
-            **evicted.get(quota.id, {}),
+            **evicted.get(quota.id, NO_EVICTIONS),
         }
         events.record(
             session,

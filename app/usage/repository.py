@@ -35,6 +35,7 @@ from app.core.models import (
     TeamStatus,
     UsageSample,
     WorkloadEvent,
+    WorkloadEventKind,
 )
 from app.core.quota import RESOURCES, WEIGHT_DEFAULT
 from app.teams.repository import GPU_LINE, line_of_team
@@ -549,7 +550,7 @@ def evictions_since(session: Session, since: datetime) -> list[WorkloadEvent]:
     return list(
         session.scalars(
             select(WorkloadEvent)
-            .where(WorkloadEvent.kind == "evicted", WorkloadEvent.at >= since)
+            .where(WorkloadEvent.kind == WorkloadEventKind.EVICTED, WorkloadEvent.at >= since)
             .order_by(WorkloadEvent.at)
         )
     )

@@ -35,6 +35,9 @@ def upgrade() -> None:
         sa.Column("details", sa.JSON(), nullable=False),
         sa.Column("notified_at", sa.DateTime(timezone=True), nullable=True),
         sa.UniqueConstraint("team_id", "key", name="uq_workload_events_team_key"),
+        sa.CheckConstraint(
+            "kind IN ('evicted', 'waited')", name="ck_workload_events_workloadeventkind_values"
+        ),
     )
     op.create_index("ix_workload_events_at", "workload_events", ["at"])
 

@@ -92,6 +92,10 @@ FACTS: dict[Event, dict[str, object]] = {
         "guaranteed": "0.5",
         "suggested": "0.15",
         "direction": "lower",
+        "evicted": 4,
+        "lost": "3.5",
+        "evicted_by": ["vision"],
+        "borrowing": True,
     },
     Event.WORKLOAD_EVICTED: {
         "count": 2,
@@ -162,9 +166,12 @@ def test_the_e_mail_says_more_than_the_title() -> None:
     digest = words(Event.RIGHTSIZING_DIGEST)
     assert digest.title == (
         "nlp this week: 0.12 GPU in use on average of 0.5 guaranteed; "
-        "suggested: lower the guarantee to 0.15 GPU"
+        "suggested: lower the guarantee to 0.15 GPU; work evicted by KAI 4 times"
     )
-    assert digest.email == digest.title, "no e-mail block: the title"
+    assert "KAI evicted the team's work 4 times this week, 3.5 GPU-hours of work lost, " in (
+        digest.email
+    )
+    assert "always by vision while the team borrowed above its guarantee" in digest.email
 
 
 def test_a_broken_message_never_refuses_the_change(

@@ -8,7 +8,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.adapters.k8s.access import SYNCER_COMPONENT, latest_answers
-from app.provisioning.backend import RefusedPod, ResourceQuota, TeamSpec, each_resource
+from app.provisioning.backend import (
+    Eviction,
+    RefusedPod,
+    ResourceQuota,
+    TeamSpec,
+    Workload,
+    each_resource,
+)
 from app.provisioning.workloads import RefusedPods
 
 _ANY = ResourceQuota(0.0, -1.0, 1.0)
@@ -32,6 +39,12 @@ class Reader:
             raise RuntimeError("the vCluster API server did not answer")
         now = datetime.now(UTC)
         return [RefusedPod("default", "p", "refused", now, 1)]
+
+    def workloads(self, spec: TeamSpec) -> list[Workload]:
+        return []
+
+    def evictions(self, spec: TeamSpec) -> list[Eviction]:
+        return []
 
 
 def test_a_page_never_waits_for_the_vcluster() -> None:

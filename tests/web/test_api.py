@@ -138,7 +138,7 @@ def test_openapi_document_is_clean(anonymous: Client) -> None:
     # The pools: list, add, change, remove; sleep: wake, sleep, the team's choices, the
     # org's policy (read and set); grants: list (team, org), ask, approve, reject, end;
     # budgets: list (team, org), set.
-    assert len(operations) == 57
+    assert len(operations) == 60
     ids = [op["operationId"] for _, _, op in operations]
     assert len(ids) == len(set(ids))
     for path, method, op in operations:

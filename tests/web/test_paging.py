@@ -25,6 +25,9 @@ LISTS = (
     "/api/v1/teams/1/grants",
     "/api/v1/budgets",
     "/api/v1/teams/1/budgets",
+    "/api/v1/teams/1/workloads",
+    "/api/v1/teams/1/workload-events",
+    "/api/v1/evictions",
 )
 
 

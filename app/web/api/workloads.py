@@ -8,7 +8,7 @@ from datetime import timedelta
 from fastapi import APIRouter, Request, Response
 
 from app.core.errors import InvalidInput, Unavailable
-from app.core.models import Sleep, TeamStatus, WorkloadEvent, utcnow
+from app.core.models import Sleep, TeamStatus, WorkloadEvent, WorkloadEventKind, utcnow
 from app.provisioning import repository as provisioning_repo
 from app.provisioning.backend import QueueFigures
 from app.provisioning.decisions import EVICTED, WAITED, gpu
@@ -110,13 +110,13 @@ def team_workload_events(
 ) -> list[WorkloadEventOut]:
     """What KAI did to the team's work over the last `days` days (at most 400), newest
     first: `kind` evicted or waited (empty: both); paged (`limit`, `offset`)."""
-    if kind not in ("", EVICTED, WAITED):
-        raise InvalidInput({"kind": f"must be {EVICTED}, {WAITED} or empty, not {kind!r}"})
+    if kind not in ("", EVICTED.value, WAITED.value):
+        raise InvalidInput({"kind": f"must be evicted, waited or empty, not {kind!r}"})
     since = utcnow() - timedelta(days=max(1, min(days, 400)))
     rows, total = provisioning_repo.workload_events(
         session,
         team_id=team.id,
-        kind=kind or None,
+        kind=WorkloadEventKind(kind) if kind else None,
         since=since,
         offset=window.offset,
         limit=window.limit,
