@@ -110,8 +110,9 @@ def _why(work: Workload, reason: KaiReason, org_queue: str) -> Why:
             f"non-preemptible work; it asks {gpu(asked)})."
         )
         remedy = (
-            "Run it preemptible (KAI's label priorityClassName: train) to go above the "
-            f"guarantee, or ask for a guarantee of at least {gpu(held + asked)} GPU."
+            "Run it preemptible (the label kai.scheduler/preemptibility: preemptible) to "
+            f"go above the guarantee, or ask for a guarantee of at least {gpu(held + asked)} "
+            "GPU."
         )
     elif reason.reason == "PreemptionDelayNotElapsed":
         said = (

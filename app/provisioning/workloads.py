@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
 from app.provisioning.backend import RefusedPod, TeamSpec, Workload, WorkloadReader
@@ -29,6 +29,7 @@ class Reading(Generic[T]):
     error: str | None = None
     read_at: float = 0.0  # time.time() of the read
     reading: bool = False  # no reading yet: one is under way
+    refreshing: bool = False  # older than the interval: a new one is under way
 
 
 class TeamReadings(Generic[T]):
@@ -58,7 +59,9 @@ class TeamReadings(Generic[T]):
             if not fresh and spec.team not in self._busy:
                 self._busy.add(spec.team)
                 self._pool.submit(self._read, spec)
-        return known[1] if known is not None else Reading(reading=True)
+        if known is None:
+            return Reading(reading=True)
+        return known[1] if fresh else replace(known[1], refreshing=True)
 
     def _read(self, spec: TeamSpec) -> None:
         reading: Reading[T]

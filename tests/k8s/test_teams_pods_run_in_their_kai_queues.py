@@ -63,6 +63,12 @@ class Host:
 
 @pytest.fixture(scope="module")
 def host() -> Iterator[Host]:
+    with one_gpu_host() as found:
+        yield found
+
+
+@contextlib.contextmanager
+def one_gpu_host() -> Iterator[Host]:
     """A host cluster with KAI, one GPU (the design source's pool) and a CPU node."""
     with control_plane() as plane:
         api = config.new_client_from_config(str(plane.kubeconfig))
@@ -378,8 +384,9 @@ def test_the_lead_reads_the_refused_pod_in_a_browser(portal: FastAPI) -> None:
             assert row.locator("code").inner_text() == "default/no-queue"
             message = row.locator('[data-refused="message"]').inner_text()
             assert "pods of team nlp must carry the label kai.scheduler/queue: team-nlp" in message
-            heading = page.locator("#workloads h2").inner_text()
-            assert heading == "Pods the host refused"
+            assert page.locator("#workloads h2").inner_text() == "Workloads"
+            headings = page.locator("#workloads h3").all_inner_texts()
+            assert headings[-1] == "Pods the host refused", headings
         finally:
             browser.close()
 

@@ -261,6 +261,10 @@ def test_an_eviction_names_the_workload_the_action_and_the_preemptors_namespace(
     # translation of the name still says whose it was.
     gone = evictions_of([evict_event(group_name)], {}, {}, SPEC)[0]
     assert (gone.namespace, gone.name, gone.gpus) == ("default", "sweep-3", None)
+    # The pod gone, its PodGroup still there: what KAI's pod-group controller last wrote.
+    group["status"] = {"resourcesStatus": {"allocated": {"nvidia.com/gpu": "670m"}}}
+    kept = evictions_of([evict_event(group_name)], {group_name: group}, {}, SPEC)[0]
+    assert (kept.name, kept.gpus) == ("sweep-3", 0.67)
     assert queues_in("Pod a/b was preempted and rescheduled due to bin packing") == ()
 
 

@@ -59,6 +59,7 @@ def test_a_page_never_waits_for_the_vcluster() -> None:
         assert reader.calls == 1, "one read for every viewer"
         reading = pods.get(SPEC)
         assert not reading.reading
+        assert not reading.refreshing
         assert [p.name for p in reading.pods] == ["p"]
         assert reader.calls == 1, "fresh for ttl seconds"
     finally:
@@ -76,6 +77,7 @@ def test_an_old_reading_is_shown_while_the_next_is_read_and_a_failure_is_kept() 
         reader.fail = True
         stale = pods.get(SPEC)  # ttl passed: a new read starts, the last one is shown
         assert [p.name for p in stale.pods] == ["p"]
+        assert stale.refreshing, "the page asks again soon, not at its slow interval"
         reader.go.set()
         pods.wait()
         failed = pods._readings["nlp"][1]

@@ -32,6 +32,7 @@ GPU = "nvidia.com/gpu"
 OBJECT_NAME = "vcluster.loft.sh/object-name"
 OBJECT_NAMESPACE = "vcluster.loft.sh/object-namespace"
 FRACTION = "gpu-fraction"
+PREEMPTIBILITY = "kai.scheduler/preemptibility"
 GROUP_ANNOTATION = "pod-group-name"
 READ_LIMIT = 1000  # objects of each kind read per team
 MESSAGE_KEPT = 600
@@ -151,6 +152,20 @@ def pod_gpus(pod: Mapping[str, Any]) -> float:
     return total
 
 
+def group_gpus(group: Mapping[str, Any] | None) -> float | None:
+    """What KAI's pod-group controller last wrote its pods held (else asked), once the
+    pods themselves are gone; None where it wrote nothing above zero."""
+    status = group.get("status") if group is not None else None
+    held = status.get("resourcesStatus") if isinstance(status, Mapping) else None
+    if not isinstance(held, Mapping):
+        return None
+    for key in ("allocated", "requested"):
+        value = _figure(held.get(key))
+        if value is not None and 0 < value < math.inf:
+            return value
+    return None
+
+
 def _figure(resources: Any) -> float | None:
     if not isinstance(resources, Mapping):
         return None
@@ -220,8 +235,11 @@ def _preemptible(group: Mapping[str, Any] | None, pod: Mapping[str, Any]) -> boo
             return bool(said == "preemptible")
         if spec.get("priorityClassName"):
             return str(spec["priorityClassName"]) not in NON_PREEMPTIBLE_CLASSES
-    label = _notes(pod, "labels").get("priorityClassName")
-    return bool(label not in NON_PREEMPTIBLE_CLASSES)
+    labels = _notes(pod, "labels")
+    said = labels.get(PREEMPTIBILITY)
+    if said in ("preemptible", "non-preemptible"):
+        return bool(said == "preemptible")
+    return bool(labels.get("priorityClassName") not in NON_PREEMPTIBLE_CLASSES)
 
 
 def _pool_of(pod: Mapping[str, Any], spec: TeamSpec) -> str:
@@ -357,7 +375,7 @@ def evictions_of(
                 pods=int(count) if isinstance(count, str) and count.isdigit() else 1,
                 by_namespace=str(notes.get("evictor-pod-group-namespace") or ""),
                 pool=_label(group, pod, spec.pool_label),
-                gpus=pod_gpus(pod) if pod is not None else None,
+                gpus=pod_gpus(pod) if pod is not None else group_gpus(group),
                 started=_started(pod),
                 queues=queues_in(str(event.get("message") or "")),
             )
