@@ -4,8 +4,8 @@
 
 Writes docs/screenshots/*.png: the team page (desktop and a 390 px phone), the admin's
 pool overview with one team borrowing, a request under review, the team page in dark
-mode, the node pools page and a team's gauges in two pools. Prints each file with its
-size.
+mode, the node pools page, a team's gauges in two pools and a team's workloads card.
+Prints each file with its size.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ def main() -> None:
             PORTAL_SIMULATED_STEP_SECONDS="0.2",
             PORTAL_WORKER_INTERVAL_SECONDS="0.3",
             PORTAL_SIMULATED_CLUSTER_GPUS="2",  # as `make run`
+            PORTAL_SIMULATED_EXAMPLE_WORK="true",
         ) as portal,
         sync_playwright() as p,
     ):
@@ -100,6 +101,15 @@ def main() -> None:
         print(f"{path.relative_to(ROOT)}  {path.stat().st_size // 1024} KiB")
         admin.goto(portal + "/admin/usage")
         _shoot(admin, "usage.png")
+
+        # nlp's workloads as KAI sees them: its fine-tune waiting above its guarantee.
+        pin_usage(admin, portal, "nlp", "0.25", "0.75")
+        lead_nlp.goto(portal + "/teams/1")
+        card = lead_nlp.locator("#workloads")
+        card.locator('[data-why="NonPreemptibleOverQuota"]').wait_for(timeout=60_000)
+        path = OUT / "workloads.png"
+        card.screenshot(path=str(path))
+        print(f"{path.relative_to(ROOT)}  {path.stat().st_size // 1024} KiB")
         browser.close()
 
 

@@ -288,9 +288,10 @@ def notify_bursts(
         actor=None,
         team=team,
         summary=(
-            f"KAI evicted {len(pending)} workload(s) of {team.name}"
-            + (f" for {', '.join(by)}" if by else "")
-            + f" ({', '.join(actions) or 'no action named'})"
+            f"KAI evicted {len(pending)} workload{'' if len(pending) == 1 else 's'} of "
+            f"{team.name}"
+            + (f" for team {', '.join(by)}" if by else "")
+            + f" ({', '.join(actions) or 'no action named'}) {_between(pending)}"
         ),
         facts={
             "count": len(pending),
@@ -302,6 +303,14 @@ def notify_bursts(
         },
     )
     return pending[-1]
+
+
+def _between(rows: Sequence[WorkloadEvent]) -> str:
+    """When the evictions happened (the timeline's own time is when they were read)."""
+    first, last = rows[0].at, rows[-1].at
+    if last - first < timedelta(minutes=1):
+        return f"at {first:%Y-%m-%d %H:%M} UTC"
+    return f"between {first:%Y-%m-%d %H:%M} and {last:%H:%M} UTC"
 
 
 class Cache(Protocol):

@@ -545,12 +545,16 @@ def all_budgets(session: Session, *, month: str | None = None) -> list[GpuBudget
     return list(session.scalars(query))
 
 
-def evictions_since(session: Session, since: datetime) -> list[WorkloadEvent]:
-    """KAI's evictions the portal kept since ``since``, oldest first (the digest's)."""
-    return list(
-        session.scalars(
-            select(WorkloadEvent)
-            .where(WorkloadEvent.kind == WorkloadEventKind.EVICTED, WorkloadEvent.at >= since)
-            .order_by(WorkloadEvent.at)
-        )
+def evictions_since(
+    session: Session, since: datetime, *, team_id: int | None = None, pool: str | None = None
+) -> list[WorkloadEvent]:
+    """KAI's evictions the portal kept since ``since``, oldest first (the digest's; with
+    ``team_id`` and ``pool``, one team's in one pool: its usage history's)."""
+    query = select(WorkloadEvent).where(
+        WorkloadEvent.kind == WorkloadEventKind.EVICTED, WorkloadEvent.at >= since
     )
+    if team_id is not None:
+        query = query.where(WorkloadEvent.team_id == team_id)
+    if pool is not None:
+        query = query.where(WorkloadEvent.pool == pool)
+    return list(session.scalars(query.order_by(WorkloadEvent.at)))

@@ -177,6 +177,18 @@ def test_an_unknown_reason_is_shown_in_kais_own_words_and_a_limit_of_the_org_as_
     why = explain(work)[0]
     assert why.said.startswith("Your org's queue's limit is 2 GPU and the org running work")
     assert "admin raises the org's limit" in why.remedy
+    # A condition with only its (older) reason and message: those, as KAI wrote them.
+    bare = pod_group("pg-z", "", {})
+    condition = bare["status"]["schedulingConditions"][0]
+    del condition["reasons"]
+    condition["message"] = "0/2 nodes are available: 2 node(s) didn't have enough GPUs."
+    work = workloads_of([host_pod("z", bound=False, group="pg-z")], {"pg-z": bare}, SPEC)[0]
+    assert [(r.reason, r.message) for r in work.reasons] == [
+        ("Unschedulable", "0/2 nodes are available: 2 node(s) didn't have enough GPUs.")
+    ]
+    assert explain(work)[0].said == (
+        "KAI says: 0/2 nodes are available: 2 node(s) didn't have enough GPUs."
+    )
 
 
 def test_gpus_asked_are_read_from_the_fraction_or_the_whole_gpus() -> None:
@@ -348,6 +360,18 @@ def test_each_eviction_is_kept_once_and_told_once_per_burst(
             "Your queue used 1 GPU with a guarantee of 0.33 and a fair share of 0.33; "
             "vision's queue used 0 of its fair share of 0.5."
         )
+        # The timeline (its own time: when they were read) says when they happened.
+        summaries = session.scalars(
+            select(AuditEvent.summary)
+            .where(AuditEvent.action == "workload.evicted")
+            .order_by(AuditEvent.id)
+        ).all()
+    a, b, c = (now - timedelta(minutes=m) for m in (3, 2, 1))
+    assert summaries == [
+        f"KAI evicted 2 workloads of nlp for team vision (reclaim) between "
+        f"{a:%Y-%m-%d %H:%M} and {b:%H:%M} UTC",
+        f"KAI evicted 1 workload of nlp for team vision (reclaim) at {c:%Y-%m-%d %H:%M} UTC",
+    ]
 
 
 def test_a_long_wait_is_written_on_the_timeline_once(

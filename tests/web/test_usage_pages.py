@@ -164,3 +164,45 @@ def test_a_chart_puts_each_hour_where_its_time_is() -> None:
     assert [t.label for t in drawn.x_ticks] == ["18:00", "00:00", "06:00"]
     assert drawn.peak == 1.0
     assert chart([], RANGES["7d"]) is None
+
+
+def test_a_teams_history_counts_the_work_kai_evicted_in_the_period(
+    app: FastAPI, lead: Client, admin: Client
+) -> None:
+    from app.core.models import WorkloadEvent, WorkloadEventKind
+
+    now = datetime.now(UTC)
+
+    def evicted(key: str, days: float, pool: str = "", by: int | None = VISION) -> WorkloadEvent:
+        return WorkloadEvent(
+            team_id=NLP,
+            kind=WorkloadEventKind.EVICTED,
+            key=key,
+            pool=pool,
+            workload=f"default/{key}",
+            at=now - timedelta(days=days),
+            action="reclaim",
+            gpu_centi=50,
+            ran_seconds=3 * 3600,  # 0.5 GPU for 3 hours: 1.5 GPU-hours lost
+            by_team_id=by,
+        )
+
+    with unit_of_work(portal_of(app).session_factory) as session:
+        for row in (
+            evicted("a", 0.5),
+            evicted("b", 3),
+            evicted("c", 10),  # outside the week, inside the month
+            evicted("d", 1, pool="l40s"),  # another pool's
+        ):
+            session.add(row)
+    day = _text(lead.get(f"/teams/{NLP}/usage?range=24h").text)
+    assert (
+        "KAI evicted nlp's work 1 time over the last 24 hours, for team vision: 1.5 "
+        "GPU-hours of work lost."
+    ) in day
+    week = _text(lead.get(f"/teams/{NLP}/usage?range=7d").text)
+    assert "KAI evicted nlp's work 2 times over the last 7 days, for team vision: 3 " in week
+    month = _text(lead.get(f"/teams/{NLP}/usage?range=30d").text)
+    assert "3 times over the last 30 days" in month
+    other = _text(admin.get(f"/teams/{VISION}/usage?range=7d").text)
+    assert "KAI evicted none of vision's work over the last 7 days." in other

@@ -218,7 +218,13 @@ def reasons_of(group: Mapping[str, Any]) -> tuple[tuple[KaiReason, ...], datetim
                 )
             )
         if not explained and condition.get("message"):
-            found.append(KaiReason("", str(condition["message"])[:MESSAGE_KEPT], pool))
+            found.append(
+                KaiReason(
+                    str(condition.get("reason") or ""),
+                    str(condition["message"])[:MESSAGE_KEPT],
+                    pool,
+                )
+            )
     return tuple(found), since
 
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from fastapi import APIRouter, Request, Response
 
-from app.core.errors import InvalidInput, Unavailable
+from app.core.errors import Conflict, InvalidInput, Unavailable
 from app.core.models import Sleep, TeamStatus, WorkloadEvent, WorkloadEventKind, utcnow
 from app.provisioning import repository as provisioning_repo
 from app.provisioning.backend import QueueFigures
@@ -44,9 +44,13 @@ def team_workloads(
 ) -> list[WorkloadOut]:
     """The team's pods on the host as KAI sees them, waiting ones first (anyone of the
     team, or an admin): why each waits, in words and with KAI's figures. Read from the
-    host at most every `PORTAL_WORKLOADS_SECONDS`; 503 while the cluster cannot say."""
+    host at most every `PORTAL_WORKLOADS_SECONDS`. 409 while the team's cluster is not
+    ready and awake (nothing of it runs); 502 when the host could not be read."""
     if team.status != TeamStatus.READY or team.sleep != Sleep.AWAKE:
-        raise Unavailable(f"team {team.name}'s cluster is not ready and awake: no workloads run")
+        raise Conflict(
+            f"team {team.name}'s cluster is not ready and awake: none of its work runs; "
+            "ask again once it is (wake it from the team page)"
+        )
     spec = spec_of(session, team, portal.settings)
     reading = portal.workloads.get(spec)
     if reading.reading:

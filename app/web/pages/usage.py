@@ -11,8 +11,10 @@ from fastapi.responses import HTMLResponse, Response
 
 from app.core.errors import InvalidInput
 from app.core.models import Pool
+from app.core.quantities import format_figure
 from app.teams import repository as repo
 from app.usage import history
+from app.usage import repository as usage_repo
 from app.usage.chart import RANGES, parse_range, usage_chart
 from app.usage.repository import DEFAULT_POOL
 from app.web.deps import AdminPrincipal, CurrentPrincipal, SessionDep, TeamForViewer
@@ -52,10 +54,20 @@ def team_usage(
         limit=limit,
         pool=DEFAULT_POOL if chosen.is_default else chosen.name,
     )
+    evicted = usage_repo.evictions_since(
+        session,
+        datetime.now(UTC) - what.span,
+        team_id=team.id,
+        pool="" if chosen.is_default else chosen.label_value,
+    )
+    by_ids = sorted({r.by_team_id for r in evicted if r.by_team_id is not None})
     return render(
         request,
         "teams/usage.html",
         {
+            "evicted": len(evicted),
+            "lost": format_figure(sum(r.lost_gpu_hours or 0.0 for r in evicted)),
+            "evicted_by": sorted(repo.get_team_names(session, by_ids).values()) if by_ids else [],
             "principal": principal,
             "team": team,
             "chart": chart,
