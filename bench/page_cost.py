@@ -256,6 +256,8 @@ ADMIN_ROWS = (
     "overview by usage",
     "overview borrowing",
     "overview later page",
+    "workloads card",
+    "API evictions (admin)",
 )
 # With --pools: the what-if tried in one other node pool, a keystroke in it.
 POOL_ROW = "what-if keystroke, one pool"
@@ -361,7 +363,8 @@ def signed_in(teams: int, base: str, pid: int, database: int, pools: int = 1) ->
 
 
 def admin_rows(m: Measured) -> dict[str, Call]:
-    """Every other page and API call an admin uses."""
+    """Every other page and API call an admin uses, and a lead's workloads card (KAI's
+    view of the team from its cache, its kept evictions)."""
     htmx = {"HX-Request": "true"}
     keystroke = {f"q_{m.team_id}": "1.5"}  # as the page's script sends one
     admin = m.admin
@@ -375,6 +378,8 @@ def admin_rows(m: Measured) -> dict[str, Call]:
         "overview by usage": getter(admin, "/admin?sort=usage"),
         "overview borrowing": getter(admin, "/admin?status=borrowing"),
         "overview later page": getter(admin, f"/admin?page={max(1, m.teams // 100)}"),
+        "workloads card": getter(m.lead, f"/teams/{m.team_id}/workloads"),
+        "API evictions (admin)": getter(admin, "/api/v1/evictions?hours=24"),
     }
     if m.pool:
         tried = {"in_pool": m.pool, f"q_{m.team_id}": "0.75"}

@@ -298,9 +298,6 @@ def main() -> None:
             ]
             team_page = Call.of_each(leads, [f"/teams/{team_ids[c]}" for c in leads])
             overview = Call.of_each(admins, ["/admin"] * len(admins))
-            # The team page's workloads card: KAI's view of the team from the per-team
-            # cache (one host read per team and interval) and its kept evictions.
-            card = Call.of_each(leads, [f"/teams/{team_ids[c]}/workloads" for c in leads])
             # A new team's name on every request ("{n}": the request's number); the CSRF
             # token goes in each connection's header.
             submit = Call.of_each(
@@ -315,15 +312,10 @@ def main() -> None:
                     name, base, call, requests=requests, ok=ok, connections=args.concurrency
                 )
 
-            for name, call in (
-                ("team page", team_page),
-                ("workloads card", card),
-                ("admin overview", overview),
-            ):
+            for name, call in (("team page", team_page), ("admin overview", overview)):
                 run(name + " (warm-up)", call, 40)
             results = {
                 "team page": run("team page", team_page, args.requests),
-                "workloads card": run("workloads card", card, args.requests),
                 "admin overview": run("admin overview", overview, args.requests // 3),
                 "request submission": run("request submission", submit, args.requests // 2, ok=303),
             }
@@ -332,7 +324,6 @@ def main() -> None:
             targets = [
                 ("admin overview p50 < 100 ms", results["admin overview"]["p50_ms"] < 100),
                 ("team page p50 < 30 ms", results["team page"]["p50_ms"] < 30),
-                ("workloads card p50 < 30 ms", results["workloads card"]["p50_ms"] < 30),
                 ("peak memory < 250 MB", memory < 250),
                 ("no failed requests", all(r["failures"] == 0 for r in results.values())),
             ]

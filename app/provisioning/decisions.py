@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -316,6 +316,27 @@ def _between(rows: Sequence[WorkloadEvent]) -> str:
 class Cache(Protocol):
     def put(self, team: str, items: list[Workload]) -> None: ...
 
+    def last(self, team: str) -> list[Workload]: ...
+
+
+def as_last_seen(evicted: Sequence[Eviction], seen: Sequence[Workload]) -> list[Eviction]:
+    """Evictions whose pod is already gone (KAI deletes it) completed from the last time
+    their workload was seen running: its GPUs and since when it ran."""
+    by_group = {w.group: w for w in seen if w.group and w.running}
+    by_name = {(w.namespace, w.name): w for w in seen if w.running}
+    found = []
+    for e in evicted:
+        was = by_group.get(e.group) or by_name.get((e.namespace, e.name))
+        if was is not None and (e.gpus is None or e.started is None):
+            e = replace(
+                e,
+                gpus=e.gpus if e.gpus is not None else was.gpus,
+                started=e.started or was.since,
+                pool=e.pool or was.pool,
+            )
+        found.append(e)
+    return found
+
 
 class DecisionsPass:
     """Reads KAI's decisions for up to ``per_pass`` awake ready teams at a time (round
@@ -355,6 +376,7 @@ class DecisionsPass:
                 log.warning("reading KAI's decisions for %s failed: %s", spec.team, exc)
                 continue
             if self.cache is not None:
+                evicted = as_last_seen(evicted, self.cache.last(spec.team))
                 self.cache.put(spec.team, found)
             kept += self._keep(team_id, found, evicted, now)
         return kept

@@ -51,6 +51,12 @@ class TeamReadings(Generic[T]):
         with self._lock:
             self._readings[team] = (time.monotonic(), Reading(items, read_at=time.time()))
 
+    def last(self, team: str) -> list[T]:
+        """What the team's last reading found (none read yet: nothing)."""
+        with self._lock:
+            known = self._readings.get(team)
+        return list(known[1].pods) if known is not None else []
+
     def get(self, spec: TeamSpec) -> Reading[T]:
         """The team's last reading, a new one started when it is older than ``ttl``."""
         with self._lock:

@@ -24,7 +24,7 @@ from app.provisioning.backend import (
     Workload,
     each_resource,
 )
-from app.provisioning.decisions import DecisionsPass, evicted_words, explain
+from app.provisioning.decisions import DecisionsPass, as_last_seen, evicted_words, explain
 from app.provisioning.reconciler import Reconciler
 from app.provisioning.specs import spec_of
 from app.provisioning.workloads import Workloads
@@ -278,6 +278,12 @@ def test_an_eviction_names_the_workload_the_action_and_the_preemptors_namespace(
     kept = evictions_of([evict_event(group_name)], {group_name: group}, {}, SPEC)[0]
     assert (kept.name, kept.gpus) == ("sweep-3", 0.67)
     assert queues_in("Pod a/b was preempted and rescheduled due to bin packing") == ()
+    # Pod and group both gone: what the last reading saw of it running.
+    seen = workloads_of([pod], {group_name: group}, SPEC)
+    assert [(w.name, w.running) for w in seen] == [("sweep-3", True)]
+    (told,) = as_last_seen([gone], seen)
+    assert (told.name, told.gpus, told.started) == ("sweep-3", 0.67, seen[0].since)
+    assert as_last_seen([gone], []) == [gone], "never seen: not known"
 
 
 def test_each_eviction_is_kept_once_and_told_once_per_burst(
