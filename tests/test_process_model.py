@@ -98,6 +98,7 @@ def test_each_process_runs_the_jobs_of_its_roles(tmp_path: Path) -> None:
         "sleep_policy",
         "quota_grants",
         "gpu_budgets",
+        "kai_decisions",
     }
     assert names(on, frozenset({Role.DELIVER})) == {
         "notification_delivery",

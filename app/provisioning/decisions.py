@@ -385,7 +385,7 @@ class DecisionsPass:
         self, team_id: int, found: list[Workload], evicted: list[Eviction], now: datetime | None
     ) -> int:
         with unit_of_work(self.factory) as session:
-            team = session.get(Team, team_id)
+            team = repo.team_or_none(session, team_id)
             if team is None:
                 return 0
             added = record_evictions(

@@ -613,3 +613,8 @@ def namespaces_of_teams(session: Session) -> dict[str, int]:
     """Every team's host namespace, to name whose work an eviction was for."""
     rows = session.execute(select(Team.id, Team.name))
     return {Team(name=row.name).namespace: row.id for row in rows}
+
+
+def team_or_none(session: Session, team_id: int) -> Team | None:
+    """The team, or None where it is gone since it was chosen."""
+    return session.get(Team, team_id)
