@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 import urllib3
@@ -39,6 +40,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.k8s import netns
 from tests.k8s.control_plane import ControlPlane
 from tests.servers import cache_dir, free_port, tool
 
@@ -171,6 +173,7 @@ class Kai:
     scheduler_metrics: str = ""  # host:port of the scheduler's /metrics
     queue_metrics: str = ""  # host:port of the queue controller's /metrics
     launched: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)
+    forwarders: list[netns.Forwarder] = field(default_factory=list)
 
     def restart_scheduler(self, **config: Any) -> None:
         """The scheduler again, its configuration with ``config`` added (what the operator
@@ -262,7 +265,8 @@ def _arguments(folder: Path, webhook_port: int) -> dict[str, list[str]]:
             *common,
             f"--scheduler-name={SCHEDULER}",
             # v0.17.0 parses this flag but never hands it to its manager: it serves its
-            # metrics on :8080 whatever is given, so one runs per machine at a time.
+            # metrics on :8080 whatever is given, so it runs in a network namespace of
+            # its own (see ``_own_network``), as in its pod.
             f"--metrics-bind-address=127.0.0.1:{free_port()}",
             f"--health-probe-bind-address=127.0.0.1:{free_port()}",
             "--enable-podgroup-webhook=false",  # it only validates PodGroup edits
@@ -304,6 +308,18 @@ def _arguments(folder: Path, webhook_port: int) -> dict[str, list[str]]:
     }
 
 
+# Components that listen on a fixed port whatever they are told: each in a network
+# namespace of its own with loopback, the API server's port led to the host's.
+OWN_NETWORK = frozenset({"podgroupcontroller"})
+
+
+def _own_network(go: Path, argv: list[str]) -> list[str]:
+    """``argv`` in a new network namespace (unshare kills it when it is stopped), started
+    once ``go`` exists: once the forwarder to the API server is in place."""
+    script = f'ip link set lo up && while [ ! -e {go} ]; do sleep 0.05; done && exec "$0" "$@"'
+    return ["unshare", "--net", "--fork", "--kill-child", "sh", "-c", script, *argv]
+
+
 def _flag(args: list[str], name: str) -> str:
     found = next(a for a in args if a.startswith(f"--{name}="))
     return found.split("=", 1)[1]
@@ -327,6 +343,8 @@ def kai_scheduler(plane: ControlPlane) -> Iterator[Kai]:
         for component, args in arguments.items():
             log = (folder / f"{component}.log").open("wb")
             argv = [str(tool(f"kai-{component}")), *args]
+            if component in OWN_NETWORK:
+                argv = _own_network(folder / f"{component}.go", argv)
             # TMPDIR: where the admission webhook finds its serving certificate.
             env = {
                 **os.environ,
@@ -338,11 +356,19 @@ def kai_scheduler(plane: ControlPlane) -> Iterator[Kai]:
             kai.processes[component] = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, env=env
             )
+            if component in OWN_NETWORK:
+                port = urlparse(plane.url).port
+                assert port is not None
+                ns = netns.namespace_of(kai.processes[component])
+                kai.forwarders.append(netns.into_host(ns, port))
+                (folder / f"{component}.go").touch()
         _wait_for_metrics(kai)
         _wait_for_port(kai, webhook_port)
         _register_webhooks(config.new_client_from_config(str(plane.kubeconfig)), webhook_port, ca)
         yield kai
     finally:
+        for forwarder in kai.forwarders:
+            forwarder.close()
         for process in kai.processes.values():
             process.terminate()
         for process in kai.processes.values():

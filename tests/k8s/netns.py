@@ -21,7 +21,9 @@ import contextlib
 import ctypes
 import os
 import socket
+import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -153,3 +155,21 @@ def forwarding(*forwarders: Forwarder) -> Iterator[None]:
     finally:
         for f in forwarders:
             f.close()
+
+
+def namespace_of(process: subprocess.Popen[bytes], timeout: float = 10) -> str:
+    """The new network namespace of ``process`` (an ``unshare --net --fork``), once
+    unshare has made it (its own is the child's)."""
+    own = os.readlink("/proc/self/ns/net")
+    path = f"/proc/{process.pid}/ns/net"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"unshare exited with {process.returncode}")
+        try:
+            if os.readlink(path) != own:
+                return path
+        except OSError:
+            pass
+        time.sleep(0.02)
+    raise RuntimeError("the process's network namespace did not appear")

@@ -21,7 +21,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,7 +193,7 @@ def start(
     )
     syncer = Syncer(name, namespace, pod.metadata.uid, folder, process, address)
     try:
-        ns = _wait_for_namespace(process)
+        ns = netns.namespace_of(process)
         host_port = urlparse(plane.url).port
         assert host_port is not None
         syncer.forwarders = [
@@ -222,20 +221,3 @@ def _volume(core: client.CoreV1Api, plane: ControlPlane, pod: Any) -> Path:
         folder = plane.folder / "volumes" / str(pod.metadata.uid)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _wait_for_namespace(process: subprocess.Popen[bytes], timeout: float = 10) -> str:
-    """The new network namespace, once unshare has made it (its own is the child's)."""
-    own = os.readlink("/proc/self/ns/net")
-    path = f"/proc/{process.pid}/ns/net"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"unshare exited with {process.returncode}")
-        try:
-            if os.readlink(path) != own:
-                return path
-        except OSError:
-            pass
-        time.sleep(0.02)
-    raise RuntimeError("the vCluster's network namespace did not appear")

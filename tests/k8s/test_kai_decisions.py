@@ -210,6 +210,10 @@ def test_work_above_the_limit_or_the_guarantee_waits_with_kais_reason(
     assert held["reasons"][0]["figures"]["guarantee"] == "0.33"
 
     card = text_of(lead_of(portal, "nlp").get(f"/teams/{TEAMS['nlp']}/workloads").text)
+    # Its own pod runs; the vCluster's CoreDNS (on the host in the team's queue) is not
+    # the team's work.
+    assert ": 1 running, 2 waiting." in card, card
+    assert "coredns" not in card, card
     assert (
         "Your queue's limit is 1 GPU and your running work uses 0.33: this 1-GPU workload "
         "would take it to 1.33."

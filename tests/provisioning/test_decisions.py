@@ -191,6 +191,16 @@ def test_an_unknown_reason_is_shown_in_kais_own_words_and_a_limit_of_the_org_as_
     )
 
 
+def test_the_vclusters_own_coredns_is_not_the_teams_work() -> None:
+    dns = host_pod("coredns-5dfd945795-tdhlx", bound=True, gpus="0")
+    dns["metadata"]["annotations"]["vcluster.loft.sh/object-namespace"] = "kube-system"
+    dns["metadata"]["labels"]["k8s-app"] = "vcluster-kube-dns"
+    mine = host_pod("my-dns", bound=True, gpus="0")  # a lead's pod in kube-system
+    mine["metadata"]["annotations"]["vcluster.loft.sh/object-namespace"] = "kube-system"
+    found = workloads_of([dns, mine], {}, SPEC)
+    assert [(w.namespace, w.name) for w in found] == [("kube-system", "my-dns")]
+
+
 def test_gpus_asked_are_read_from_the_fraction_or_the_whole_gpus() -> None:
     pod = host_pod("w", bound=True)
     pod["metadata"]["annotations"].pop("gpu-fraction")

@@ -33,6 +33,7 @@ OBJECT_NAME = "vcluster.loft.sh/object-name"
 OBJECT_NAMESPACE = "vcluster.loft.sh/object-namespace"
 FRACTION = "gpu-fraction"
 PREEMPTIBILITY = "kai.scheduler/preemptibility"
+VCLUSTER_DNS = "vcluster-kube-dns"  # the label k8s-app of the vCluster's own CoreDNS
 GROUP_ANNOTATION = "pod-group-name"
 READ_LIMIT = 1000  # objects of each kind read per team
 MESSAGE_KEPT = 600
@@ -253,6 +254,13 @@ def _pool_of(pod: Mapping[str, Any], spec: TeamSpec) -> str:
     return str(value) if isinstance(value, str) else ""
 
 
+def _own_dns(pod: Mapping[str, Any]) -> bool:
+    return bool(
+        _notes(pod).get(OBJECT_NAMESPACE) == "kube-system"
+        and _notes(pod, "labels").get("k8s-app") == VCLUSTER_DNS
+    )
+
+
 def workloads_of(
     pods: list[dict[str, Any]], groups: Mapping[str, Mapping[str, Any]], spec: TeamSpec
 ) -> list[Workload]:
@@ -262,6 +270,8 @@ def workloads_of(
         notes = _notes(pod)
         if not notes.get(OBJECT_NAME):
             continue  # not a pod the syncer made
+        if _own_dns(pod):
+            continue  # the vCluster's own CoreDNS: the cluster's, not the team's work
         status = _part(pod, "status")
         phase = status.get("phase")
         if phase in ("Succeeded", "Failed") or _meta(pod, "deletionTimestamp"):
