@@ -359,15 +359,20 @@ class DecisionsPass:
     def run_once(self, now: datetime | None = None) -> int:
         """The evictions kept this pass."""
         with unit_of_work(self.factory) as session:
-            teams = list(repo.awake_ready_teams(session))
-            if not teams:
+            ids = repo.awake_ready_team_ids(session)
+            if not ids:
                 return 0
-            start = self.offset % len(teams)
-            chosen = (teams[start:] + teams[:start])[: self.per_pass]
+            start = self.offset % len(ids)
+            chosen = (ids[start:] + ids[:start])[: self.per_pass]
             self.offset = start + len(chosen)
             org = teams_repo.get_org(session)
-            specs = [(t.id, spec_of(session, t, self.settings, org)) for t in chosen]
+            specs = [
+                (t.id, spec_of(session, t, self.settings, org))
+                for t in repo.teams_by_ids(session, chosen)
+            ]
+            untold = repo.teams_with_untold_evictions(session, chosen)
         kept = 0
+        longer_than = timedelta(minutes=self.settings.long_wait_minutes)
         for team_id, spec in specs:
             try:
                 found = self.reader.workloads(spec)
@@ -378,7 +383,9 @@ class DecisionsPass:
             if self.cache is not None:
                 evicted = as_last_seen(evicted, self.cache.last(spec.team))
                 self.cache.put(spec.team, found)
-            kept += self._keep(team_id, found, evicted, now)
+            waits = any(not w.running and utcnow() - w.since >= longer_than for w in found)
+            if evicted or waits or team_id in untold:  # else nothing to keep or tell
+                kept += self._keep(team_id, found, evicted, now)
         return kept
 
     def _keep(
@@ -388,8 +395,12 @@ class DecisionsPass:
             team = repo.team_or_none(session, team_id)
             if team is None:
                 return 0
+            namespaces = {e.by_namespace for e in evicted if e.by_namespace}
             added = record_evictions(
-                session, team, evicted, team_of_namespace=repo.namespaces_of_teams(session)
+                session,
+                team,
+                evicted,
+                team_of_namespace=repo.teams_of_namespaces(session, namespaces),
             )
             record_waits(
                 session,

@@ -609,10 +609,43 @@ def team_names(session: Session, ids: Collection[int]) -> dict[int, str]:
     return {row.id: row.name for row in rows}
 
 
-def namespaces_of_teams(session: Session) -> dict[str, int]:
-    """Every team's host namespace, to name whose work an eviction was for."""
-    rows = session.execute(select(Team.id, Team.name))
+def teams_of_namespaces(session: Session, namespaces: Collection[str]) -> dict[str, int]:
+    """The teams whose host namespaces these are (the newest of a name where an old one
+    was decommissioned), to name whose work an eviction was for."""
+    names = [n.removeprefix("vcluster-") for n in namespaces if n.startswith("vcluster-")]
+    if not names:
+        return {}
+    rows = session.execute(select(Team.id, Team.name).where(Team.name.in_(names)).order_by(Team.id))
     return {Team(name=row.name).namespace: row.id for row in rows}
+
+
+def awake_ready_team_ids(session: Session) -> list[int]:
+    """The ready, awake teams' ids in a stable order (the decisions pass's round robin
+    reads ids only, whatever the number of teams)."""
+    query = select(Team.id).where(Team.status == TeamStatus.READY, Team.sleep == Sleep.AWAKE)
+    return list(session.scalars(query.order_by(Team.id)))
+
+
+def teams_by_ids(session: Session, ids: Collection[int]) -> list[Team]:
+    if not ids:
+        return []
+    return list(session.scalars(select(Team).where(Team.id.in_(list(ids))).order_by(Team.id)))
+
+
+def teams_with_untold_evictions(session: Session, ids: Collection[int]) -> set[int]:
+    """Which of these teams have evictions not yet told (held back within a burst)."""
+    if not ids:
+        return set()
+    found = session.scalars(
+        select(WorkloadEvent.team_id)
+        .where(
+            WorkloadEvent.team_id.in_(list(ids)),
+            WorkloadEvent.kind == WorkloadEventKind.EVICTED,
+            WorkloadEvent.notified_at.is_(None),
+        )
+        .distinct()
+    )
+    return set(found)
 
 
 def team_or_none(session: Session, team_id: int) -> Team | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,7 @@ from app.provisioning.backend import RefusedPod, TeamSpec, Workload, WorkloadRea
 
 log = logging.getLogger(__name__)
 READERS = 2  # clusters read at once
+KEPT = 2000  # teams whose last reading is kept (the least recently read go first)
 T = TypeVar("T")
 
 
@@ -42,14 +44,21 @@ class TeamReadings(Generic[T]):
         self.ttl = ttl
         self.where = where
         self._lock = threading.Lock()
-        self._readings: dict[str, tuple[float, Reading[T]]] = {}
+        self._readings: OrderedDict[str, tuple[float, Reading[T]]] = OrderedDict()
         self._busy: set[str] = set()  # teams being read now
         self._pool = ThreadPoolExecutor(READERS, thread_name_prefix="team-reads")
 
     def put(self, team: str, items: list[T]) -> None:
         """A reading made elsewhere (the workload job's), served as this one's."""
         with self._lock:
-            self._readings[team] = (time.monotonic(), Reading(items, read_at=time.time()))
+            self._keep(team, (time.monotonic(), Reading(items, read_at=time.time())))
+
+    def _keep(self, team: str, entry: tuple[float, Reading[T]]) -> None:
+        """Under the lock: the team's reading, newest last; at most ``KEPT`` teams'."""
+        self._readings[team] = entry
+        self._readings.move_to_end(team)
+        while len(self._readings) > KEPT:
+            self._readings.popitem(last=False)
 
     def last(self, team: str) -> list[T]:
         """What the team's last reading found (none read yet: nothing)."""
@@ -77,7 +86,7 @@ class TeamReadings(Generic[T]):
             log.warning("reading the %s of %s failed: %s", self.where, spec.team, exc)
             reading = Reading(error=f"could not be read from the {self.where}: {exc}")
         with self._lock:
-            self._readings[spec.team] = (time.monotonic(), reading)
+            self._keep(spec.team, (time.monotonic(), reading))
             self._busy.discard(spec.team)
 
     def wait(self, timeout: float = 10.0) -> None:

@@ -124,3 +124,23 @@ def test_the_syncers_answer_is_the_hosts_and_anything_else_is_labelled() -> None
     assert len(c.message) == 600
     assert c.count == 1
     assert set(answers) == {("default", "a"), ("default", "b"), ("default", "c")}
+
+
+def test_the_readings_kept_are_bounded_the_least_recently_read_going_first(
+    monkeypatch: Any,
+) -> None:
+    from app.provisioning import workloads
+
+    monkeypatch.setattr(workloads, "KEPT", 3)
+    pods = RefusedPods(Reader(), ttl=60)
+    try:
+        for team in ("a", "b", "c", "d"):
+            pods.put(team, [])
+        assert pods.last("a") == []
+        assert list(pods._readings) == ["b", "c", "d"]
+        pods.put("b", [RefusedPod("default", "p", "refused", datetime.now(UTC), 1)])
+        pods.put("e", [])
+        assert list(pods._readings) == ["d", "b", "e"], "b read again: c went first"
+        assert [p.name for p in pods.last("b")] == ["p"]
+    finally:
+        pods.close()

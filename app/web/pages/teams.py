@@ -375,7 +375,14 @@ def team_workloads(
     awake = spec is not None and team.sleep == Sleep.AWAKE
     kai = portal.workloads.get(spec) if awake and spec is not None else None
     card = workloads_card(session, team, kai)
-    context = {"principal": principal, "team": team, "reading": reading, "card": card}
+    context = {
+        "principal": principal,
+        "team": team,
+        "reading": reading,
+        "card": card,
+        # Asked again as often as a new reading can be there (never more than every 2 s).
+        "poll_seconds": max(2, round(portal.settings.workloads_seconds)),
+    }
     return render(request, "teams/partials/workloads.html", context)
 
 
