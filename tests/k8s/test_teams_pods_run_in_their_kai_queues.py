@@ -913,7 +913,7 @@ def test_a_team_sleeps_once_its_pods_are_gone_and_wakes_to_kai(host: Host, porta
     wait_for(
         "no pod of it left on the host",
         lambda: not _host_pods(host, team, f"vcluster.loft.sh/managed-by={team}"),
-        timeout=60,
+        timeout=180,  # three KAI hosts side by side on two cores: 60 s was once too few
     )
     assert _host_pods(host, team, f"app=vcluster,release={team}") == []
     assert client.CustomObjectsApi(host.api).get_cluster_custom_object(*QUEUES, f"team-{team}")
