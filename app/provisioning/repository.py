@@ -603,6 +603,8 @@ def workload_events(
 
 
 def team_names(session: Session, ids: Collection[int]) -> dict[int, str]:
+    """Id -> name of these teams, decommissioned ones too (unlike the teams repository's
+    ``get_team_names``): an eviction's history names the team it went to even after."""
     if not ids:
         return {}
     rows = session.execute(select(Team.id, Team.name).where(Team.id.in_(list(ids))))

@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse, Response
 from app.core.errors import InvalidInput
 from app.core.models import Pool
 from app.core.quantities import format_figure
+from app.provisioning import repository as provisioning_repo
 from app.teams import repository as repo
 from app.usage import history
 from app.usage import repository as usage_repo
@@ -67,7 +68,7 @@ def team_usage(
         {
             "evicted": len(evicted),
             "lost": format_figure(sum(r.lost_gpu_hours or 0.0 for r in evicted)),
-            "evicted_by": sorted(repo.get_team_names(session, by_ids).values()) if by_ids else [],
+            "evicted_by": sorted(provisioning_repo.team_names(session, by_ids).values()),
             "principal": principal,
             "team": team,
             "chart": chart,
