@@ -18,7 +18,11 @@ sync of pods to the host, and its secret ``vc-<name>``. This helper plays only:
   folder as /data (the same folder for every pod of the claim, as a volume keeps the
   virtual cluster's state across a restart, an upgrade or a wake), and the pod is marked
   Ready when the syncer answers, as its readiness probe would. A deleted pod's syncer
-  is stopped; a syncer that exits is started again (and its log kept in ``errors``).
+  is stopped, and the pod stays (terminating) until it has: a kubelet confirms a
+  deletion once its containers are gone, so a StatefulSet at 0 replicas has no syncer
+  left that could sync again (the stand-in holds the pod with a finalizer, as the pod
+  here is never bound to a node). A syncer that exits is started again (and its log kept
+  in ``errors``).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from tests.k8s.control_plane import ControlPlane
 
 NODE = "vcluster-host-node"  # the host Node the control-plane pods "run" on
 CRASH_LOOP = 3  # exits of one pod's syncer that the tests report
+# Held by the stand-in kubelet while the pod's syncer runs (see the module's text).
+CONTAINERS = "tests.gpu-portal.example/containers-running"
 
 
 class VClusterRuntime:
@@ -65,6 +71,7 @@ class VClusterRuntime:
         self.addresses: dict[tuple[str, str], str] = {}  # (namespace, name): load balancer
         self.syncers: dict[str, syncers.Syncer] = {}  # by control-plane pod uid
         self._lock = threading.Lock()
+        self._stopping: set[str] = set()  # pod uids whose syncer is being stopped
         self.exits: dict[str, list[str]] = {}  # by pod uid: each exit and its log
         # By pod uid: when its syncer was started and when its virtual API first answered
         # (monotonic): the syncer's own start, for the benchmark to set the portal's
@@ -107,13 +114,68 @@ class VClusterRuntime:
             self._provision(claim)
         running: set[str] = set()
         for pod in self.core.list_pod_for_all_namespaces(label_selector="app=vcluster").items:
-            if pod.metadata.deletion_timestamp or "release" not in (pod.metadata.labels or {}):
+            if pod.metadata.deletion_timestamp:
+                self._terminate(pod)
+                continue
+            if "release" not in (pod.metadata.labels or {}):
                 continue
             running.add(pod.metadata.uid)
             self._run_pod(pod)
-        for uid in [u for u in self.syncers if u not in running]:
-            gone = self.syncers.pop(uid)  # the pod is gone: so is its container
+        for uid in [u for u in list(self.syncers) if u not in running | self._stopping]:
+            gone = self.syncers.pop(uid)  # the pod is gone (forced): so is its container
             threading.Thread(target=gone.stop, daemon=True).start()
+
+    def _terminate(self, pod: Any) -> None:
+        """A deleted pod: its syncer stopped (on a thread of its own, not holding up the
+        other pods), then the deletion confirmed."""
+        uid = pod.metadata.uid
+        if uid in self._stopping:
+            return
+        self._stopping.add(uid)
+        threading.Thread(
+            target=self._stop_then_release, args=(pod, self.syncers.get(uid)), daemon=True
+        ).start()
+
+    def _stop_then_release(self, pod: Any, running: syncers.Syncer | None) -> None:
+        try:
+            if running is not None:
+                running.stop()
+            self.syncers.pop(pod.metadata.uid, None)
+            if CONTAINERS in (pod.metadata.finalizers or []):
+                self._release(pod)
+        except Exception as exc:  # reported by the tests, as the loop's own failures
+            self.errors.append(f"releasing {pod.metadata.name}: {exc!r}")
+        finally:
+            self._stopping.discard(pod.metadata.uid)
+
+    def _release(self, pod: Any) -> None:
+        namespace, name = pod.metadata.namespace, pod.metadata.name
+        for _ in range(5):  # a conflict with another writer: read again
+            try:
+                current = self.core.read_namespaced_pod(name, namespace)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return
+                raise
+            if current.metadata.uid != pod.metadata.uid:
+                return
+            left = [f for f in current.metadata.finalizers or [] if f != CONTAINERS]
+            body = {
+                "metadata": {
+                    "finalizers": left or None,
+                    "resourceVersion": current.metadata.resource_version,
+                }
+            }
+            try:
+                self.core.patch_namespaced_pod(
+                    name, namespace, body, _content_type="application/merge-patch+json"
+                )
+                return
+            except ApiException as exc:
+                if exc.status == 404:
+                    return
+                if exc.status != 409:
+                    raise
 
     def _balance(self, service: Any) -> None:
         address = self.address(service.metadata.namespace, service.metadata.name)
@@ -194,6 +256,20 @@ class VClusterRuntime:
             self.syncers.pop(uid).stop()
             running = None
         if running is None:
+            if CONTAINERS not in (pod.metadata.finalizers or []):
+                # Held until its container is gone (a kubelet's graceful deletion).
+                held = [*(pod.metadata.finalizers or []), CONTAINERS]
+                try:
+                    self.core.patch_namespaced_pod(
+                        pod.metadata.name,
+                        namespace,
+                        {"metadata": {"finalizers": held}},
+                        _content_type="application/merge-patch+json",
+                    )
+                except ApiException as exc:
+                    if exc.status == 422:
+                        return  # deleted meanwhile: no container to start
+                    raise
             self._ensure_node()
             began = time.monotonic()
             started = syncers.start(

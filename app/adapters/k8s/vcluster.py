@@ -160,7 +160,10 @@ class VClusterInstaller(Part):
 
     def pause(self, spec: TeamSpec) -> Observation:
         """As `vcluster pause`: the StatefulSet annotated (its replicas kept in one) and
-        scaled to 0, then every host pod the vCluster made deleted."""
+        scaled to 0, then, once its control plane has stopped (the CLI waits for the
+        StatefulSet's 0 replicas), every host pod the vCluster made deleted. Not before:
+        a syncer still stopping makes again what is deleted under it. Called again on
+        the next pass until the vCluster is asleep."""
         name = spec.vcluster_name
         installed = self._statefulset(spec)
         if not is_paused(installed.metadata.annotations):
@@ -183,6 +186,9 @@ class VClusterInstaller(Part):
                     name, spec.namespace, body, _content_type=MERGE_PATCH
                 ),
             )
+            installed = self._statefulset(spec)
+        if (installed.status and installed.status.replicas) or self._control_plane_pods(spec):
+            return self._check(spec)  # its control plane still stops
         for pod in self._synced_pods(spec):
             if pod.metadata.deletion_timestamp:
                 continue  # on its way out
