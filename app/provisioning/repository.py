@@ -38,6 +38,7 @@ from app.core.models import (
     WorkloadEvent,
     WorkloadEventKind,
 )
+from app.teams import repository as teams_repo
 
 # Teams the reconciler looks at: everything that holds, or is building or removing, objects.
 WORK_STATUSES = (
@@ -603,12 +604,9 @@ def workload_events(
 
 
 def team_names(session: Session, ids: Collection[int]) -> dict[int, str]:
-    """Id -> name of these teams, decommissioned ones too (unlike the teams repository's
-    ``get_team_names``): an eviction's history names the team it went to even after."""
-    if not ids:
-        return {}
-    rows = session.execute(select(Team.id, Team.name).where(Team.id.in_(list(ids))))
-    return {row.id: row.name for row in rows}
+    """Id -> name of these teams, decommissioned ones too: an eviction's history names
+    the team it went to even after."""
+    return teams_repo.get_team_names(session, ids, decommissioned=True)
 
 
 def teams_of_namespaces(session: Session, namespaces: Collection[str]) -> dict[str, int]:

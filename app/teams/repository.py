@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -683,12 +683,17 @@ def count_ready(session: Session) -> int:
     return int(session.scalar(select(func.count()).where(Team.status == TeamStatus.READY)) or 0)
 
 
-def get_team_names(session: Session, team_ids: Sequence[int]) -> dict[int, str]:
-    """Id -> name of the given teams that are not decommissioned."""
-    rows = session.execute(
-        select(Team.id, Team.name).where(Team.id.in_(team_ids), Team.status.in_(LIVE_STATUSES))
-    )
-    return {team_id: name for team_id, name in rows}
+def get_team_names(
+    session: Session, team_ids: Collection[int], *, decommissioned: bool = False
+) -> dict[int, str]:
+    """Id -> name of the given teams that are not decommissioned (``decommissioned``:
+    those too, for a history that names a team after it is gone)."""
+    if not team_ids:
+        return {}
+    query = select(Team.id, Team.name).where(Team.id.in_(list(team_ids)))
+    if not decommissioned:
+        query = query.where(Team.status.in_(LIVE_STATUSES))
+    return {team_id: name for team_id, name in session.execute(query)}
 
 
 def get_pools(session: Session, org_id: int) -> list[Pool]:

@@ -80,7 +80,7 @@ def evictions_by_team(session: Session, since: datetime) -> dict[int, dict[str, 
     above its guarantee (the figures KAI wrote with it)."""
     rows = repo.evictions_since(session, since)
     ids = {r.by_team_id for r in rows if r.by_team_id is not None}
-    names = teams.get_team_names(session, list(ids)) if ids else {}
+    names = teams.get_team_names(session, ids, decommissioned=True)  # gone since, too
     found: dict[int, dict[str, Any]] = {}
     for row in rows:
         facts = found.setdefault(

@@ -206,3 +206,35 @@ def test_a_teams_history_counts_the_work_kai_evicted_in_the_period(
     assert "3 times over the last 30 days" in month
     other = _text(admin.get(f"/teams/{VISION}/usage?range=7d").text)
     assert "KAI evicted none of vision's work over the last 7 days." in other
+
+
+def test_the_weekly_digest_names_a_team_that_reclaimed_and_is_gone_since(app: FastAPI) -> None:
+    from sqlalchemy import update
+
+    from app.core.models import Team, TeamStatus, WorkloadEvent, WorkloadEventKind
+    from app.usage.digest import evictions_by_team
+
+    now = datetime.now(UTC)
+    with unit_of_work(portal_of(app).session_factory) as session:
+        session.add(
+            WorkloadEvent(
+                team_id=NLP,
+                kind=WorkloadEventKind.EVICTED,
+                key="gone-by",
+                pool="",
+                workload="default/sweep",
+                at=now - timedelta(days=1),
+                action="reclaim",
+                gpu_centi=100,
+                ran_seconds=1800,
+                by_team_id=VISION,
+            )
+        )
+        session.execute(
+            update(Team).where(Team.id == VISION).values(status=TeamStatus.DECOMMISSIONED)
+        )
+    with portal_of(app).session_factory() as session:
+        told = evictions_by_team(session, now - timedelta(days=7))
+    assert told[NLP]["evicted"] == 1
+    assert told[NLP]["lost"] == "0.5"
+    assert told[NLP]["evicted_by"] == ["vision"]
