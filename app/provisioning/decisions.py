@@ -367,7 +367,7 @@ class DecisionsPass:
             self.offset = start + len(chosen)
             org = teams_repo.get_org(session)
             specs = [
-                (t.id, spec_of(session, t, self.settings, org))
+                (t.id, spec_of(session, t, self.settings, org, with_template=False))
                 for t in repo.teams_by_ids(session, chosen)
             ]
             untold = repo.teams_with_untold_evictions(session, chosen)

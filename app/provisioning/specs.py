@@ -17,11 +17,19 @@ from app.provisioning.backend import TeamSpec, spec_for
 from app.teams import repository as teams
 
 
-def spec_of(session: Session, team: Team, settings: Settings, org: Org | None = None) -> TeamSpec:
+def spec_of(
+    session: Session,
+    team: Team,
+    settings: Settings,
+    org: Org | None = None,
+    *,
+    with_template: bool = True,
+) -> TeamSpec:
     """``team``'s spec under its org (``org``, when the caller has read it already), with
     the configured queue label (``PORTAL_KAI_QUEUE_LABEL``) and org queue limit
     (``PORTAL_ORG_QUEUE_GPU_LIMIT``), and its cluster template rendered with the lead's
-    parameters."""
+    parameters (``with_template=False``: without it, for a reader of the team's queues and
+    namespace only)."""
     spec = spec_for(
         team,
         org if org is not None else teams.get_org(session),
@@ -29,7 +37,7 @@ def spec_of(session: Session, team: Team, settings: Settings, org: Org | None = 
         org_limit_is_pool=settings.org_queue_gpu_limit == "pool",
         pool_label=settings.node_pool_label_key,
     )
-    version = team.template_version
+    version = team.template_version if with_template else None
     if version is None:
         return spec
     template = catalog.spec_of(version)
