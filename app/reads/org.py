@@ -12,6 +12,7 @@ from app.core.models import (
     Org,
 )
 from app.core.quota import GPU
+from app.teams.repository import PoolLine
 from app.usage import repository as usage_repo
 from app.usage.model import ShareKey
 from app.usage.service import GpuShare, OrgView, Shares, TeamQuota, UsageCache
@@ -118,19 +119,25 @@ def pool_views(
 
 
 def other_shares(
-    session: Session, usage: UsageCache, org: Org, team_id: int, view: OrgView | None = None
+    session: Session,
+    usage: UsageCache,
+    org: Org,
+    team_id: int,
+    view: OrgView | None = None,
+    lines: Sequence[PoolLine] | None = None,
 ) -> list[KeyShare]:
     """The team's share in every other pool and divided resource it holds a line of,
     each from its own division over every team holding that key (KAI's algorithm, as for
     the default pool's GPUs). Whether any team holds such a line is read once per ready
-    org ``view``: a single-pool org's team page reads nothing more."""
+    org ``view``: a single-pool org's team page reads nothing more. ``lines``: the team's
+    quota lines, when read already (``team_pool_lines``)."""
     if view is not None and not usage.remembered(
         view, ("other keys", org.id), lambda: usage_repo.holds_other_keys(session, org.id)
     ):
         return []
     return [
         KeyShare(key, shares_of(session, usage, org, key, view).get(team_id))
-        for key in usage_repo.other_keys(session, team_id)
+        for key in usage_repo.other_keys(session, team_id, lines)
     ]
 
 

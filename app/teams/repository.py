@@ -774,20 +774,40 @@ def teams_holding_pool(session: Session, pool_id: int) -> list[Team]:
     )
 
 
-def gpu_in_other_pools(session: Session, team_id: int) -> list[tuple[Pool, int]]:
+# A team's quota line: its pool, the resource, the guarantee (hundredths).
+PoolLine = tuple[Pool, str, int]
+
+_TEAM_POOL_LINES = (
+    select(Pool, TeamQuotaLine.resource, func.coalesce(TeamQuotaLine.guarantee, 0))
+    .join(TeamQuotaLine, TeamQuotaLine.pool_id == Pool.id)
+    .where(TeamQuotaLine.team_id == bindparam("team_id"))
+    .order_by(Pool.is_default.desc(), Pool.name, TeamQuotaLine.resource)
+)
+
+
+def team_pool_lines(team_id: int) -> Read[list[PoolLine]]:
+    """The team's quota lines with their pools, the default pool first, then by pool name
+    and resource (read with the team page's other lists: its gauges and forms)."""
+    return Read(_TEAM_POOL_LINES, {"team_id": team_id}, _pool_lines)
+
+
+def _pool_lines(rows: Rows) -> list[PoolLine]:
+    return [(pool, str(resource), int(held)) for pool, resource, held in rows]
+
+
+def gpu_in_other_pools(
+    session: Session, team_id: int, lines: Sequence[PoolLine] | None = None
+) -> list[tuple[Pool, int]]:
     """The pools other than the default where the team holds a GPU line, with its
-    guarantee there (hundredths), by pool name."""
-    rows = session.execute(
-        select(Pool, func.coalesce(TeamQuotaLine.guarantee, 0))
-        .join(TeamQuotaLine, TeamQuotaLine.pool_id == Pool.id)
-        .where(
-            TeamQuotaLine.team_id == team_id,
-            TeamQuotaLine.resource == GPU_RESOURCE,
-            ~Pool.is_default,
-        )
-        .order_by(Pool.name)
-    ).all()
-    return [(pool, int(held)) for pool, held in rows]
+    guarantee there (hundredths), by pool name (``lines``: ``team_pool_lines``' value,
+    when read already)."""
+    if lines is None:
+        lines = read(session, team_pool_lines(team_id))
+    return [
+        (pool, held)
+        for pool, resource, held in lines
+        if resource == GPU_RESOURCE and not pool.is_default
+    ]
 
 
 def other_pool_asks(
@@ -947,12 +967,14 @@ _TEAM_QUOTA_GRANTS = (
 def team_quota_grants(team_id: int) -> Read[list[QuotaGrant]]:
     """A team's temporary grants with their pools, the latest window first (its page's
     list, read with the page's other lists)."""
-    return Read(_TEAM_QUOTA_GRANTS, {"team_id": team_id}, _with_pools)
+    return Read(_TEAM_QUOTA_GRANTS, {"team_id": team_id}, with_pools)
 
 
-def _with_pools(rows: Rows) -> list[QuotaGrant]:
+def with_pools(rows: Rows) -> list[Any]:
+    """Rows of (an entity with a ``pool``, its pool): the entities, each with its pool
+    set (a grant's, a budget's), as a read's ``finish``."""
     found = []
-    for grant, pool in rows:
-        set_committed_value(grant, "pool", pool)
-        found.append(grant)
+    for owner, pool in rows:
+        set_committed_value(owner, "pool", pool)
+        found.append(owner)
     return found

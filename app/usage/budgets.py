@@ -20,6 +20,7 @@ from app.core.errors import InvalidInput
 from app.core.events import Event
 from app.core.models import GpuBudget, Pool, Team, TeamStatus, User, utcnow
 from app.core.quantities import format_hundredths, parse_hundredths
+from app.core.together import Read
 from app.notifications import events
 from app.teams import repository as teams
 from app.usage import repository as repo
@@ -241,8 +242,18 @@ def _restore(session: Session, now: datetime) -> int:
     return restored
 
 
-def of_team(session: Session, team_id: int, now: datetime) -> list[Burn]:
-    return burns(session, repo.team_budgets(session, team_id, month_of(now)), now)
+def team_budgets(team_id: int, now: datetime) -> Read[list[GpuBudget]]:
+    """The team's budgets of this month, as a read to run with a page's others."""
+    return repo.team_budgets_of(team_id, month_of(now))
+
+
+def of_team(
+    session: Session, team_id: int, now: datetime, budgets: Sequence[GpuBudget] | None = None
+) -> list[Burn]:
+    """The team's budgets of this month and their burn (``budgets``: ``team_budgets``'
+    value, when read already)."""
+    found = repo.team_budgets(session, team_id, month_of(now)) if budgets is None else budgets
+    return burns(session, found, now)
 
 
 def of_org(session: Session, now: datetime) -> list[Burn]:

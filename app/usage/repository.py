@@ -14,6 +14,7 @@ from sqlalchemy import (
     ColumnElement,
     Float,
     ScalarSelect,
+    bindparam,
     cast,
     delete,
     func,
@@ -38,7 +39,8 @@ from app.core.models import (
     WorkloadEventKind,
 )
 from app.core.quota import RESOURCES, WEIGHT_DEFAULT
-from app.teams.repository import GPU_LINE, line_of_team
+from app.core.together import Read, read
+from app.teams.repository import GPU_LINE, PoolLine, line_of_team, team_pool_lines, with_pools
 from app.usage.model import DEFAULT_KEY, ShareKey
 from app.usage.service import TeamQuota
 
@@ -94,19 +96,24 @@ def _with_line(joined: Any, key: ShareKey = DEFAULT_KEY) -> Any:
     return outerjoin(joined, line, on) if key.pool_id is None else join(joined, line, on)
 
 
-def other_keys(session: Session, team_id: int) -> list[ShareKey]:
+def other_keys(
+    session: Session, team_id: int, lines: Sequence[PoolLine] | None = None
+) -> list[ShareKey]:
     """The keys beyond the default one where the team holds a line of a divided resource
-    (another pool's GPUs, another divided resource): one gauge each, in pool order."""
+    (another pool's GPUs, another divided resource): one gauge each, in pool order
+    (``lines``: the team's ``team_pool_lines``, when read already)."""
     divided = {res.key: res for res in RESOURCES if res.divided}
-    rows = session.execute(
-        select(Pool.id, Pool.name, Pool.is_default, Pool.label_value, TeamQuotaLine.resource)
-        .join(TeamQuotaLine, TeamQuotaLine.pool_id == Pool.id)
-        .where(TeamQuotaLine.team_id == team_id, TeamQuotaLine.resource.in_(divided))
-        .order_by(Pool.is_default.desc(), Pool.name, TeamQuotaLine.resource)
-    ).all()
+    if lines is None:
+        lines = read(session, team_pool_lines(team_id))
     keys = [
-        ShareKey(divided[resource], None if is_default else pool_id, name, label or "")
-        for pool_id, name, is_default, label, resource in rows
+        ShareKey(
+            divided[resource],
+            None if pool.is_default else pool.id,
+            pool.name,
+            pool.label_value or "",
+        )
+        for pool, resource, _held in lines
+        if resource in divided
     ]
     return [key for key in keys if not key.is_default]
 
@@ -521,12 +528,22 @@ def limited_budgets(session: Session) -> list[GpuBudget]:
     )
 
 
+_TEAM_BUDGETS = (
+    select(GpuBudget, Pool)
+    .join(Pool, Pool.id == GpuBudget.pool_id)
+    .where(GpuBudget.team_id == bindparam("team_id"), GpuBudget.month == bindparam("month"))
+    .order_by(Pool.is_default.desc(), Pool.name)
+)
+
+
+def team_budgets_of(team_id: int, month: str) -> Read[list[GpuBudget]]:
+    """The team's GPU-hour budgets of ``month`` with their pools (read with the team
+    page's other lists)."""
+    return Read(_TEAM_BUDGETS, {"team_id": team_id, "month": month}, with_pools)
+
+
 def team_budgets(session: Session, team_id: int, month: str) -> list[GpuBudget]:
-    return list(
-        session.scalars(
-            select(GpuBudget).where(GpuBudget.team_id == team_id, GpuBudget.month == month)
-        )
-    )
+    return read(session, team_budgets_of(team_id, month))
 
 
 def find_budget(session: Session, team_id: int, pool_id: int, month: str) -> GpuBudget | None:

@@ -135,8 +135,9 @@ LISTS = ("cluster_requests", "_grants", "audit_")  # the team page's lists' tabl
 
 def test_the_team_page_is_one_statement(app: FastAPI, lead: Client) -> None:
     """Its caller, the team (its pool, steps and suggestion) and its requests, members,
-    kubeconfig grants, events and temporary quota grants: one statement on PostgreSQL,
-    each read on its own on SQLite (in-process, no round trip to save)."""
+    kubeconfig grants, events, temporary quota grants, quota lines by pool and budgets:
+    one statement on PostgreSQL, each read on its own on SQLite (in-process, no round
+    trip to save)."""
     lead.form(f"/teams/{NLP}/kubeconfig", {"ttl": "8h"})  # a grant to show
     lead.get(f"/teams/{NLP}")  # the caches a page fills (the org, the usage history)
     page, seen = statements_of(app, lead, f"/teams/{NLP}")
@@ -150,6 +151,9 @@ def test_the_team_page_is_one_statement(app: FastAPI, lead: Client) -> None:
         mine = [s for s in seen if any(t in s for t in (*LISTS, "web_sessions", "_steps"))]
         assert len(mine) == 1, mine
         assert all(t in mine[0] for t in ("web_sessions", "provisioning_steps", "team_members"))
+        # The gauges' and forms' pools and the month's budgets too, read nowhere else.
+        assert all(t in mine[0] for t in ("team_quota_lines", "gpu_budgets"))
+        assert [s for s in seen if "gpu_budgets" in s] == mine
     else:
         # requests, kubeconfig grants, events, temporary quota grants
         assert len(lists) == 4, lists

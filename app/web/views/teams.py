@@ -23,6 +23,7 @@ from app.core.models import (
     AuditEvent,
     ClusterRequest,
     Decision,
+    GpuBudget,
     KubeconfigGrant,
     Org,
     Pool,
@@ -44,7 +45,7 @@ from app.provisioning import sleep
 from app.reads.org import KeyShare, org_view, other_shares
 from app.teams import grants as quota_grants
 from app.teams import repository as repo
-from app.teams.repository import TeamRow
+from app.teams.repository import PoolLine, TeamRow
 from app.usage import budgets as budget_service
 from app.usage import rightsizing
 from app.usage.explain import Level, explain
@@ -224,8 +225,11 @@ class ShareDetail(_Gauges):
     others: list[KeyShare] = field(default_factory=list)
 
 
-def share_detail(session: Session, team: Team, usage: UsageCache) -> ShareDetail:
-    """Costs the same whatever the number of teams: read from the ready org view."""
+def share_detail(
+    session: Session, team: Team, usage: UsageCache, lines: Sequence[PoolLine] | None = None
+) -> ShareDetail:
+    """Costs the same whatever the number of teams: read from the ready org view
+    (``lines``: the team's quota lines, when read with the page's others)."""
     org = repo.get_team_org(session, team)
     view = org_view(session, usage, org)
     return ShareDetail(
@@ -236,7 +240,7 @@ def share_detail(session: Session, team: Team, usage: UsageCache) -> ShareDetail
         or share_of(GpuLine.of(team), None, org.gpus_centi),
         borrowers=view.borrowers,
         usage_error=usage.error or usage.model.history_error,
-        others=other_shares(session, usage, org, team.id, view),
+        others=other_shares(session, usage, org, team.id, view, lines),
     )
 
 
@@ -345,26 +349,33 @@ TeamLists = tuple[
     list[tuple[User, KubeconfigGrant, str | None]],
     list[AuditEvent],
     list[QuotaGrant],
+    list[PoolLine],
+    list[GpuBudget],
 ]
 
 
 def team_lists(
-    team_id: int,
+    team_id: int, now: datetime | None = None
 ) -> tuple[
     Read[tuple[list[ClusterRequest], dict[int, Decision]]],
     Read[list[tuple[User, TeamMember]]],
     Read[list[tuple[User, KubeconfigGrant, str | None]]],
     Read[list[AuditEvent]],
     Read[list[QuotaGrant]],
+    Read[list[PoolLine]],
+    Read[list[GpuBudget]],
 ]:
-    """What the team page lists: its requests, members, kubeconfig grants, latest events
-    and temporary quota grants."""
+    """What the team page lists: its requests, members, kubeconfig grants, latest events,
+    temporary quota grants, quota lines by pool (its gauges and forms) and this month's
+    GPU-hour budgets (``now``'s month)."""
     return (
         repo.team_requests_decided(team_id),
         repo.team_members(team_id),
         access_repo.team_grants(team_id),
         audit.team_events(team_id, ACTIVITY_SHOWN),
         repo.team_quota_grants(team_id),
+        repo.team_pool_lines(team_id),
+        budget_service.team_budgets(team_id, now or utcnow()),
     )
 
 
@@ -377,10 +388,11 @@ def team_detail(
 ) -> TeamDetail:
     """Costs the same whatever the number of teams: the org-wide parts are read ready.
     ``lists``: the values of ``team_lists``, when read with the caller and the team."""
-    gauge = share_detail(session, team, usage)
-    (requests, decisions), people, grants, events, quota_list = (
-        lists if lists is not None else cast(TeamLists, read_all(session, team_lists(team.id)))
+    now = utcnow()
+    (requests, decisions), people, grants, events, quota_list, lines, budgets = (
+        lists if lists is not None else cast(TeamLists, read_all(session, team_lists(team.id, now)))
     )
+    gauge = share_detail(session, team, usage, lines)
     holders, pending = access.holders_of(team, grants, settings)
     suggestion = (
         rightsizing.current(team.suggestion, team.quota.gpu.guarantee or 0)
@@ -400,7 +412,7 @@ def team_detail(
         events=events,
         usage_error=gauge.usage_error,
         others=gauge.others,
-        pool_gpus=repo.gpu_in_other_pools(session, team.id) if gauge.others else [],
+        pool_gpus=repo.gpu_in_other_pools(session, team.id, lines) if gauge.others else [],
         holders=holders,
         pending=pending,
         suggestion=suggestion,
@@ -411,8 +423,8 @@ def team_detail(
             else None
         ),
         template=team_template(session, team, requests),
-        quota_grants=quota_grants.shown(quota_list, since=utcnow() - timedelta(days=7)),
-        budgets=budget_service.of_team(session, team.id, utcnow()),
+        quota_grants=quota_grants.shown(quota_list, since=now - timedelta(days=7)),
+        budgets=budget_service.of_team(session, team.id, now, budgets),
     )
 
 
