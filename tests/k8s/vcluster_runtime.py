@@ -247,8 +247,13 @@ class VClusterRuntime:
         running = self.syncers.get(uid)
         if running is not None and not running.alive():
             # A container that exits is started again, as a kubelet would; one that keeps
-            # exiting is a failure the tests report. (A syncer may exit while its namespace
-            # is being deleted around it.)
+            # exiting is a failure the tests report. A syncer may exit while its namespace
+            # is being deleted around it (its secrets and account go before its pod): that
+            # pod goes too, and is not started again.
+            if self._terminating(namespace):
+                self.syncers.pop(uid).stop()
+                self._retired.add(uid)
+                return
             exits = self.exits.setdefault(uid, [])
             exits.append(f"exited ({running.process.returncode}):\n{running.log_tail()}")
             if len(exits) == CRASH_LOOP:
@@ -304,6 +309,13 @@ class VClusterRuntime:
                 }
             },
         )
+
+    def _terminating(self, namespace: str) -> bool:
+        try:
+            found = self.core.read_namespace(namespace)
+        except ApiException as exc:
+            return exc.status == 404
+        return found.metadata.deletion_timestamp is not None
 
     def _time_start(self, uid: str, started: syncers.Syncer) -> None:
         """When the syncer's virtual API first answers (its own start, for the benchmark)."""
